@@ -1,0 +1,119 @@
+//! Storage engines behind one narrow trait. Engines never time themselves: the runner does.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+mod null;
+mod rocks;
+mod sqlite;
+mod tides;
+
+/// What an engine call can fail with. `Conflict` is retryable (a write-write conflict or a
+/// busy lock); everything else is an error of the run.
+#[derive(Debug)]
+pub enum DbError {
+    Conflict(String),
+    Other(anyhow::Error),
+}
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DbError::Conflict(m) => write!(f, "conflict: {m}"),
+            DbError::Other(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for DbError {
+    fn from(e: E) -> Self {
+        DbError::Other(e.into())
+    }
+}
+
+pub type DbResult<T> = std::result::Result<T, DbError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMode {
+    /// never fsync the log
+    None,
+    /// fsync on every commit
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    None,
+    Lz4,
+    Zstd,
+}
+
+/// The engine settings the studies vary. `None` means the engine's own default.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineOptions {
+    pub path: PathBuf,
+    pub memtable_bytes: Option<usize>,
+    pub block_cache_bytes: Option<usize>,
+    pub sync: SyncMode,
+    pub compression: Compression,
+    pub flush_threads: Option<usize>,
+    pub compaction_threads: Option<usize>,
+    /// null engine only: simulated latency of every call, in nanoseconds
+    pub null_latency_ns: u64,
+}
+
+pub trait Engine: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// One session per worker thread; a session holds at most one open transaction.
+    fn session(&self) -> Result<Box<dyn Session + '_>>;
+}
+
+/// A connection-like handle used by one thread. Every operation runs inside
+/// `begin` .. `commit`/`rollback`; `write` tells engines with lock modes what is coming.
+pub trait Session {
+    fn begin(&mut self, write: bool) -> DbResult<()>;
+    fn put(&mut self, key: &[u8], value: &[u8]) -> DbResult<()>;
+    fn get(&mut self, key: &[u8]) -> DbResult<Option<Vec<u8>>>;
+    fn delete(&mut self, key: &[u8]) -> DbResult<()>;
+    /// Visit up to `limit` entries with key >= `start`, in key order, until `visit` says stop.
+    /// Returns how many were visited.
+    fn scan(
+        &mut self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> DbResult<usize>;
+    fn commit(&mut self) -> DbResult<()>;
+    fn rollback(&mut self) -> DbResult<()>;
+}
+
+pub const ENGINES: &[&str] = &["tidesdb", "rocksdb", "sqlite", "null"];
+
+pub fn open(name: &str, opts: &EngineOptions) -> Result<Box<dyn Engine>> {
+    std::fs::create_dir_all(&opts.path)?;
+    Ok(match name {
+        "tidesdb" => Box::new(tides::Tides::open(opts)?),
+        "rocksdb" => Box::new(rocks::Rocks::open(opts)?),
+        "sqlite" => Box::new(sqlite::Sqlite::open(opts)?),
+        "null" => Box::new(null::Null::new(opts.null_latency_ns)),
+        other => bail!("unknown engine '{other}'; choose one of {}", ENGINES.join(", ")),
+    })
+}
+
+/// Versions of the engines compiled into this driver.
+pub fn versions() -> serde_json::Value {
+    serde_json::json!({
+        "tidesdb": tides::version(),
+        "rocksdb": rocks::version(),
+        "sqlite": sqlite::version(),
+        "null": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+fn missing_txn() -> DbError {
+    DbError::Other(anyhow::anyhow!("operation outside a transaction: call begin() first"))
+}

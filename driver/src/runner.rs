@@ -1,0 +1,352 @@
+//! The only place that times anything. Worker threads call the workload, time each call and
+//! record it into their own HDR histograms (one per operation type); the reporter merges
+//! them every interval, emits an interval event, and keeps the cumulative histograms for the
+//! final summary. Warm-up calls are counted but never recorded.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::sync::SyncHistogram;
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value};
+
+use crate::engines::{DbError, Engine};
+use crate::events::EventSink;
+use crate::rusage;
+use crate::workloads::Workload;
+
+const WARMUP: u8 = 0;
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+
+/// Largest latency a histogram holds: one hour, in nanoseconds.
+const MAX_NS: u64 = 3_600_000_000_000;
+pub const SIGFIG: u8 = 3;
+
+pub struct RunConfig {
+    pub threads: usize,
+    /// measured operations in all (split across threads as they claim them), or
+    pub ops: Option<u64>,
+    /// a measured duration
+    pub duration: Option<Duration>,
+    pub warmup: Duration,
+    pub interval: Duration,
+    /// logical operations per call (the batch size), so that `ops` can be claimed per call
+    pub ops_per_call: u64,
+}
+
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_NS, SIGFIG).expect("valid histogram bounds")
+}
+
+/// Counters of one thread, one slot per operation type. Only that thread writes them.
+struct Counters {
+    calls: Vec<AtomicU64>,
+    ops: Vec<AtomicU64>,
+    errors: Vec<AtomicU64>,
+    retries: Vec<AtomicU64>,
+    warmup_ops: AtomicU64,
+}
+
+impl Counters {
+    fn new(n: usize) -> Self {
+        let v = || (0..n).map(|_| AtomicU64::new(0)).collect();
+        Counters { calls: v(), ops: v(), errors: v(), retries: v(), warmup_ops: AtomicU64::new(0) }
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct Totals {
+    calls: u64,
+    ops: u64,
+    errors: u64,
+    retries: u64,
+}
+
+fn sum(counters: &[Box<Counters>], op: usize) -> Totals {
+    let f = |sel: fn(&Counters) -> &Vec<AtomicU64>| counters.iter().map(|c| sel(c)[op].load(Ordering::Relaxed)).sum();
+    Totals { calls: f(|c| &c.calls), ops: f(|c| &c.ops), errors: f(|c| &c.errors), retries: f(|c| &c.retries) }
+}
+
+pub fn percentiles(h: &Histogram<u64>) -> Map<String, Value> {
+    let mut m = Map::new();
+    let q = |p: f64| if h.len() == 0 { 0 } else { h.value_at_quantile(p) };
+    m.insert("mean_ns".into(), json!(if h.len() == 0 { 0.0 } else { h.mean() }));
+    m.insert("stdev_ns".into(), json!(if h.len() == 0 { 0.0 } else { h.stdev() }));
+    m.insert("min_ns".into(), json!(if h.len() == 0 { 0 } else { h.min() }));
+    m.insert("p50_ns".into(), json!(q(0.50)));
+    m.insert("p95_ns".into(), json!(q(0.95)));
+    m.insert("p99_ns".into(), json!(q(0.99)));
+    m.insert("p999_ns".into(), json!(q(0.999)));
+    m.insert("max_ns".into(), json!(if h.len() == 0 { 0 } else { h.max() }));
+    m
+}
+
+/// The standard compressed V2 encoding, base64: what HdrHistogram's other ports decode.
+pub fn encode(h: &Histogram<u64>) -> Result<String> {
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut buf).map_err(|e| anyhow!("cannot encode histogram: {e:?}"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(buf))
+}
+
+pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result<()> {
+    let names = workload.op_names();
+    let n = names.len();
+    let threads = cfg.threads;
+    let mut syncs: Vec<SyncHistogram<u64>> = (0..n).map(|_| new_histogram().into_sync()).collect();
+    let mut cumulative: Vec<Histogram<u64>> = (0..n).map(|_| new_histogram()).collect();
+    let counters: Vec<Box<Counters>> = (0..threads).map(|_| Box::new(Counters::new(n))).collect();
+    let phase = AtomicU8::new(if cfg.warmup.is_zero() { MEASURE } else { WARMUP });
+    let claimed = AtomicU64::new(0);
+    let done = AtomicUsize::new(0);
+    let first_error: Mutex<Option<String>> = Mutex::new(None);
+    let base = Instant::now();
+    let last_finish_ns = AtomicU64::new(0);
+    let measure_start_ns = AtomicU64::new(0);
+
+    let results = std::thread::scope(|scope| -> Result<Vec<Result<()>>> {
+        let mut handles = Vec::new();
+        for (t, ctr) in counters.iter().enumerate() {
+            let mut recorders: Vec<_> = syncs.iter().map(|s| s.recorder()).collect();
+            let (phase, claimed, done, first_error, last_finish_ns, names) =
+                (&phase, &claimed, &done, &first_error, &last_finish_ns, &names);
+            handles.push(scope.spawn(move || -> Result<()> {
+                let mut body = || -> Result<()> {
+                    let mut session = engine.session()?;
+                    let mut worker = workload.worker(t, threads);
+                    loop {
+                        let ph = phase.load(Ordering::Acquire);
+                        if ph == STOP {
+                            break;
+                        }
+                        if ph == MEASURE {
+                            if let Some(total) = cfg.ops {
+                                if claimed.fetch_add(cfg.ops_per_call, Ordering::Relaxed) >= total {
+                                    break;
+                                }
+                            }
+                        }
+                        let t0 = Instant::now();
+                        let step = worker.step(&mut *session);
+                        let ns = t0.elapsed().as_nanos() as u64;
+                        if ph != MEASURE {
+                            ctr.warmup_ops.fetch_add(step.ops, Ordering::Relaxed);
+                            continue;
+                        }
+                        let op = step.op;
+                        ctr.calls[op].fetch_add(1, Ordering::Relaxed);
+                        ctr.retries[op].fetch_add(step.retries, Ordering::Relaxed);
+                        match step.result {
+                            Ok(()) => {
+                                recorders[op].saturating_record(ns.max(1));
+                                ctr.ops[op].fetch_add(step.ops, Ordering::Relaxed);
+                            }
+                            Err(e) => {
+                                ctr.errors[op].fetch_add(1, Ordering::Relaxed);
+                                let mut fe = first_error.lock().expect("poisoned");
+                                if fe.is_none() {
+                                    let kind = if matches!(e, DbError::Conflict(_)) { "gave up after retries" } else { "error" };
+                                    *fe = Some(format!("{} {kind}: {e}", names[op]));
+                                }
+                            }
+                        }
+                    }
+                    Ok(())
+                };
+                let r = body();
+                drop(recorders); // hands the last samples to the reporter
+                last_finish_ns.fetch_max(base.elapsed().as_nanos() as u64, Ordering::AcqRel);
+                done.fetch_add(1, Ordering::AcqRel);
+                r
+            }));
+        }
+
+        let all_done = || done.load(Ordering::Acquire) == threads;
+        let nap = |until: Instant| {
+            while Instant::now() < until && !all_done() {
+                std::thread::sleep(Duration::from_millis(5).min(until.saturating_duration_since(Instant::now())));
+            }
+        };
+        if !cfg.warmup.is_zero() {
+            sink.emit("phase", json!({"phase": "warmup", "state": "begin"}))?;
+            nap(Instant::now() + cfg.warmup);
+            let warm: u64 = counters.iter().map(|c| c.warmup_ops.load(Ordering::Relaxed)).sum();
+            sink.emit("phase", json!({"phase": "warmup", "state": "end", "ops": warm}))?;
+        }
+        let usage0 = rusage::current();
+        let start = Instant::now();
+        measure_start_ns.store(base.elapsed().as_nanos() as u64, Ordering::Release);
+        phase.store(MEASURE, Ordering::Release);
+        sink.emit("phase", json!({"phase": "measure", "state": "begin"}))?;
+
+        let mut prev: Vec<Totals> = vec![Totals::default(); n];
+        let mut tick = start;
+        loop {
+            tick += cfg.interval;
+            let stop_at = cfg.duration.map(|d| start + d);
+            let wake = stop_at.map_or(tick, |s| s.min(tick));
+            nap(wake);
+            let finished = all_done();
+            if let Some(s) = stop_at {
+                if Instant::now() >= s {
+                    phase.store(STOP, Ordering::Release);
+                }
+            }
+            if finished || phase.load(Ordering::Acquire) == STOP {
+                break;
+            }
+            emit_interval(sink, &names, &mut syncs, &mut cumulative, &counters, &mut prev, start, cfg.interval)?;
+        }
+        // wait for the workers to finish their last call, then take everything left
+        while !all_done() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        emit_interval(sink, &names, &mut syncs, &mut cumulative, &counters, &mut prev, start, cfg.interval)?;
+        let usage1 = rusage::current();
+        let end_ns = last_finish_ns.load(Ordering::Acquire);
+        let duration_s = end_ns.saturating_sub(measure_start_ns.load(Ordering::Acquire)) as f64 / 1e9;
+        sink.emit("phase", json!({"phase": "measure", "state": "end", "duration_s": duration_s}))?;
+        summary(sink, &names, &cumulative, &counters, duration_s, &usage0, &usage1, &first_error)?;
+        Ok(handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("worker thread panicked")))).collect())
+    })?;
+    for r in results {
+        r?;
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn emit_interval(
+    sink: &EventSink,
+    names: &[&'static str],
+    syncs: &mut [SyncHistogram<u64>],
+    cumulative: &mut [Histogram<u64>],
+    counters: &[Box<Counters>],
+    prev: &mut [Totals],
+    start: Instant,
+    interval: Duration,
+) -> Result<()> {
+    let mut ops = Map::new();
+    for (i, name) in names.iter().enumerate() {
+        syncs[i].refresh_timeout(interval.min(Duration::from_millis(250)));
+        let now = sum(counters, i);
+        let p = prev[i];
+        let mut m = percentiles(&syncs[i]);
+        m.insert("calls".into(), json!(now.calls - p.calls));
+        m.insert("ops".into(), json!(now.ops - p.ops));
+        m.insert("errors".into(), json!(now.errors - p.errors));
+        m.insert("retries".into(), json!(now.retries - p.retries));
+        prev[i] = now;
+        cumulative[i].add(&*syncs[i]).map_err(|e| anyhow!("cannot merge histograms: {e:?}"))?;
+        syncs[i].reset();
+        ops.insert(name.to_string(), Value::Object(m));
+    }
+    let (hwm, rss) = rusage::memory();
+    sink.emit(
+        "interval",
+        json!({"phase": "measure", "elapsed_s": start.elapsed().as_secs_f64(), "ops": ops,
+               "rss_bytes": rss, "vm_hwm_bytes": hwm, "usage": rusage::current()}),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn summary(
+    sink: &EventSink,
+    names: &[&'static str],
+    cumulative: &[Histogram<u64>],
+    counters: &[Box<Counters>],
+    duration_s: f64,
+    usage0: &rusage::Usage,
+    usage1: &rusage::Usage,
+    first_error: &Mutex<Option<String>>,
+) -> Result<()> {
+    let mut ops = Map::new();
+    let mut total = Totals::default();
+    for (i, name) in names.iter().enumerate() {
+        let t = sum(counters, i);
+        total.ops += t.ops;
+        total.calls += t.calls;
+        total.errors += t.errors;
+        total.retries += t.retries;
+        let mut m = percentiles(&cumulative[i]);
+        m.insert("calls".into(), json!(t.calls));
+        m.insert("ops".into(), json!(t.ops));
+        m.insert("errors".into(), json!(t.errors));
+        m.insert("retries".into(), json!(t.retries));
+        m.insert("hist".into(), json!(encode(&cumulative[i])?));
+        ops.insert(name.to_string(), Value::Object(m));
+    }
+    let warm: u64 = counters.iter().map(|c| c.warmup_ops.load(Ordering::Relaxed)).sum();
+    let (hwm, rss) = rusage::memory();
+    sink.emit(
+        "summary",
+        json!({
+            "duration_s": duration_s,
+            "ops": ops,
+            "total_ops": total.ops,
+            "total_calls": total.calls,
+            "total_errors": total.errors,
+            "total_retries": total.retries,
+            "ops_per_s": if duration_s > 0.0 { total.ops as f64 / duration_s } else { 0.0 },
+            "warmup_ops": warm,
+            "first_error": *first_error.lock().expect("poisoned"),
+            "usage_window": usage1.since(usage0),
+            "usage_total": usage1,
+            "vm_hwm_bytes": hwm,
+            "rss_bytes": rss,
+            "histogram_encoding": "hdr-v2-deflate-base64",
+            "histogram_sigfig": SIGFIG,
+            "latency_unit": "ns per call (one call = one batch/transaction of `batch` ops)",
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// Per-thread histograms merged give exactly the percentiles of one histogram of all samples.
+    #[test]
+    fn merged_thread_histograms_equal_one_histogram() {
+        let mut all = new_histogram();
+        let mut sync = new_histogram().into_sync();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let mut rec = sync.recorder();
+                s.spawn(move || {
+                    let mut rng = rand::rngs::SmallRng::seed_from_u64(t);
+                    for _ in 0..50_000 {
+                        rec.saturating_record(rng.gen_range(1..10_000_000u64));
+                    }
+                });
+            }
+        });
+        sync.refresh();
+        for t in 0..4u64 {
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(t);
+            for _ in 0..50_000 {
+                all.saturating_record(rng.gen_range(1..10_000_000u64));
+            }
+        }
+        assert_eq!(sync.len(), all.len());
+        for q in [0.5, 0.9, 0.95, 0.99, 0.999, 1.0] {
+            assert_eq!(sync.value_at_quantile(q), all.value_at_quantile(q), "q={q}");
+        }
+    }
+
+    #[test]
+    fn encoding_round_trips() {
+        let mut h = new_histogram();
+        for v in [1u64, 10, 1000, 123_456, 9_999_999] {
+            h.record(v).unwrap();
+        }
+        let b = base64::engine::general_purpose::STANDARD.decode(encode(&h).unwrap()).unwrap();
+        let back: Histogram<u64> = hdrhistogram::serialization::Deserializer::new().deserialize(&mut &b[..]).unwrap();
+        assert_eq!(back, h);
+    }
+}
