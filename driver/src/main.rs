@@ -171,6 +171,9 @@ fn run(a: RunArgs) -> Result<()> {
                 "duration_s": a.duration_s,
                 "warmup_s": a.warmup_s,
                 "ld_preload": std::env::var("LD_PRELOAD").ok(),
+                // what /proc/self/maps holds now: a fallback proof for runs so short that
+                // the parent cannot read /proc/PID/maps before the process exits
+                "mapped_files": rusage::mapped_files(),
             }),
         )?;
         let t0 = Instant::now();

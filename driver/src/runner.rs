@@ -22,6 +22,9 @@ use crate::workloads::Workload;
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
 const STOP: u8 = 2;
+/// Workers wait here (session open) until every worker is ready, so that nobody starts
+/// before the clock does.
+const PENDING: u8 = 3;
 
 /// Largest latency a histogram holds: one hour, in nanoseconds.
 const MAX_NS: u64 = 3_600_000_000_000;
@@ -100,7 +103,8 @@ pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: 
     let mut syncs: Vec<SyncHistogram<u64>> = (0..n).map(|_| new_histogram().into_sync()).collect();
     let mut cumulative: Vec<Histogram<u64>> = (0..n).map(|_| new_histogram()).collect();
     let counters: Vec<Box<Counters>> = (0..threads).map(|_| Box::new(Counters::new(n))).collect();
-    let phase = AtomicU8::new(if cfg.warmup.is_zero() { MEASURE } else { WARMUP });
+    let phase = AtomicU8::new(PENDING);
+    let ready = AtomicUsize::new(0);
     let claimed = AtomicU64::new(0);
     let done = AtomicUsize::new(0);
     let first_error: Mutex<Option<String>> = Mutex::new(None);
@@ -112,12 +116,16 @@ pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: 
         let mut handles = Vec::new();
         for (t, ctr) in counters.iter().enumerate() {
             let mut recorders: Vec<_> = syncs.iter().map(|s| s.recorder()).collect();
-            let (phase, claimed, done, first_error, last_finish_ns, names) =
-                (&phase, &claimed, &done, &first_error, &last_finish_ns, &names);
+            let (phase, claimed, done, first_error, last_finish_ns, names, ready) =
+                (&phase, &claimed, &done, &first_error, &last_finish_ns, &names, &ready);
             handles.push(scope.spawn(move || -> Result<()> {
                 let mut body = || -> Result<()> {
                     let mut session = engine.session()?;
                     let mut worker = workload.worker(t, threads);
+                    ready.fetch_add(1, Ordering::AcqRel);
+                    while phase.load(Ordering::Acquire) == PENDING {
+                        std::thread::yield_now();
+                    }
                     loop {
                         let ph = phase.load(Ordering::Acquire);
                         if ph == STOP {
@@ -171,7 +179,12 @@ pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: 
                 std::thread::sleep(Duration::from_millis(5).min(until.saturating_duration_since(Instant::now())));
             }
         };
+        // every worker has its session (or gave up) before the clock starts
+        while ready.load(Ordering::Acquire) + done.load(Ordering::Acquire) < threads {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         if !cfg.warmup.is_zero() {
+            phase.store(WARMUP, Ordering::Release);
             sink.emit("phase", json!({"phase": "warmup", "state": "begin"}))?;
             nap(Instant::now() + cfg.warmup);
             let warm: u64 = counters.iter().map(|c| c.warmup_ops.load(Ordering::Relaxed)).sum();

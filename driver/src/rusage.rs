@@ -6,7 +6,6 @@ use serde::Serialize;
 pub struct Usage {
     pub cpu_user_s: f64,
     pub cpu_sys_s: f64,
-    pub max_rss_bytes: u64,
     pub minor_faults: u64,
     pub major_faults: u64,
     pub ctx_voluntary: u64,
@@ -24,7 +23,6 @@ pub fn current() -> Usage {
     Usage {
         cpu_user_s: tv_s(ru.ru_utime),
         cpu_sys_s: tv_s(ru.ru_stime),
-        max_rss_bytes: ru.ru_maxrss as u64 * 1024,
         minor_faults: ru.ru_minflt as u64,
         major_faults: ru.ru_majflt as u64,
         ctx_voluntary: ru.ru_nvcsw as u64,
@@ -33,12 +31,13 @@ pub fn current() -> Usage {
 }
 
 impl Usage {
-    /// What happened between `earlier` and `self` (max RSS stays the absolute peak).
+    /// What happened between `earlier` and `self`.
+    /// (ru_maxrss is left out on purpose: it survives exec, so it can hold the RSS of the
+    /// forked parent; VmHWM is the peak of this program alone.)
     pub fn since(&self, earlier: &Usage) -> Usage {
         Usage {
             cpu_user_s: self.cpu_user_s - earlier.cpu_user_s,
             cpu_sys_s: self.cpu_sys_s - earlier.cpu_sys_s,
-            max_rss_bytes: self.max_rss_bytes,
             minor_faults: self.minor_faults - earlier.minor_faults,
             major_faults: self.major_faults - earlier.major_faults,
             ctx_voluntary: self.ctx_voluntary - earlier.ctx_voluntary,
@@ -58,4 +57,19 @@ pub fn memory() -> (Option<u64>, Option<u64>) {
             .map(|kb| kb * 1024)
     };
     (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// Distinct file paths mapped into this process, from /proc/self/maps.
+pub fn mapped_files() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if let Some(path) = line.splitn(6, char::is_whitespace).filter(|s| !s.is_empty()).nth(5) {
+            let path = path.trim();
+            if path.starts_with('/') && !out.iter().any(|p| p == path) {
+                out.push(path.to_string());
+            }
+        }
+    }
+    out
 }

@@ -67,7 +67,6 @@ pub struct EngineOptions {
 }
 
 pub trait Engine: Send + Sync {
-    fn name(&self) -> &'static str;
     /// One session per worker thread; a session holds at most one open transaction.
     fn session(&self) -> Result<Box<dyn Session + '_>>;
 }

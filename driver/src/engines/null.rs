@@ -15,9 +15,6 @@ impl Null {
 }
 
 impl Engine for Null {
-    fn name(&self) -> &'static str {
-        "null"
-    }
     fn session(&self) -> anyhow::Result<Box<dyn Session + '_>> {
         Ok(Box::new(NullSession { latency: self.latency }))
     }

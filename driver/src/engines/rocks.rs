@@ -58,9 +58,6 @@ impl Rocks {
 }
 
 impl Engine for Rocks {
-    fn name(&self) -> &'static str {
-        "rocksdb"
-    }
     fn session(&self) -> Result<Box<dyn Session + '_>> {
         let mut wopts = WriteOptions::default();
         wopts.set_sync(self.sync);

@@ -57,9 +57,6 @@ impl Sqlite {
 }
 
 impl Engine for Sqlite {
-    fn name(&self) -> &'static str {
-        "sqlite"
-    }
     fn session(&self) -> Result<Box<dyn Session + '_>> {
         Ok(Box::new(SqliteSession { c: self.connect()?, open: false }))
     }

@@ -63,9 +63,6 @@ impl Tides {
 }
 
 impl Engine for Tides {
-    fn name(&self) -> &'static str {
-        "tidesdb"
-    }
     fn session(&self) -> Result<Box<dyn Session + '_>> {
         Ok(Box::new(TidesSession { e: self, txn: None }))
     }

@@ -1,0 +1,270 @@
+"""The allocator registry: what is installed, how to name it, how to inject it, how to prove it.
+
+One injection path: LD_PRELOAD of an absolute path, into the process under test only.
+Every run proves its allocator from /proc/PID/maps; nothing else (a server variable, an
+environment variable, a log line) counts as proof.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from alloclab.errors import AlloclabError
+
+
+@dataclass(frozen=True)
+class Known:
+    sonames: tuple[str, ...]
+    package: str
+    homepage: str
+
+
+# The allocators alloclab knows by name. "glibc" is the absence of any preload.
+KNOWN: dict[str, Known] = {
+    "glibc": Known((), "libc6", "https://sourceware.org/glibc/"),
+    "jemalloc": Known(("libjemalloc.so.2", "libjemalloc.so"), "libjemalloc2", "https://jemalloc.net"),
+    "mimalloc": Known(("libmimalloc.so.2", "libmimalloc.so.2.0", "libmimalloc.so"), "libmimalloc2.0",
+                      "https://github.com/microsoft/mimalloc"),
+    "tcmalloc": Known(("libtcmalloc.so.4", "libtcmalloc.so"), "libgoogle-perftools4",
+                      "https://github.com/gperftools/gperftools"),
+    "tcmalloc-minimal": Known(("libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so"), "libtcmalloc-minimal4",
+                              "https://github.com/gperftools/gperftools"),
+}
+
+# Basenames that mean "some allocator other than glibc is mapped".
+FOREIGN_ALLOCATOR = re.compile(
+    r"lib(jemalloc|mimalloc|tcmalloc|hoard|tbbmalloc|snmalloc|rpmalloc|scalloc|supermalloc|lockless)[^/]*\.so"
+)
+
+# Environment variables that tune an allocator: stripped from the target's environment
+# unless the allocator variant sets them, so that a stray setting in the user's shell
+# never changes a run silently.
+TUNING_PREFIXES = ("MALLOC_", "TCMALLOC_", "MIMALLOC_", "JE_MALLOC_", "GLIBC_TUNABLES", "HEAPPROFILE")
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def library_dirs() -> list[str]:
+    dirs = []
+    multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
+    for d in (f"/usr/lib/{multiarch}", f"/lib/{multiarch}", "/usr/lib64", "/usr/lib", "/usr/local/lib", "/lib64"):
+        if os.path.isdir(d) and d not in dirs:
+            dirs.append(d)
+    return dirs
+
+
+def _find_library(sonames: tuple[str, ...]) -> str | None:
+    for soname in sonames:
+        for d in library_dirs():
+            p = os.path.join(d, soname)
+            if os.path.exists(p):
+                return p
+    return None
+
+
+def _dpkg_version_of(path: str) -> str | None:
+    try:
+        owner = subprocess.run(["dpkg-query", "-S", os.path.realpath(path)], capture_output=True, text=True,
+                               timeout=10)
+        if owner.returncode != 0:
+            return None
+        pkg = owner.stdout.split(":")[0].strip()
+        ver = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True,
+                             timeout=10)
+        return f"{pkg} {ver.stdout.strip()}" if ver.returncode == 0 else pkg
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _version_of(base: str, path: str | None) -> str:
+    if base == "glibc" or path is None:
+        return os.confstr("CS_GNU_LIBC_VERSION") or "glibc"
+    v = _dpkg_version_of(path)
+    if v:
+        return v
+    m = re.search(r"\.so\.([0-9.]+)$", os.path.realpath(path))
+    return m.group(1) if m else "unknown"
+
+
+@dataclass(frozen=True)
+class Allocator:
+    """One allocator as a run uses it: a label, a library (None for glibc) and tuning env."""
+
+    name: str
+    base: str
+    path: str | None
+    env: tuple[tuple[str, str], ...] = ()
+    version: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def target_env(self, base_env: dict[str, str]) -> dict[str, str]:
+        """The environment of the process under test: the caller's, cleaned of any preload and
+        allocator tuning, plus this allocator's preload and tuning."""
+        env = {k: v for k, v in base_env.items()
+               if k != "LD_PRELOAD" and not k.startswith(TUNING_PREFIXES)}
+        if self.path:
+            env["LD_PRELOAD"] = self.path
+        env.update(dict(self.env))
+        return env
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "base": self.base, "path": self.path, "env": dict(self.env),
+                "version": self.version}
+
+
+@dataclass
+class Proof:
+    verified: bool
+    reason: str
+    mapped: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"verified": self.verified, "reason": self.reason, "mapped_libraries": self.mapped}
+
+
+def discover() -> dict[str, Allocator]:
+    """Every known allocator installed on this machine, by name."""
+    found = {}
+    for name, k in KNOWN.items():
+        path = None if name == "glibc" else _find_library(k.sonames)
+        if name == "glibc" or path:
+            found[name] = Allocator(name=name, base=name, path=path, version=_version_of(name, path))
+    return found
+
+
+def missing() -> dict[str, Known]:
+    """Known allocators that are not installed, with what to install."""
+    have = discover()
+    return {n: k for n, k in KNOWN.items() if n not in have}
+
+
+def install_hint(names: list[str]) -> str:
+    pkgs = " ".join(KNOWN[n].package for n in names if n in KNOWN)
+    return f"install with: sudo apt-get install -y {pkgs}" if pkgs else ""
+
+
+def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
+    """Parse `name`, `name=/path/lib.so`, and tuning variants `name+ENV=value[+ENV=value]`.
+
+    Raises AlloclabError naming what is wrong and what to do.
+    """
+    spec = spec.strip()
+    if not spec:
+        raise AlloclabError("empty allocator name", "name one of: " + ", ".join(KNOWN))
+    head, *tunings = spec.split("+")
+    env = []
+    for t in tunings:
+        k, sep, v = t.partition("=")
+        if not sep or not ENV_RE.match(k):
+            raise AlloclabError(f"allocator '{spec}': tuning '{t}' is not ENV=value",
+                                "write tuning variants as name+ENV=value, e.g. jemalloc+MALLOC_CONF=narenas:2")
+        env.append((k, v))
+    name, sep, path = head.partition("=")
+    if not NAME_RE.match(name):
+        raise AlloclabError(f"allocator '{spec}': '{name}' is not a valid name",
+                            "use letters, digits, '.', '_' or '-', e.g. jemalloc or mylib=/opt/lib/libmy.so")
+    found = discover() if found is None else found
+    if sep:
+        if not path or not os.path.isabs(path):
+            raise AlloclabError(f"allocator '{spec}': the library path must be absolute",
+                                f"write {name}=/absolute/path/to/lib.so")
+        if not os.path.isfile(path):
+            raise AlloclabError(f"allocator '{spec}': {path} does not exist",
+                                "check the path, or install the library first")
+        base = name if name in KNOWN else name
+        alloc = Allocator(name=name, base=base, path=path, version=_version_of(base, path))
+    elif name in found:
+        alloc = found[name]
+    elif name in KNOWN:
+        raise AlloclabError(f"allocator '{name}' is not installed", install_hint([name]))
+    else:
+        raise AlloclabError(f"unknown allocator '{name}'",
+                            "name one of: " + ", ".join(KNOWN) + ", or give a library: name=/path/lib.so")
+    label = spec if env else alloc.name
+    return Allocator(name=label, base=alloc.base, path=alloc.path, env=tuple(env), version=alloc.version)
+
+
+# ---------------------------------------------------------------------------------------
+# Proof
+
+
+def mapped_files(maps_text: str) -> list[str]:
+    """Distinct file paths mapped in a /proc/PID/maps text, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for line in maps_text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            seen.setdefault(parts[5].replace(" (deleted)", ""), None)
+    return list(seen)
+
+
+def read_maps(pid: int) -> list[str] | None:
+    """Files mapped in a live process, or None if it is gone."""
+    try:
+        return mapped_files(Path(f"/proc/{pid}/maps").read_text())
+    except (OSError, ProcessLookupError):
+        return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+        return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+    except OSError:
+        return False
+
+
+def prove(alloc: Allocator, files: list[str] | None, pid: int | str = "?") -> Proof:
+    """Decide from the files mapped in a process (`mapped_files` of its /proc/PID/maps)
+    whether `alloc` is the allocator of that process."""
+    if files is None:
+        return Proof(False, f"could not read /proc/{pid}/maps (the process was gone)")
+    libs = [f for f in files if ".so" in os.path.basename(f)]
+    if alloc.path is None:
+        foreign = [f for f in libs if FOREIGN_ALLOCATOR.search(os.path.basename(f))]
+        if foreign:
+            return Proof(False, f"glibc run, but another allocator is mapped in PID {pid}: {', '.join(foreign)}",
+                         libs)
+        if not any(re.search(r"/libc(\.so\.6|-[0-9.]+\.so)$", f) for f in libs):
+            return Proof(False, f"libc is not mapped in PID {pid}", libs)
+        return Proof(True, f"PID {pid}: libc mapped, no other allocator mapped", libs)
+    if not os.path.exists(alloc.path):
+        return Proof(False, f"{alloc.path} does not exist, so it cannot have been preloaded", libs)
+    hit = [f for f in libs if _same_file(f, alloc.path)]
+    if not hit:
+        return Proof(False, f"{alloc.path} is not mapped in PID {pid}: LD_PRELOAD did not reach the process "
+                            "or the loader refused the library", libs)
+    others = [f for f in libs if FOREIGN_ALLOCATOR.search(os.path.basename(f)) and not _same_file(f, alloc.path)]
+    if others:
+        return Proof(False, f"{alloc.name} is mapped in PID {pid}, but so is {', '.join(others)}", libs)
+    return Proof(True, f"PID {pid}: {hit[0]} mapped", libs)
+
+
+def library_version_list() -> list[dict]:
+    """For `alloclab allocators` and the study metadata."""
+    rows = [a.to_json() | {"installed": True} for a in discover().values()]
+    for name, k in missing().items():
+        rows.append({"name": name, "installed": False, "package": k.package})
+    return rows
+
+
+def looks_like_allocator(path: str) -> bool:
+    """True if the shared object exports malloc and free (what a preload needs to replace)."""
+    try:
+        out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return True  # cannot tell without binutils; the maps proof and the run decide
+    syms = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+    return {"malloc", "free"} <= syms
+

@@ -1,0 +1,193 @@
+"""The `alloclab` command. The only module that prints for the user and decides exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from alloclab import __version__, allocators, plan as plan_mod, presets, report, study
+from alloclab.errors import AlloclabError
+from alloclab.progress import Progress
+from alloclab.store import Store
+
+EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE = 0, 3, 2
+
+
+def _csv(kind):
+    def parse(text: str):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("expected a comma-separated list")
+        if kind is int:
+            try:
+                return [int(t) for t in items]
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        return items
+    return parse
+
+
+def build_plan_dict(a: argparse.Namespace) -> dict:
+    """Preset, plan file or flags -> one plan dictionary (validated later, as a whole)."""
+    if a.plan:
+        raw = plan_mod.read_toml(a.plan)
+        if "preset" in raw:
+            base = presets.preset(raw["preset"], raw.get("scale", a.scale or "quick"))
+            raw = {**base, **raw}
+    elif a.preset or not a.workloads or not set(a.workloads) <= set(plan_mod.WORKLOADS):
+        # no preset named: the default one (parts of it may be picked with --workloads)
+        raw = presets.preset(a.preset or "kv-allocators", a.scale or "quick")
+    else:
+        raw = {"name": "custom", "workloads": [{"workload": w, "part": w} for w in a.workloads]}
+        a.workloads = None
+    if a.scale and a.plan and "preset" not in raw:
+        raw["scale"] = a.scale
+    for key in ("engines", "allocators", "runs", "seed", "baseline", "name"):
+        v = getattr(a, key)
+        if v is not None:
+            raw[key] = v
+    if a.warmup is not None:
+        raw["warmup_s"] = a.warmup
+    wls = raw.get("workloads")
+    if isinstance(wls, list):
+        if a.workloads:
+            keep = [w for w in wls if isinstance(w, dict) and (w.get("workload") in a.workloads or w.get("part") in a.workloads)]
+            if not keep:
+                names = sorted({str(w.get("part", w.get("workload"))) for w in wls if isinstance(w, dict)})
+                raise AlloclabError(f"--workloads {','.join(a.workloads)} matches nothing in the plan",
+                                    "allowed values: " + ", ".join(names + list(plan_mod.WORKLOADS)))
+            wls = keep
+        new = []
+        for w in wls:
+            if isinstance(w, dict):
+                w = dict(w)
+                if a.threads:
+                    w["threads"] = a.threads
+                if a.batch:
+                    w["batch"] = a.batch
+                if a.duration is not None:
+                    w.pop("ops", None)
+                    w["duration_s"] = a.duration
+                if a.ops is not None:
+                    w.pop("duration_s", None)
+                    w["ops"] = a.ops
+            new.append(w)
+        raw["workloads"] = new
+    return raw
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    raw = build_plan_dict(a)
+    plan = plan_mod.load(raw)
+    out = Path(a.out) if a.out else study.default_out(plan.name)
+    specs = plan.expand()
+    live = False if a.quiet else None
+    progress = Progress(len(specs), live=live)
+    progress.message(f"alloclab {__version__}: study '{plan.name}' ({plan.scale}), {len(specs)} runs: "
+                     f"{len(plan.engines)} engine(s) x {len(plan.allocators)} allocator(s) "
+                     f"[{', '.join(x.name for x in plan.allocators)}] x {len(plan.cells()) // len(plan.engines)} "
+                     f"workload cell(s) x {plan.runs} repeat(s); seed {plan.seed}")
+    progress.message(f"results: {out}")
+    result = study.run(plan, out, progress)
+    md = report.build(out)
+    print(md.read_text())
+    print(f"\n{result.ok} ok, {result.failed} failed, {result.invalid} invalid of {result.total} runs")
+    print(f"report: {md}\nhtml:   {md.with_suffix('.html') if md.with_suffix('.html').exists() else '(none)'}")
+    print(f"verify: alloclab verify {out}")
+    return EXIT_OK if result.failed == 0 and result.invalid == 0 else EXIT_FAILED_RUNS
+
+
+def cmd_allocators(a: argparse.Namespace) -> int:
+    found = allocators.discover()
+    print(f"{'name':18s} {'version':32s} path")
+    for al in found.values():
+        print(f"{al.name:18s} {al.version:32s} {al.path or '(no preload: the C library)'}")
+    missing = allocators.missing()
+    if missing:
+        print("\nnot installed:")
+        for name, k in missing.items():
+            print(f"  {name:16s} apt-get install {k.package}")
+        print("\n" + allocators.install_hint(list(missing)))
+    print("\nalso: any library as name=/path/lib.so, and tuning variants as name+ENV=value "
+          "(e.g. jemalloc+MALLOC_CONF=narenas:2, glibc+MALLOC_ARENA_MAX=2)")
+    return EXIT_OK
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    md = report.build(Path(a.dir))
+    print(md.read_text())
+    print(f"report: {md}")
+    return EXIT_OK
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    problems = Store(Path(a.dir)).verify()
+    if problems:
+        for p in problems:
+            print(p)
+        print(f"{a.dir}: {len(problems)} problem(s) against MANIFEST.sha256", file=sys.stderr)
+        return 1
+    print(f"{a.dir}: every file matches MANIFEST.sha256")
+    return EXIT_OK
+
+
+def cmd_presets(a: argparse.Namespace) -> int:
+    for name, (_fn, desc) in presets.PRESETS.items():
+        print(f"{name:20s} {desc}")
+    print(f"\nscales: {', '.join(presets.SCALES)}")
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="alloclab", description=__doc__)
+    p.add_argument("--version", action="version", version=f"alloclab {__version__}")
+    sub = p.add_subparsers(dest="cmd")
+    r = sub.add_parser("run", help="run a study (default: the quick kv-allocators preset)")
+    src = r.add_mutually_exclusive_group()
+    src.add_argument("--preset", help="a preset name (see `alloclab presets`)")
+    src.add_argument("--plan", help="a TOML plan file")
+    r.add_argument("--scale", choices=presets.SCALES, help="size of a preset (default quick)")
+    r.add_argument("--engines", type=_csv(str), help="e.g. tidesdb,rocksdb,sqlite")
+    r.add_argument("--allocators", type=_csv(str),
+                   help="e.g. glibc,jemalloc,mimalloc=/opt/lib.so,jemalloc+MALLOC_CONF=narenas:2 (default: all found)")
+    r.add_argument("--workloads", type=_csv(str), help="workload kinds or preset parts, e.g. write,read")
+    r.add_argument("--threads", type=_csv(int), help="e.g. 1,4,8")
+    r.add_argument("--batch", type=_csv(int), help="e.g. 1,100,1000")
+    r.add_argument("--runs", type=int, help="repeats of every cell")
+    dur = r.add_mutually_exclusive_group()
+    dur.add_argument("--duration", help="measured time per run, e.g. 10s, 2m")
+    dur.add_argument("--ops", type=int, help="measured operations per run")
+    r.add_argument("--warmup", help="unmeasured warm-up per run, e.g. 2s")
+    r.add_argument("--seed", type=int, help="seed of the run order and the key streams")
+    r.add_argument("--baseline", help="allocator the others are compared to (default glibc)")
+    r.add_argument("--name", help="study name")
+    r.add_argument("--out", help="results folder (default: a new folder under ./results)")
+    r.add_argument("--quiet", action="store_true", help="plain lines, no live display")
+    r.set_defaults(fn=cmd_run)
+    al = sub.add_parser("allocators", help="list the allocators found and what to install for the rest")
+    al.set_defaults(fn=cmd_allocators)
+    rp = sub.add_parser("report", help="rebuild the report of a results folder from its files")
+    rp.add_argument("dir")
+    rp.set_defaults(fn=cmd_report)
+    v = sub.add_parser("verify", help="check a results folder against its MANIFEST.sha256")
+    v.add_argument("dir")
+    v.set_defaults(fn=cmd_verify)
+    ps = sub.add_parser("presets", help="list the presets")
+    ps.set_defaults(fn=cmd_presets)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if not getattr(args, "fn", None):
+        args = p.parse_args(["run", *(argv if argv is not None else sys.argv[1:])])
+    try:
+        return args.fn(args)
+    except AlloclabError as e:
+        print(f"alloclab: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\nalloclab: interrupted; finished runs are kept in the results folder", file=sys.stderr)
+        return 130

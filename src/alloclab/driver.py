@@ -1,0 +1,64 @@
+"""Finding the native driver and turning a RunSpec into its command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from alloclab.errors import AlloclabError
+from alloclab.plan import RunSpec
+
+BINARY = "alloclab-driver"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def locate() -> Path:
+    """ALLOCLAB_DRIVER, then next to this Python (a venv's bin), then PATH, then the checkout's build."""
+    candidates = []
+    if os.environ.get("ALLOCLAB_DRIVER"):
+        candidates.append(Path(os.environ["ALLOCLAB_DRIVER"]))
+    candidates.append(Path(sys.executable).parent / BINARY)
+    on_path = shutil.which(BINARY)
+    if on_path:
+        candidates.append(Path(on_path))
+    candidates.append(REPO_ROOT / "driver" / "target" / "release" / BINARY)
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise AlloclabError("the native driver (alloclab-driver) is not built",
+                        "run ./setup.sh, or: cargo build --release --manifest-path driver/Cargo.toml")
+
+
+@functools.lru_cache(maxsize=4)
+def info(path: str | None = None) -> dict:
+    exe = path or str(locate())
+    try:
+        out = subprocess.run([exe, "info"], capture_output=True, text=True, timeout=30, check=True)
+        return json.loads(out.stdout)
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
+        raise AlloclabError(f"{exe} info failed: {e}", "rebuild the driver: ./setup.sh") from e
+
+
+def argv(exe: str | Path, spec: RunSpec, db_path: Path, events_fd: int) -> list[str]:
+    c = spec.cell
+    a = [str(exe), "run", "--engine", c.engine, "--db-path", str(db_path),
+         "--workload", c.workload, "--pattern", c.pattern,
+         "--key-bytes", str(c.key_bytes), "--value-bytes", str(c.value_bytes),
+         "--batch", str(c.batch), "--threads", str(c.threads),
+         "--range-len", str(c.range_len), "--seed", str(spec.seed),
+         "--warmup-s", repr(spec.warmup_s), "--interval-ms", str(spec.interval_ms),
+         "--events-fd", str(events_fd)]
+    if c.duration_s is not None:
+        a += ["--duration-s", repr(c.duration_s)]
+    else:
+        a += ["--ops", str(c.ops)]
+    if c.keyspace is not None:
+        a += ["--keyspace", str(c.keyspace)]
+    for k, v in sorted(spec.engine_options.items()):
+        a += ["--" + k.replace("_", "-"), str(v)]
+    return a

@@ -1,0 +1,232 @@
+"""Executing one run: launch the driver with the allocator preloaded, read its events, sample
+it, prove its allocator, and turn it all into a row. Never raises for a run that went wrong:
+a broken run becomes a row with status `failed` or `invalid` and its reason."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from alloclab import allocators, driver, events, sampler
+from alloclab.errors import AlloclabError
+from alloclab.plan import RunSpec
+from alloclab.store import RunRow, atomic_write, write_json
+
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+STATUS_INVALID = "invalid"
+
+
+@dataclass
+class Watch:
+    """What the executor learned from the event stream."""
+
+    pid: int
+    phase: str = "exec"
+    start: dict | None = None
+    summary: dict | None = None
+    end: dict | None = None
+    maps_at_start: list[str] | None = None
+    maps_at_summary: list[str] | None = None
+    last_interval: dict | None = None
+    parse_error: str | None = None
+    events: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def handle(self, ev: events.Event) -> None:
+        self.events += 1
+        d = ev.data
+        if ev.type == "start":
+            self.start = d
+            self.pid = int(d.get("pid", self.pid))
+            self.maps_at_start = allocators.read_maps(self.pid)
+            self.phase = "open"
+        elif ev.type == "phase":
+            self.phase = d.get("phase", self.phase) if d.get("state") == "begin" else self.phase
+        elif ev.type == "interval":
+            self.last_interval = d
+        elif ev.type == "summary":
+            self.summary = d
+            self.maps_at_summary = allocators.read_maps(self.pid)
+            self.phase = "close"
+        elif ev.type == "end":
+            self.end = d
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap(proc: subprocess.Popen, grace_s: float = 30.0):
+    """Wait for the child and return (exit code, rusage). Kills it if it does not exit."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, ru
+        if time.monotonic() > deadline:
+            _kill(proc)
+            grace_s, deadline = 0, time.monotonic() + 10
+        time.sleep(0.01)
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
+            on_event: Callable[[events.Event], None] | None = None, sample_hz: float = 20.0) -> RunRow:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    db_path = scratch / spec.run_id
+    shutil.rmtree(db_path, ignore_errors=True)
+    db_path.mkdir(parents=True)
+    env = spec.allocator.target_env(dict(os.environ))
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    r, w = os.pipe()
+    log_path = run_dir / "driver.log"
+    raw_path = run_dir / ".events.jsonl.partial"
+    failure: str | None = None
+    t0 = time.monotonic()
+    with open(log_path, "wb") as log, open(raw_path, "wb") as raw:
+        try:
+            proc = subprocess.Popen(driver.argv(exe, spec, db_path, w), env=env, stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=log, pass_fds=(w,), start_new_session=True)
+        except OSError as e:
+            os.close(r)
+            os.close(w)
+            raise AlloclabError(f"cannot start the driver {exe}: {e.strerror}", "rebuild it: ./setup.sh") from e
+        os.close(w)
+        watch = Watch(pid=proc.pid)
+        timeline = sampler.Timeline(sample_hz)
+        sel = selectors.DefaultSelector()
+        sel.register(r, selectors.EVENT_READ)
+        buf = b""
+        last_event = time.monotonic()
+        eof = False
+        while not eof:
+            for _key, _mask in sel.select(max(0.0, timeline.due())):
+                chunk = os.read(r, 1 << 16)
+                if not chunk:
+                    eof = True
+                    break
+                raw.write(chunk)
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    try:
+                        ev = events.parse_line(line.decode(errors="replace"))
+                    except AlloclabError as e:
+                        watch.parse_error = watch.parse_error or str(e)
+                        continue
+                    last_event = time.monotonic()
+                    watch.handle(ev)
+                    if on_event:
+                        on_event(ev)
+            if timeline.due() <= 0:
+                timeline.take(watch.pid, watch.phase)
+            now = time.monotonic()
+            if failure is None and now - t0 > spec.timeout_s:
+                failure = f"ran past its deadline of {spec.timeout_s:g}s and was killed"
+                _kill(proc)
+            elif failure is None and now - last_event > spec.hang_timeout_s:
+                failure = f"sent no event for {spec.hang_timeout_s:g}s (hung) and was killed"
+                _kill(proc)
+        sel.close()
+        os.close(r)
+        exit_code, ru = _reap(proc)
+    wall_s = time.monotonic() - t0
+    os.replace(raw_path, run_dir / "events.jsonl")
+    shutil.rmtree(db_path, ignore_errors=True)
+
+    # --- proof: the parent's own read of /proc/PID/maps; the driver's self-report only if
+    # the process was gone before the parent could look
+    files, proof_source = watch.maps_at_start, "parent read /proc/PID/maps at start"
+    if files is None:
+        files, proof_source = watch.maps_at_summary, "parent read /proc/PID/maps at summary"
+    if files is None and watch.start and watch.start.get("mapped_files"):
+        files, proof_source = watch.start["mapped_files"], "driver's own /proc/self/maps at start"
+    proof = allocators.prove(spec.allocator, files, watch.pid)
+
+    summary = watch.summary or {}
+    merged = events.merged_histogram(summary) if summary else None
+    pct = events.percentiles_ns(merged)
+    usage = summary.get("usage_window", {})
+    # VmHWM, sampled and as the driver read it at the end; never ru_maxrss, which survives
+    # exec and so can hold the RSS of the forked Python parent
+    peak_rss = max(timeline.peak_hwm(), int(summary.get("vm_hwm_bytes") or 0))
+
+    status, reason = STATUS_OK, ""
+    if failure:
+        status, reason = STATUS_FAILED, failure
+    elif watch.parse_error:
+        status, reason = STATUS_FAILED, watch.parse_error
+    elif exit_code != 0 or not watch.end or watch.end.get("status") != "ok":
+        err = (watch.end or {}).get("error") or _tail(log_path) or "no output"
+        how = f"exited with code {exit_code}" if exit_code >= 0 else f"was killed by signal {-exit_code}"
+        status, reason = STATUS_FAILED, f"driver {how}: {err}"
+    elif not summary:
+        status, reason = STATUS_FAILED, "the driver sent no summary"
+    elif summary.get("total_errors", 0):
+        status, reason = STATUS_FAILED, f"{summary['total_errors']} failed calls; first: {summary.get('first_error')}"
+    if not proof.verified:
+        reason = f"allocator not proved: {proof.reason}" + (f"; {reason}" if reason else "")
+        if status == STATUS_OK:
+            status = STATUS_INVALID
+
+    c = spec.cell
+    row = RunRow(
+        run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine,
+        allocator=spec.allocator.name, allocator_base=spec.allocator.base, allocator_verified=proof.verified,
+        workload=c.workload, part=c.part, pattern=c.pattern, threads=c.threads, batch=c.batch,
+        key_bytes=c.key_bytes, value_bytes=c.value_bytes, repeat=spec.repeat, seed=spec.seed,
+        ops=int(summary.get("total_ops", 0)), duration_s=round(float(summary.get("duration_s", 0.0)), 6),
+        ops_per_s=round(float(summary.get("ops_per_s", 0.0)), 2),
+        p50_ns=pct["p50_ns"], p95_ns=pct["p95_ns"], p99_ns=pct["p99_ns"], p999_ns=pct["p999_ns"],
+        max_ns=pct["max_ns"], mean_ns=pct["mean_ns"],
+        errors=int(summary.get("total_errors", 0)), retries=int(summary.get("total_retries", 0)),
+        peak_rss_bytes=peak_rss,
+        cpu_user_s=round(usage.get("cpu_user_s", 0.0), 4), cpu_sys_s=round(usage.get("cpu_sys_s", 0.0), 4),
+        ctx_voluntary=int(usage.get("ctx_voluntary", 0)), ctx_involuntary=int(usage.get("ctx_involuntary", 0)),
+        minor_faults=int(usage.get("minor_faults", 0)), major_faults=int(usage.get("major_faults", 0)),
+        wall_s=round(wall_s, 3), status=status, reason=reason, started_at=started_at,
+    )
+
+    buf_csv = io.StringIO()
+    wr = csv.writer(buf_csv, lineterminator="\n")
+    wr.writerow(sampler.Sample.columns())
+    for s in timeline.samples:
+        wr.writerow(s.row())
+    atomic_write(run_dir / "samples.csv", buf_csv.getvalue())
+    write_json(run_dir / "run.json", {
+        "spec": spec.to_json(),
+        "row": row.to_csv(),
+        "proof": proof.to_json() | {"source": proof_source, "pid": watch.pid},
+        "exit_code": exit_code,
+        "rusage_total": {"cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime,
+                         "minor_faults": ru.ru_minflt, "major_faults": ru.ru_majflt,
+                         "ctx_voluntary": ru.ru_nvcsw, "ctx_involuntary": ru.ru_nivcsw},
+        "summary": {k: v for k, v in summary.items() if k != "ops"},
+        "ops": {name: {k: v for k, v in op.items() if k != "hist"} for name, op in summary.get("ops", {}).items()},
+        "driver_version": (watch.start or {}).get("driver_version"),
+        "engine_version": (watch.start or {}).get("engine_version"),
+        "samples": len(timeline.samples),
+    })
+    return row

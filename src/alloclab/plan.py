@@ -1,0 +1,328 @@
+"""Plan: a study's matrix, validated whole before the first run, expanded in interleaved order.
+
+A plan comes from a preset, a TOML file or flags; all three become the same dictionary,
+which `load` checks key by key (unknown keys rejected, each message naming the key and the
+allowed values) and turns into a `Plan`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from alloclab import allocators as alloc_mod
+from alloclab.errors import AlloclabError
+from alloclab.presets import SCALES
+from alloclab.units import parse_duration, parse_size
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+ENGINES = ("tidesdb", "rocksdb", "sqlite", "null")
+WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range")
+PATTERNS = ("seq", "random", "zipfian", "uniform")
+SYNC = ("none", "full")
+COMPRESSION = ("none", "lz4", "zstd")
+
+
+# --- a tiny schema: each key has a checker that returns the clean value or raises ---------
+
+def _int(lo: int = 0) -> Callable[[str, Any], int]:
+    def check(key, v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise AlloclabError(f"{key}: expected an integer >= {lo}, got {v!r}")
+        if v < lo:
+            raise AlloclabError(f"{key}: must be >= {lo}, got {v}")
+        return v
+    return check
+
+
+def _size(lo: int = 1) -> Callable[[str, Any], int]:
+    def check(key, v):
+        n = parse_size(v, key)
+        if n < lo:
+            raise AlloclabError(f"{key}: must be >= {lo} bytes, got {v!r}")
+        return n
+    return check
+
+
+def _seconds(lo: float = 0.0, strict: bool = False) -> Callable[[str, Any], float]:
+    def check(key, v):
+        s = parse_duration(v, key)
+        if s != s or s in (float("inf"),) or s < lo or (strict and s <= lo):
+            raise AlloclabError(f"{key}: must be a duration {'>' if strict else '>='} {lo}s, got {v!r}")
+        return s
+    return check
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def check(key, v):
+        if v not in options:
+            raise AlloclabError(f"{key}: {v!r} is not allowed", "allowed values: " + ", ".join(options))
+        return v
+    return check
+
+
+def _text(key, v):
+    if not isinstance(v, str) or not v.strip():
+        raise AlloclabError(f"{key}: expected a non-empty string, got {v!r}")
+    return v
+
+
+def _list_of(check: Callable, allow_scalar: bool = True) -> Callable[[str, Any], list]:
+    def run(key, v):
+        if not isinstance(v, list):
+            if not allow_scalar:
+                raise AlloclabError(f"{key}: expected a list, got {v!r}")
+            v = [v]
+        if not v:
+            raise AlloclabError(f"{key}: the list is empty")
+        out = [check(f"{key}[{i}]", x) for i, x in enumerate(v)]
+        if len(set(map(str, out))) != len(out):
+            raise AlloclabError(f"{key}: duplicate values in {v!r}")
+        return out
+    return run
+
+
+def _check_table(where: str, table: Any, schema: dict[str, Callable]) -> dict:
+    if not isinstance(table, dict):
+        raise AlloclabError(f"{where}: expected a table, got {table!r}")
+    unknown = sorted(set(map(str, table)) - set(schema))
+    if unknown:
+        raise AlloclabError(f"{where}: unknown key(s) {', '.join(unknown)}",
+                            "allowed keys: " + ", ".join(sorted(schema)))
+    return {k: schema[k](f"{where}.{k}" if where else k, v) for k, v in table.items()}
+
+
+ENGINE_OPTIONS = {
+    "memtable_bytes": _size(4096),
+    "block_cache_bytes": _size(0),
+    "sync": _choice(SYNC),
+    "compression": _choice(COMPRESSION),
+    "flush_threads": _int(1),
+    "compaction_threads": _int(1),
+    "null_latency_ns": _int(0),
+}
+
+WORKLOAD_SCHEMA = {
+    "part": _text,
+    "workload": _choice(WORKLOADS),
+    "pattern": _list_of(_choice(PATTERNS)),
+    "key_bytes": _list_of(_size(8)),
+    "value_bytes": _list_of(_size(1)),
+    "batch": _list_of(_int(1)),
+    "threads": _list_of(_int(1)),
+    "ops": _int(1),
+    "duration_s": _seconds(0.0, strict=True),
+    "keyspace": _int(1),
+    "range_len": _int(1),
+}
+
+
+def _workloads(key, v):
+    if not isinstance(v, list) or not v:
+        raise AlloclabError(f"{key}: expected a non-empty array of tables ([[workloads]])")
+    return [_check_table(f"{key}[{i}]", w, WORKLOAD_SCHEMA) for i, w in enumerate(v)]
+
+
+TOP_SCHEMA = {
+    "name": _text,
+    "preset": _text,
+    "scale": _choice(SCALES),
+    "seed": _int(0),
+    "runs": _int(1),
+    "engines": _list_of(_choice(ENGINES)),
+    "allocators": _list_of(_text),
+    "baseline": _text,
+    "warmup_s": _seconds(0.0),
+    "interval_ms": _int(10),
+    "run_timeout_s": _seconds(0.0, strict=True),
+    "hang_timeout_s": _seconds(0.0, strict=True),
+    "engine_options": lambda k, v: _check_table(k, v, ENGINE_OPTIONS),
+    "workloads": _workloads,
+}
+
+WORKLOAD_DEFAULTS = {"pattern": ["random"], "key_bytes": [16], "value_bytes": [100], "batch": [1],
+                     "threads": [1], "range_len": 100}
+
+
+# --- the plan --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cell:
+    """Everything that defines a measurement except the allocator and the repeat."""
+
+    engine: str
+    part: str
+    workload: str
+    pattern: str
+    key_bytes: int
+    value_bytes: int
+    batch: int
+    threads: int
+    ops: int | None
+    duration_s: float | None
+    keyspace: int | None
+    range_len: int
+
+    @property
+    def key(self) -> str:
+        return (f"{self.engine}/{self.part}/{self.workload}/{self.pattern}/k{self.key_bytes}/v{self.value_bytes}"
+                f"/b{self.batch}/t{self.threads}")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    index: int
+    run_id: str
+    cell: Cell
+    allocator: alloc_mod.Allocator
+    repeat: int
+    seed: int
+    warmup_s: float
+    interval_ms: int
+    engine_options: dict
+    timeout_s: float
+    hang_timeout_s: float
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["allocator"] = self.allocator.to_json()
+        d["cell_key"] = self.cell.key
+        return d
+
+
+@dataclass
+class Plan:
+    name: str
+    preset: str | None
+    scale: str
+    seed: int
+    runs: int
+    engines: list[str]
+    allocators: list[alloc_mod.Allocator]
+    baseline: str
+    workloads: list[dict]
+    engine_options: dict = field(default_factory=dict)
+    warmup_s: float = 0.0
+    interval_ms: int = 1000
+    run_timeout_s: float = 1800.0
+    hang_timeout_s: float = 300.0
+
+    def cells(self) -> list[Cell]:
+        out = []
+        for engine in self.engines:
+            for w in self.workloads:
+                w = {**WORKLOAD_DEFAULTS, **w}
+                for pattern, kb, vb, batch, threads in itertools.product(
+                        w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"]):
+                    ops = w.get("ops")
+                    if ops is None and "duration_s" not in w:
+                        ops = 100_000
+                    out.append(Cell(engine=engine, part=w.get("part", w["workload"]), workload=w["workload"],
+                                    pattern=pattern, key_bytes=kb, value_bytes=vb, batch=batch, threads=threads,
+                                    ops=ops if "duration_s" not in w else None, duration_s=w.get("duration_s"),
+                                    keyspace=w.get("keyspace"), range_len=w["range_len"]))
+        seen = set()
+        for c in out:
+            if c.key in seen:
+                raise AlloclabError(f"the plan has the cell {c.key} twice",
+                                    "give each [[workloads]] entry its own 'part' name or different parameters")
+            seen.add(c.key)
+        return out
+
+    def expand(self) -> list[RunSpec]:
+        """Interleaved order: each repeat visits every cell (shuffled with the seed) and runs
+        every allocator on it back to back (A B C, A B C, ...), rotating which goes first."""
+        cells = self.cells()
+        rng = random.Random(self.seed)
+        specs: list[RunSpec] = []
+        for rep in range(self.runs):
+            order = cells[:]
+            rng.shuffle(order)
+            for ci, cell in enumerate(order):
+                k = (rep + ci) % len(self.allocators)
+                for alloc in self.allocators[k:] + self.allocators[:k]:
+                    i = len(specs) + 1
+                    specs.append(RunSpec(
+                        index=i,
+                        run_id=f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}-{_safe(alloc.name)}-r{rep + 1}",
+                        cell=cell, allocator=alloc, repeat=rep + 1,
+                        seed=_derive_seed(self.seed, cell.key, rep),
+                        warmup_s=self.warmup_s, interval_ms=self.interval_ms,
+                        engine_options=self.engine_options, timeout_s=self.run_timeout_s,
+                        hang_timeout_s=self.hang_timeout_s))
+        return specs
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["allocators"] = [a.to_json() for a in self.allocators]
+        return d
+
+
+def _safe(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s)[:60]
+
+
+def _derive_seed(seed: int, cell_key: str, rep: int) -> int:
+    """The same for every allocator of a cell and repeat, so they see the same keys."""
+    h = hashlib.sha256(f"{seed}/{cell_key}/{rep}".encode()).digest()
+    return int.from_bytes(h[:8], "big") >> 1
+
+
+def read_toml(path: str | Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise AlloclabError(f"cannot read plan file {path}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise AlloclabError(f"plan file {path} is not valid TOML: {e}") from e
+
+
+def load(raw: dict, found_allocators: dict | None = None, default_seed: int | None = None) -> Plan:
+    """Validate a plan dictionary completely and build the Plan. Raises AlloclabError."""
+    d = _check_table("", raw, TOP_SCHEMA)
+    if "workloads" not in d:
+        raise AlloclabError("the plan has no workloads", "add [[workloads]] tables, name a --preset, or pass --workloads")
+    found = alloc_mod.discover() if found_allocators is None else found_allocators
+    names = d.get("allocators") or list(found)
+    allocs = [alloc_mod.parse(n, found) for n in names]
+    labels = [a.name for a in allocs]
+    if len(set(labels)) != len(labels):
+        raise AlloclabError(f"allocators: duplicate allocator in {labels}")
+    baseline = d.get("baseline", "glibc" if "glibc" in labels else labels[0])
+    if baseline not in labels:
+        raise AlloclabError(f"baseline: '{baseline}' is not among the plan's allocators",
+                            "allowed values: " + ", ".join(labels))
+    for i, w in enumerate(d["workloads"]):
+        if "workload" not in w:
+            raise AlloclabError(f"workloads[{i}]: missing key 'workload'", "allowed values: " + ", ".join(WORKLOADS))
+        if "ops" in w and "duration_s" in w:
+            raise AlloclabError(f"workloads[{i}]: give either ops or duration_s, not both")
+    seed = d.get("seed", default_seed if default_seed is not None else random.SystemRandom().randrange(1 << 31))
+    plan = Plan(
+        name=d.get("name", d.get("preset", "study")),
+        preset=d.get("preset"),
+        scale=d.get("scale", "quick"),
+        seed=seed,
+        runs=d.get("runs", 1),
+        engines=d.get("engines", ["tidesdb", "rocksdb", "sqlite"]),
+        allocators=allocs,
+        baseline=baseline,
+        workloads=d["workloads"],
+        engine_options=d.get("engine_options", {}),
+        warmup_s=d.get("warmup_s", 0.0),
+        interval_ms=d.get("interval_ms", 1000),
+        run_timeout_s=d.get("run_timeout_s", 1800.0),
+        hang_timeout_s=d.get("hang_timeout_s", 300.0),
+    )
+    plan.cells()  # duplicate cells are an error before any work
+    return plan

@@ -1,0 +1,215 @@
+"""A study's results folder: never loses a finished run.
+
+    plan.json          the resolved plan (every run spec, in order)
+    machine.json       machine and version metadata
+    runs.csv           one row per finished run, appended after each run
+    runs/<run_id>/     events.jsonl (raw driver events), samples.csv, run.json, driver.log
+    MANIFEST.sha256    SHA-256 of every other file (sha256sum format)
+    report/            derived from the files above; rebuilt by `alloclab report`, not in the manifest
+
+Every file is written whole to a temporary name and renamed into place.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from alloclab.errors import AlloclabError
+
+MANIFEST = "MANIFEST.sha256"
+RUNS_CSV = "runs.csv"
+
+
+@dataclass
+class RunRow:
+    """One row of runs.csv. The CSV header and the parser both derive from this class."""
+
+    run_id: str
+    index: int
+    study: str
+    cell: str
+    engine: str
+    allocator: str
+    allocator_base: str
+    allocator_verified: bool
+    workload: str
+    part: str
+    pattern: str
+    threads: int
+    batch: int
+    key_bytes: int
+    value_bytes: int
+    repeat: int
+    seed: int
+    ops: int
+    duration_s: float
+    ops_per_s: float
+    p50_ns: float
+    p95_ns: float
+    p99_ns: float
+    p999_ns: float
+    max_ns: float
+    mean_ns: float
+    errors: int
+    retries: int
+    peak_rss_bytes: int
+    cpu_user_s: float
+    cpu_sys_s: float
+    ctx_voluntary: int
+    ctx_involuntary: int
+    minor_faults: int
+    major_faults: int
+    wall_s: float
+    status: str
+    reason: str
+    started_at: str
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_csv(cls, rec: dict) -> RunRow:
+        conv = {"int": lambda s: int(float(s)) if s != "" else 0,
+                "float": lambda s: float(s) if s != "" else 0.0,
+                "bool": lambda s: s.strip().lower() == "true",
+                "str": str}
+        missing = [f.name for f in fields(cls) if f.name not in rec]
+        if missing:
+            raise AlloclabError(f"runs.csv lacks column(s) {', '.join(missing)}",
+                                "the folder was written by another alloclab version or was edited by hand")
+        return cls(**{f.name: conv[str(f.type)](rec[f.name]) for f in fields(cls)})
+
+    def to_csv(self) -> dict:
+        d = asdict(self)
+        d["allocator_verified"] = "true" if self.allocator_verified else "false"
+        return d
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj) -> None:
+    atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Store:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._hash_cache: dict[str, tuple[int, int, str]] = {}
+
+    # --- writing ---
+    def create(self, plan_json: dict, machine: dict) -> None:
+        if (self.root / RUNS_CSV).exists() or (self.root / "plan.json").exists():
+            raise AlloclabError(f"{self.root} already holds a study", "pass a new --out folder")
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o755)
+        write_json(self.root / "plan.json", plan_json)
+        write_json(self.root / "machine.json", machine)
+        self._write_rows([])
+        self.write_manifest()
+
+    def run_dir(self, run_id: str) -> Path:
+        d = self.root / "runs" / run_id
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def _write_rows(self, rows: list[RunRow]) -> None:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=RunRow.columns(), lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r.to_csv())
+        atomic_write(self.root / RUNS_CSV, buf.getvalue())
+
+    def append(self, row: RunRow) -> None:
+        """Add a finished run (rewrites runs.csv atomically, so a crash never leaves half a row)."""
+        rows = [r for r in self.rows() if r.run_id != row.run_id]
+        rows.append(row)
+        self._write_rows(rows)
+
+    def write_manifest(self) -> None:
+        lines = []
+        for rel in self.files():
+            p = self.root / rel
+            st = p.stat()
+            cached = self._hash_cache.get(rel)
+            if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
+                digest = cached[2]
+            else:
+                digest = sha256_file(p)
+                self._hash_cache[rel] = (st.st_size, st.st_mtime_ns, digest)
+            lines.append(f"{digest}  {rel}\n")
+        atomic_write(self.root / MANIFEST, "".join(lines))
+
+    # --- reading ---
+    def files(self) -> list[str]:
+        """Every stored file but the manifest, hidden partial files and the derived report/."""
+        out = []
+        for dirpath, dirs, names in os.walk(self.root):
+            if Path(dirpath) == self.root and "report" in dirs:
+                dirs.remove("report")
+            for n in names:
+                rel = os.path.relpath(os.path.join(dirpath, n), self.root)
+                if rel == MANIFEST or n.startswith("."):
+                    continue
+                out.append(rel)
+        return sorted(out)
+
+    def rows(self) -> list[RunRow]:
+        p = self.root / RUNS_CSV
+        if not p.exists():
+            raise AlloclabError(f"{self.root} has no {RUNS_CSV}", "point at a folder written by `alloclab run`")
+        with open(p, newline="") as f:
+            return [RunRow.from_csv(rec) for rec in csv.DictReader(f)]
+
+    def read_json(self, rel: str) -> dict:
+        p = self.root / rel
+        try:
+            return json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise AlloclabError(f"cannot read {p}: {e}") from e
+
+    def verify(self) -> list[str]:
+        """Problems found against the manifest: changed, missing or unlisted files."""
+        mf = self.root / MANIFEST
+        if not mf.exists():
+            return [f"{MANIFEST} is missing"]
+        listed = {}
+        for n, line in enumerate(mf.read_text().splitlines(), 1):
+            digest, sep, rel = line.partition("  ")
+            if not sep or len(digest) != 64:
+                return [f"{MANIFEST} line {n} is malformed"]
+            listed[rel] = digest
+        problems = []
+        for rel, digest in sorted(listed.items()):
+            p = self.root / rel
+            if not p.exists():
+                problems.append(f"missing: {rel}")
+            elif sha256_file(p) != digest:
+                problems.append(f"changed: {rel}")
+        for rel in self.files():
+            if rel not in listed:
+                problems.append(f"not in manifest: {rel}")
+        return problems
