@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from alloclab.errors import AlloclabError
@@ -64,14 +66,29 @@ def merged_histogram(summary: dict) -> HdrHistogram | None:
     return merged
 
 
+def value_at_quantile(h: HdrHistogram, q: float) -> int:
+    """The driver's definition (the Rust hdrhistogram crate's): the highest value equivalent
+    to the first bucket where the running count reaches ceil(q * total). HdrHistogram_py
+    rounds the target count instead, which can pick a neighbouring bucket; one histogram
+    type must give one answer, so alloclab uses this everywhere."""
+    total = h.get_total_count()
+    if total == 0:
+        return 0
+    target = max(1, math.ceil(min(q, 1.0) * total))
+    cumulative = np.cumsum(np.ctypeslib.as_array(h.counts)[: h.counts_len], dtype=np.uint64)
+    index = int(np.searchsorted(cumulative, target, side="left"))
+    value = h.get_value_from_index(index)
+    return h.get_lowest_equivalent_value(value) if q == 0 else h.get_highest_equivalent_value(value)
+
+
 def percentiles_ns(h: HdrHistogram | None) -> dict[str, float]:
     if h is None or h.get_total_count() == 0:
         return {k: 0 for k in ("p50_ns", "p95_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns")}
     return {
-        "p50_ns": h.get_value_at_percentile(50),
-        "p95_ns": h.get_value_at_percentile(95),
-        "p99_ns": h.get_value_at_percentile(99),
-        "p999_ns": h.get_value_at_percentile(99.9),
-        "max_ns": h.get_max_value(),
+        "p50_ns": value_at_quantile(h, 0.50),
+        "p95_ns": value_at_quantile(h, 0.95),
+        "p99_ns": value_at_quantile(h, 0.99),
+        "p999_ns": value_at_quantile(h, 0.999),
+        "max_ns": h.get_highest_equivalent_value(h.get_max_value()),
         "mean_ns": round(h.get_mean_value(), 1),
     }

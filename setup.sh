@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# alloclab setup: installs whatever is missing, builds the driver, then
+#   ./setup.sh demo [alloclab run flags...]   runs the default study (quick kv-allocators)
+#   ./setup.sh test [pytest args...]          runs every test
+#   ./setup.sh                                only installs
+# Works on a fresh Debian 12 / Ubuntu as root or with sudo. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(pwd)
+MODE=${1:-install}
+[ $# -gt 0 ] && shift
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    say "not root and no sudo: install the packages below by hand, then run again"; fi
+fi
+
+# --- system packages ------------------------------------------------------------------
+APT_PKGS=(build-essential cmake pkg-config clang libclang-dev librocksdb-dev liblz4-dev libzstd-dev
+          libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libgoogle-perftools4
+          python3 python3-venv python3-pip binutils curl ca-certificates git procps)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- Rust (the tidesdb crate needs Rust >= 1.85) ---------------------------------------
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+rust_ok() { command -v cargo >/dev/null 2>&1 && [ "$(rustc --version | awk '{split($2,v,"."); print (v[1]>1 || v[2]>=85)}')" = 1 ]; }
+if ! rust_ok; then
+  if command -v rustup >/dev/null 2>&1; then
+    say "updating Rust with rustup"; rustup toolchain install stable --profile minimal >/dev/null; rustup default stable
+  else
+    say "installing Rust with rustup"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >/dev/null
+    . "$HOME/.cargo/env"
+  fi
+fi
+
+# --- Python package in .venv -------------------------------------------------------------
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.alloclab-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  say "installing alloclab and its Python dependencies into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
+
+# --- the native driver ---------------------------------------------------------------------
+say "building the driver (first build takes about 2 minutes on 2 cores)"
+cargo build --release --quiet --manifest-path driver/Cargo.toml
+ln -sf "$ROOT/driver/target/release/alloclab-driver" .venv/bin/alloclab-driver
+say "ready: $ROOT/.venv/bin/alloclab (add $ROOT/.venv/bin to PATH, or: source .venv/bin/activate)"
+
+case "$MODE" in
+  install) ;;
+  demo)
+    exec .venv/bin/alloclab run "$@" ;;
+  test)
+    say "driver unit tests"
+    cargo test --release --quiet --manifest-path driver/Cargo.toml
+    say "python tests"
+    set +e
+    .venv/bin/python -m pytest -q "$@"
+    rc=$?
+    set -e
+    # pytest exits 5 when it collected no test: that is a broken suite, not a pass
+    if [ $rc -eq 5 ]; then say "pytest collected no tests"; exit 1; fi
+    exit $rc ;;
+  *)
+    say "unknown mode '$MODE': use demo, test or nothing"; exit 2 ;;
+esac

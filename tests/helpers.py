@@ -1,0 +1,16 @@
+"""Building small real runs for tests."""
+
+from alloclab import plan
+from alloclab.allocators import Allocator
+
+
+def specs(found, allocs, engine="tidesdb", **workload):
+    wl = {"workload": "write", "ops": 2000, "threads": [2], "batch": [10], **workload}
+    p = plan.load({"engines": [engine], "allocators": allocs, "workloads": [wl]}, found_allocators=found,
+                  default_seed=1)
+    return p.expand()
+
+
+def with_allocator(spec, alloc: Allocator):
+    from dataclasses import replace
+    return replace(spec, allocator=alloc)

@@ -1,0 +1,82 @@
+"""Driver events round-trip through the Python parser, with the schema version checked."""
+
+import json
+import subprocess
+
+import pytest
+
+from alloclab import events
+from alloclab.errors import AlloclabError
+from alloclab.events import SCHEMA_VERSION
+
+
+def run_driver(driver_exe, tmp_path, *args):
+    out = tmp_path / "events.jsonl"
+    cmd = [str(driver_exe), "run", "--db-path", str(tmp_path / "db"), "--events", str(out), *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return p, out
+
+
+def test_info_reports_schema_and_engines(driver_exe):
+    info = json.loads(subprocess.run([str(driver_exe), "info"], capture_output=True, text=True, check=True).stdout)
+    assert info["event_schema"] == SCHEMA_VERSION
+    assert {"tidesdb", "rocksdb", "sqlite", "null"} <= set(info["engines"])
+    assert info["engines"]["tidesdb"].startswith("10.")
+
+
+@pytest.mark.parametrize("engine", ["tidesdb", "rocksdb", "sqlite"])
+def test_real_engine_events_round_trip(engine, driver_exe, tmp_path):
+    p, out = run_driver(driver_exe, tmp_path, "--engine", engine, "--workload", "mixed", "--threads", "3",
+                        "--batch", "10", "--ops", "6000", "--interval-ms", "50", "--warmup-s", "0.1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "", "events must never go to stdout"
+    evs = list(events.parse_lines(out.read_text().splitlines()))
+    kinds = [e.type for e in evs]
+    assert kinds[0] == "start" and kinds[-1] == "end" and "summary" in kinds
+    phases = [(e.data["phase"], e.data["state"]) for e in evs if e.type == "phase"]
+    assert ("populate", "begin") in phases and ("warmup", "end") in phases
+    # warm-up precedes measurement and is not counted in it
+    assert phases.index(("warmup", "end")) < phases.index(("measure", "begin"))
+    summary = next(e.data for e in evs if e.type == "summary")
+    assert summary["total_ops"] == 6000 and summary["warmup_ops"] > 0
+    assert set(summary["ops"]) == {"put", "get"}
+    # each op's encoded histogram decodes to its own count and percentiles
+    for op in summary["ops"].values():
+        h = events.decode_histogram(op["hist"])
+        assert h.get_total_count() == op["calls"] - op["errors"]
+        pct = events.percentiles_ns(h)
+        for k in ("p50_ns", "p95_ns", "p99_ns", "p999_ns", "max_ns"):
+            assert pct[k] == op[k], k
+    merged = events.merged_histogram(summary)
+    assert merged.get_total_count() == sum(op["calls"] for op in summary["ops"].values())
+    # the intervals add up to the summary
+    counted = sum(o["ops"] for e in evs if e.type == "interval" for o in e.data["ops"].values())
+    assert counted == summary["total_ops"]
+
+
+def test_other_schema_versions_are_refused():
+    line = json.dumps({"v": SCHEMA_VERSION + 1, "type": "start", "t_s": 0})
+    with pytest.raises(AlloclabError, match="schema version"):
+        events.parse_line(line)
+    with pytest.raises(AlloclabError, match="unknown driver event type"):
+        events.parse_line(json.dumps({"v": SCHEMA_VERSION, "type": "gossip"}))
+    with pytest.raises(AlloclabError, match="malformed"):
+        events.parse_line("{not json")
+
+
+def test_driver_refuses_stdio_as_event_channel(driver_exe, tmp_path):
+    p = subprocess.run([str(driver_exe), "run", "--engine", "null", "--db-path", str(tmp_path), "--events-fd", "1"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "channel of their own" in p.stderr
+
+
+def test_duration_mode_and_bad_flags(driver_exe, tmp_path):
+    p, out = run_driver(driver_exe, tmp_path, "--engine", "null", "--null-latency-ns", "20000", "--threads", "2",
+                        "--duration-s", "0.5", "--interval-ms", "100")
+    assert p.returncode == 0, p.stderr
+    evs = list(events.parse_lines(out.read_text().splitlines()))
+    summary = next(e.data for e in evs if e.type == "summary")
+    assert 0.45 < summary["duration_s"] < 1.0
+    assert sum(e.type == "interval" for e in evs) >= 4
+    p, _ = run_driver(driver_exe, tmp_path, "--engine", "null", "--threads", "0")
+    assert p.returncode != 0 and "--threads" in p.stderr

@@ -1,0 +1,104 @@
+"""Plan validation and expansion (no processes)."""
+
+import pytest
+
+from alloclab import plan
+from alloclab.allocators import Allocator
+from alloclab.errors import AlloclabError
+from alloclab.presets import preset
+
+FOUND = {
+    "glibc": Allocator("glibc", "glibc", None, version="2.36"),
+    "jemalloc": Allocator("jemalloc", "jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", version="5.3"),
+    "mimalloc": Allocator("mimalloc", "mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2", version="2.0"),
+}
+
+
+def load(raw):
+    return plan.load(raw, found_allocators=FOUND, default_seed=1)
+
+
+def minimal(**kw):
+    return {"engines": ["null"], "workloads": [{"workload": "write", "threads": [1, 2]}], **kw}
+
+
+@pytest.mark.parametrize("raw, words", [
+    (minimal(bogus=1), ["unknown key", "bogus", "allowed keys"]),
+    (minimal(engines=["oracle"]), ["engines[0]", "oracle", "allowed values", "tidesdb"]),
+    ({"engines": ["null"], "workloads": [{"workload": "write", "threads": [0]}]}, ["threads[0]", ">= 1"]),
+    ({"engines": ["null"], "workloads": [{"workload": "scan"}]}, ["workload", "scan", "allowed values"]),
+    ({"engines": ["null"], "workloads": [{"workload": "write", "speed": 3}]}, ["workloads[0]", "speed"]),
+    ({"engines": ["null"], "workloads": [{"workload": "write", "ops": 5, "duration_s": 2}]}, ["either ops or duration_s"]),
+    ({"engines": ["null"], "workloads": [{"workload": "write", "key_bytes": 4}]}, ["key_bytes", ">= 8"]),
+    (minimal(allocators=["hoard"]), ["unknown allocator", "hoard"]),
+    (minimal(allocators=["tcmalloc"]), ["not installed", "apt-get install", "libgoogle-perftools4"]),
+    (minimal(allocators=["x=/nonexistent/libx.so"]), ["does not exist"]),
+    (minimal(allocators=["jemalloc+MALLOC_CONF"]), ["ENV=value"]),
+    (minimal(allocators=["glibc", "glibc"]), ["duplicate"]),
+    (minimal(baseline="tcmalloc", allocators=["glibc"]), ["baseline", "allowed values", "glibc"]),
+    (minimal(runs=0), ["runs", ">= 1"]),
+    (minimal(warmup_s="soon"), ["warmup_s", "not a duration"]),
+    (minimal(engine_options={"sync": "sometimes"}), ["engine_options.sync", "allowed values", "full"]),
+    ({"engines": ["null"]}, ["no workloads"]),
+])
+def test_bad_plans_are_refused_with_the_key_and_allowed_values(raw, words):
+    with pytest.raises(AlloclabError) as e:
+        load(raw)
+    msg = str(e.value)
+    for w in words:
+        assert w in msg, msg
+
+
+def test_runs_interleave_allocators_and_share_seeds_per_cell():
+    p = load(minimal(allocators=["glibc", "jemalloc", "mimalloc"], runs=2))
+    specs = p.expand()
+    assert len(specs) == 2 * 2 * 3
+    # A B C on a cell, never A A A
+    for i in range(0, len(specs), 3):
+        group = specs[i:i + 3]
+        assert len({s.cell for s in group}) == 1
+        assert sorted(s.allocator.name for s in group) == ["glibc", "jemalloc", "mimalloc"]
+        assert len({s.seed for s in group}) == 1
+    # which allocator goes first rotates
+    assert len({specs[i].allocator.name for i in range(0, len(specs), 3)}) > 1
+    assert [s.index for s in specs] == list(range(1, len(specs) + 1))
+    assert len({s.run_id for s in specs}) == len(specs)
+
+
+def test_order_is_reproducible_from_the_seed():
+    a = [s.run_id for s in load(minimal(allocators=["glibc", "jemalloc"], runs=3, seed=9)).expand()]
+    b = [s.run_id for s in load(minimal(allocators=["glibc", "jemalloc"], runs=3, seed=9)).expand()]
+    c = [s.run_id for s in load(minimal(allocators=["glibc", "jemalloc"], runs=3, seed=10)).expand()]
+    assert a == b
+    assert a != c or len(a) < 4
+
+
+def test_tuning_variants_are_their_own_allocator():
+    p = load(minimal(allocators=["jemalloc", "jemalloc+MALLOC_CONF=narenas:2", "glibc+MALLOC_ARENA_MAX=2"]))
+    names = [a.name for a in p.allocators]
+    assert names == ["jemalloc", "jemalloc+MALLOC_CONF=narenas:2", "glibc+MALLOC_ARENA_MAX=2"]
+    env = p.allocators[1].target_env({"LD_PRELOAD": "/x.so", "MALLOC_CONF": "junk", "PATH": "/bin"})
+    assert env == {"LD_PRELOAD": FOUND["jemalloc"].path, "MALLOC_CONF": "narenas:2", "PATH": "/bin"}
+    assert p.allocators[2].target_env({"MALLOC_ARENA_MAX": "8"}) == {"MALLOC_ARENA_MAX": "2"}
+
+
+@pytest.mark.parametrize("scale", ["smoke", "quick", "full"])
+def test_kv_preset_has_the_nine_parts_of_study_2(scale):
+    p = load(preset("kv-allocators", scale) | {"allocators": ["glibc", "jemalloc"]})
+    parts = {c.part for c in p.cells()}
+    assert parts == {"churn_small", "contention", "mixed", "large_4kb", "large_64kb", "batch", "seq_vs_random",
+                     "zipfian", "zipfian_mixed", "read_random", "delete"}
+    assert {c.engine for c in p.cells()} == {"tidesdb", "rocksdb", "sqlite"}
+    churn = sorted(c.threads for c in p.cells() if c.part == "churn_small" and c.engine == "tidesdb")
+    assert churn == [1, 4, 8, 16]
+    if scale == "full":
+        assert {c.ops for c in p.cells() if c.part == "churn_small"} == {5_000_000}
+
+
+def test_sizes_and_durations_accept_units():
+    p = load({"engines": ["null"], "engine_options": {"memtable_bytes": "64MiB"},
+              "workloads": [{"workload": "write", "duration_s": "1.5s", "value_bytes": "4KiB"}], "warmup_s": "500ms"})
+    assert p.engine_options["memtable_bytes"] == 64 << 20
+    assert p.warmup_s == 0.5
+    c = p.cells()[0]
+    assert (c.duration_s, c.ops, c.value_bytes) == (1.5, None, 4096)
