@@ -93,7 +93,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     md = report.build(out)
     print(md.read_text())
     print(f"\n{result.ok} ok, {result.failed} failed, {result.invalid} invalid of {result.total} runs")
-    print(f"report: {md}\nhtml:   {md.with_suffix('.html') if md.with_suffix('.html').exists() else '(none)'}")
+    print(f"report: {md}")
     print(f"verify: alloclab verify {out}")
     return EXIT_OK if result.failed == 0 and result.invalid == 0 else EXIT_FAILED_RUNS
 
