@@ -71,6 +71,10 @@ case "$MODE" in
   demo)
     exec .venv/bin/alloclab run "$@" ;;
   test)
+    say "linters: cargo fmt, clippy, ruff"
+    cargo fmt --manifest-path driver/Cargo.toml --check
+    cargo clippy --release --quiet --manifest-path driver/Cargo.toml -- -D warnings
+    .venv/bin/ruff check src tests
     say "driver unit tests"
     cargo test --release --quiet --manifest-path driver/Cargo.toml
     say "python tests"

@@ -18,11 +18,15 @@ use serde_json::json;
 
 use engines::{Compression, EngineOptions, SyncMode};
 use events::EventSink;
-use workloads::Workload;
 use workloads::kv::{KvKind, KvSpec, KvWorkload, Pattern};
+use workloads::Workload;
 
 #[derive(Parser)]
-#[command(name = "alloclab-driver", version, about = "alloclab's in-process benchmark driver")]
+#[command(
+    name = "alloclab-driver",
+    version,
+    about = "alloclab's in-process benchmark driver"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -33,7 +37,7 @@ enum Cmd {
     /// Print the driver's version, event schema and engine versions as JSON on stdout.
     Info,
     /// Run one workload against one engine.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -155,7 +159,11 @@ fn run(a: RunArgs) -> Result<()> {
     };
     let result = (|| -> Result<()> {
         if !engines::ENGINES.contains(&a.engine.as_str()) {
-            bail!("unknown engine '{}'; choose one of {}", a.engine, engines::ENGINES.join(", "));
+            bail!(
+                "unknown engine '{}'; choose one of {}",
+                a.engine,
+                engines::ENGINES.join(", ")
+            );
         }
         sink.emit(
             "start",
@@ -178,7 +186,10 @@ fn run(a: RunArgs) -> Result<()> {
         )?;
         let t0 = Instant::now();
         let engine = engines::open(&a.engine, &opts)?;
-        sink.emit("phase", json!({"phase": "open", "state": "end", "duration_s": t0.elapsed().as_secs_f64()}))?;
+        sink.emit(
+            "phase",
+            json!({"phase": "open", "state": "end", "duration_s": t0.elapsed().as_secs_f64()}),
+        )?;
         workload.prepare(&*engine, a.threads, &sink)?;
         let cfg = runner::RunConfig {
             threads: a.threads,
@@ -191,7 +202,10 @@ fn run(a: RunArgs) -> Result<()> {
         runner::run(&*engine, &workload, &cfg, &sink)?;
         let t1 = Instant::now();
         drop(engine);
-        sink.emit("phase", json!({"phase": "close", "state": "end", "duration_s": t1.elapsed().as_secs_f64()}))?;
+        sink.emit(
+            "phase",
+            json!({"phase": "close", "state": "end", "duration_s": t1.elapsed().as_secs_f64()}),
+        )?;
         Ok(())
     })();
     match &result {
@@ -216,7 +230,7 @@ fn main() -> ExitCode {
             );
             Ok(())
         }
-        Cmd::Run(a) => run(a),
+        Cmd::Run(a) => run(*a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

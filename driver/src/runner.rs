@@ -58,7 +58,13 @@ struct Counters {
 impl Counters {
     fn new(n: usize) -> Self {
         let v = || (0..n).map(|_| AtomicU64::new(0)).collect();
-        Counters { calls: v(), ops: v(), errors: v(), retries: v(), warmup_ops: AtomicU64::new(0) }
+        Counters {
+            calls: v(),
+            ops: v(),
+            errors: v(),
+            retries: v(),
+            warmup_ops: AtomicU64::new(0),
+        }
     }
 }
 
@@ -71,32 +77,67 @@ struct Totals {
 }
 
 fn sum(counters: &[Box<Counters>], op: usize) -> Totals {
-    let f = |sel: fn(&Counters) -> &Vec<AtomicU64>| counters.iter().map(|c| sel(c)[op].load(Ordering::Relaxed)).sum();
-    Totals { calls: f(|c| &c.calls), ops: f(|c| &c.ops), errors: f(|c| &c.errors), retries: f(|c| &c.retries) }
+    let f = |sel: fn(&Counters) -> &Vec<AtomicU64>| {
+        counters
+            .iter()
+            .map(|c| sel(c)[op].load(Ordering::Relaxed))
+            .sum()
+    };
+    Totals {
+        calls: f(|c| &c.calls),
+        ops: f(|c| &c.ops),
+        errors: f(|c| &c.errors),
+        retries: f(|c| &c.retries),
+    }
 }
 
 pub fn percentiles(h: &Histogram<u64>) -> Map<String, Value> {
     let mut m = Map::new();
-    let q = |p: f64| if h.len() == 0 { 0 } else { h.value_at_quantile(p) };
-    m.insert("mean_ns".into(), json!(if h.len() == 0 { 0.0 } else { h.mean() }));
-    m.insert("stdev_ns".into(), json!(if h.len() == 0 { 0.0 } else { h.stdev() }));
-    m.insert("min_ns".into(), json!(if h.len() == 0 { 0 } else { h.min() }));
+    let q = |p: f64| {
+        if h.is_empty() {
+            0
+        } else {
+            h.value_at_quantile(p)
+        }
+    };
+    m.insert(
+        "mean_ns".into(),
+        json!(if h.is_empty() { 0.0 } else { h.mean() }),
+    );
+    m.insert(
+        "stdev_ns".into(),
+        json!(if h.is_empty() { 0.0 } else { h.stdev() }),
+    );
+    m.insert(
+        "min_ns".into(),
+        json!(if h.is_empty() { 0 } else { h.min() }),
+    );
     m.insert("p50_ns".into(), json!(q(0.50)));
     m.insert("p95_ns".into(), json!(q(0.95)));
     m.insert("p99_ns".into(), json!(q(0.99)));
     m.insert("p999_ns".into(), json!(q(0.999)));
-    m.insert("max_ns".into(), json!(if h.len() == 0 { 0 } else { h.max() }));
+    m.insert(
+        "max_ns".into(),
+        json!(if h.is_empty() { 0 } else { h.max() }),
+    );
     m
 }
 
 /// The standard compressed V2 encoding, base64: what HdrHistogram's other ports decode.
 pub fn encode(h: &Histogram<u64>) -> Result<String> {
     let mut buf = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut buf).map_err(|e| anyhow!("cannot encode histogram: {e:?}"))?;
+    V2DeflateSerializer::new()
+        .serialize(h, &mut buf)
+        .map_err(|e| anyhow!("cannot encode histogram: {e:?}"))?;
     Ok(base64::engine::general_purpose::STANDARD.encode(buf))
 }
 
-pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result<()> {
+pub fn run(
+    engine: &dyn Engine,
+    workload: &dyn Workload,
+    cfg: &RunConfig,
+    sink: &EventSink,
+) -> Result<()> {
     let names = workload.op_names();
     let n = names.len();
     let threads = cfg.threads;
@@ -116,8 +157,15 @@ pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: 
         let mut handles = Vec::new();
         for (t, ctr) in counters.iter().enumerate() {
             let mut recorders: Vec<_> = syncs.iter().map(|s| s.recorder()).collect();
-            let (phase, claimed, done, first_error, last_finish_ns, names, ready) =
-                (&phase, &claimed, &done, &first_error, &last_finish_ns, &names, &ready);
+            let (phase, claimed, done, first_error, last_finish_ns, names, ready) = (
+                &phase,
+                &claimed,
+                &done,
+                &first_error,
+                &last_finish_ns,
+                &names,
+                &ready,
+            );
             handles.push(scope.spawn(move || -> Result<()> {
                 let mut body = || -> Result<()> {
                     let mut session = engine.session()?;
@@ -157,7 +205,11 @@ pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: 
                                 ctr.errors[op].fetch_add(1, Ordering::Relaxed);
                                 let mut fe = first_error.lock().expect("poisoned");
                                 if fe.is_none() {
-                                    let kind = if matches!(e, DbError::Conflict(_)) { "gave up after retries" } else { "error" };
+                                    let kind = if matches!(e, DbError::Conflict(_)) {
+                                        "gave up after retries"
+                                    } else {
+                                        "error"
+                                    };
                                     *fe = Some(format!("{} {kind}: {e}", names[op]));
                                 }
                             }
@@ -176,7 +228,9 @@ pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: 
         let all_done = || done.load(Ordering::Acquire) == threads;
         let nap = |until: Instant| {
             while Instant::now() < until && !all_done() {
-                std::thread::sleep(Duration::from_millis(5).min(until.saturating_duration_since(Instant::now())));
+                std::thread::sleep(
+                    Duration::from_millis(5).min(until.saturating_duration_since(Instant::now())),
+                );
             }
         };
         // every worker has its session (or gave up) before the clock starts
@@ -187,8 +241,14 @@ pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: 
             phase.store(WARMUP, Ordering::Release);
             sink.emit("phase", json!({"phase": "warmup", "state": "begin"}))?;
             nap(Instant::now() + cfg.warmup);
-            let warm: u64 = counters.iter().map(|c| c.warmup_ops.load(Ordering::Relaxed)).sum();
-            sink.emit("phase", json!({"phase": "warmup", "state": "end", "ops": warm}))?;
+            let warm: u64 = counters
+                .iter()
+                .map(|c| c.warmup_ops.load(Ordering::Relaxed))
+                .sum();
+            sink.emit(
+                "phase",
+                json!({"phase": "warmup", "state": "end", "ops": warm}),
+            )?;
         }
         let usage0 = rusage::current();
         let start = Instant::now();
@@ -212,19 +272,56 @@ pub fn run(engine: &dyn Engine, workload: &dyn Workload, cfg: &RunConfig, sink: 
             if finished || phase.load(Ordering::Acquire) == STOP {
                 break;
             }
-            emit_interval(sink, &names, &mut syncs, &mut cumulative, &counters, &mut prev, start, cfg.interval)?;
+            emit_interval(
+                sink,
+                &names,
+                &mut syncs,
+                &mut cumulative,
+                &counters,
+                &mut prev,
+                start,
+                cfg.interval,
+            )?;
         }
         // wait for the workers to finish their last call, then take everything left
         while !all_done() {
             std::thread::sleep(Duration::from_millis(1));
         }
-        emit_interval(sink, &names, &mut syncs, &mut cumulative, &counters, &mut prev, start, cfg.interval)?;
+        emit_interval(
+            sink,
+            &names,
+            &mut syncs,
+            &mut cumulative,
+            &counters,
+            &mut prev,
+            start,
+            cfg.interval,
+        )?;
         let usage1 = rusage::current();
         let end_ns = last_finish_ns.load(Ordering::Acquire);
-        let duration_s = end_ns.saturating_sub(measure_start_ns.load(Ordering::Acquire)) as f64 / 1e9;
-        sink.emit("phase", json!({"phase": "measure", "state": "end", "duration_s": duration_s}))?;
-        summary(sink, &names, &cumulative, &counters, duration_s, &usage0, &usage1, &first_error)?;
-        Ok(handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("worker thread panicked")))).collect())
+        let duration_s =
+            end_ns.saturating_sub(measure_start_ns.load(Ordering::Acquire)) as f64 / 1e9;
+        sink.emit(
+            "phase",
+            json!({"phase": "measure", "state": "end", "duration_s": duration_s}),
+        )?;
+        summary(
+            sink,
+            &names,
+            &cumulative,
+            &counters,
+            duration_s,
+            &usage0,
+            &usage1,
+            &first_error,
+        )?;
+        Ok(handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("worker thread panicked")))
+            })
+            .collect())
     })?;
     for r in results {
         r?;
@@ -254,7 +351,9 @@ fn emit_interval(
         m.insert("errors".into(), json!(now.errors - p.errors));
         m.insert("retries".into(), json!(now.retries - p.retries));
         prev[i] = now;
-        cumulative[i].add(&*syncs[i]).map_err(|e| anyhow!("cannot merge histograms: {e:?}"))?;
+        cumulative[i]
+            .add(&*syncs[i])
+            .map_err(|e| anyhow!("cannot merge histograms: {e:?}"))?;
         syncs[i].reset();
         ops.insert(name.to_string(), Value::Object(m));
     }
@@ -293,7 +392,10 @@ fn summary(
         m.insert("hist".into(), json!(encode(&cumulative[i])?));
         ops.insert(name.to_string(), Value::Object(m));
     }
-    let warm: u64 = counters.iter().map(|c| c.warmup_ops.load(Ordering::Relaxed)).sum();
+    let warm: u64 = counters
+        .iter()
+        .map(|c| c.warmup_ops.load(Ordering::Relaxed))
+        .sum();
     let (hwm, rss) = rusage::memory();
     sink.emit(
         "summary",
@@ -358,8 +460,12 @@ mod tests {
         for v in [1u64, 10, 1000, 123_456, 9_999_999] {
             h.record(v).unwrap();
         }
-        let b = base64::engine::general_purpose::STANDARD.decode(encode(&h).unwrap()).unwrap();
-        let back: Histogram<u64> = hdrhistogram::serialization::Deserializer::new().deserialize(&mut &b[..]).unwrap();
+        let b = base64::engine::general_purpose::STANDARD
+            .decode(encode(&h).unwrap())
+            .unwrap();
+        let back: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+            .deserialize(&mut &b[..])
+            .unwrap();
         assert_eq!(back, h);
     }
 }

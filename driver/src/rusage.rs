@@ -64,7 +64,11 @@ pub fn mapped_files() -> Vec<String> {
     let text = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let mut out: Vec<String> = Vec::new();
     for line in text.lines() {
-        if let Some(path) = line.splitn(6, char::is_whitespace).filter(|s| !s.is_empty()).nth(5) {
+        if let Some(path) = line
+            .splitn(6, char::is_whitespace)
+            .filter(|s| !s.is_empty())
+            .nth(5)
+        {
             let path = path.trim();
             if path.starts_with('/') && !out.iter().any(|p| p == path) {
                 out.push(path.to_string());

@@ -180,8 +180,7 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
         if not os.path.isfile(path):
             raise AlloclabError(f"allocator '{spec}': {path} does not exist",
                                 "check the path, or install the library first")
-        base = name if name in KNOWN else name
-        alloc = Allocator(name=name, base=base, path=path, version=_version_of(base, path))
+        alloc = Allocator(name=name, base=name, path=path, version=_version_of(name, path))
     elif name in found:
         alloc = found[name]
     elif name in KNOWN:

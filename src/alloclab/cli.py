@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from alloclab import __version__, allocators, plan as plan_mod, presets, report, study
+from alloclab import __version__, allocators, presets, report, study
+from alloclab import plan as plan_mod
 from alloclab.errors import AlloclabError
 from alloclab.progress import Progress
 from alloclab.store import Store
@@ -52,7 +53,8 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
     wls = raw.get("workloads")
     if isinstance(wls, list):
         if a.workloads:
-            keep = [w for w in wls if isinstance(w, dict) and (w.get("workload") in a.workloads or w.get("part") in a.workloads)]
+            wanted = set(a.workloads)
+            keep = [w for w in wls if isinstance(w, dict) and {w.get("workload"), w.get("part")} & wanted]
             if not keep:
                 names = sorted({str(w.get("part", w.get("workload"))) for w in wls if isinstance(w, dict)})
                 raise AlloclabError(f"--workloads {','.join(a.workloads)} matches nothing in the plan",

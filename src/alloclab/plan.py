@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import random
 import re
 from dataclasses import asdict, dataclass, field
@@ -56,7 +57,7 @@ def _size(lo: int = 1) -> Callable[[str, Any], int]:
 def _seconds(lo: float = 0.0, strict: bool = False) -> Callable[[str, Any], float]:
     def check(key, v):
         s = parse_duration(v, key)
-        if s != s or s in (float("inf"),) or s < lo or (strict and s <= lo):
+        if not math.isfinite(s) or s < lo or (strict and s <= lo):
             raise AlloclabError(f"{key}: must be a duration {'>' if strict else '>='} {lo}s, got {v!r}")
         return s
     return check
@@ -253,7 +254,8 @@ class Plan:
                     i = len(specs) + 1
                     specs.append(RunSpec(
                         index=i,
-                        run_id=f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}-{_safe(alloc.name)}-r{rep + 1}",
+                        run_id=(f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}"
+                                f"-{_safe(alloc.name)}-r{rep + 1}"),
                         cell=cell, allocator=alloc, repeat=rep + 1,
                         seed=_derive_seed(self.seed, cell.key, rep),
                         warmup_s=self.warmup_s, interval_ms=self.interval_ms,
@@ -291,7 +293,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
     """Validate a plan dictionary completely and build the Plan. Raises AlloclabError."""
     d = _check_table("", raw, TOP_SCHEMA)
     if "workloads" not in d:
-        raise AlloclabError("the plan has no workloads", "add [[workloads]] tables, name a --preset, or pass --workloads")
+        raise AlloclabError("the plan has no workloads",
+                            "add [[workloads]] tables, name a --preset, or pass --workloads")
     found = alloc_mod.discover() if found_allocators is None else found_allocators
     names = d.get("allocators") or list(found)
     allocs = [alloc_mod.parse(n, found) for n in names]

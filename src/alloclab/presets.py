@@ -17,7 +17,7 @@ def kv_allocators(scale: str) -> dict:
     values /10 and /50, deletes /2); `quick` keeps the design with far fewer operations so
     that 3 engines x 5 allocators finish in minutes on 2 cores; `smoke` is for tests.
     """
-    n = {"smoke": 2_000, "quick": 20_000, "full": 5_000_000}[scale]
+    n = {"smoke": 2_000, "quick": 50_000, "full": 5_000_000}[scale]
     threads = [1, 4, 8, 16]
     parts = [
         # 1. small-value churn: many small unbatched allocations

@@ -150,7 +150,8 @@ def build(root: Path) -> Path:
                  f"{m.get('data_filesystem', {}).get('type')} data filesystem")
     engines = (m.get("driver") or {}).get("engines", {})
     parts.append("- engines: " + ", ".join(f"{k} {v}" for k, v in engines.items() if k != "null"))
-    parts.append("- allocators: " + ", ".join(f"{a['name']} ({a.get('version')})" for a in study.plan.get("allocators", [])))
+    allocs = study.plan.get("allocators", [])
+    parts.append("- allocators: " + ", ".join(f"{a['name']} ({a.get('version')})" for a in allocs))
     parts.append(f"- runs: {len(study.rows)} stored, {len(study.valid())} valid (finished, allocator proved); "
                  f"{study.plan.get('runs')} repeat(s) per cell, seed {study.plan.get('seed')}, "
                  f"baseline {study.baseline}")

@@ -99,7 +99,10 @@ pub fn open(name: &str, opts: &EngineOptions) -> Result<Box<dyn Engine>> {
         "rocksdb" => Box::new(rocks::Rocks::open(opts)?),
         "sqlite" => Box::new(sqlite::Sqlite::open(opts)?),
         "null" => Box::new(null::Null::new(opts.null_latency_ns)),
-        other => bail!("unknown engine '{other}'; choose one of {}", ENGINES.join(", ")),
+        other => bail!(
+            "unknown engine '{other}'; choose one of {}",
+            ENGINES.join(", ")
+        ),
     })
 }
 
@@ -114,5 +117,7 @@ pub fn versions() -> serde_json::Value {
 }
 
 fn missing_txn() -> DbError {
-    DbError::Other(anyhow::anyhow!("operation outside a transaction: call begin() first"))
+    DbError::Other(anyhow::anyhow!(
+        "operation outside a transaction: call begin() first"
+    ))
 }

@@ -10,13 +10,17 @@ pub struct Null {
 
 impl Null {
     pub fn new(latency_ns: u64) -> Self {
-        Null { latency: Duration::from_nanos(latency_ns) }
+        Null {
+            latency: Duration::from_nanos(latency_ns),
+        }
     }
 }
 
 impl Engine for Null {
     fn session(&self) -> anyhow::Result<Box<dyn Session + '_>> {
-        Ok(Box::new(NullSession { latency: self.latency }))
+        Ok(Box::new(NullSession {
+            latency: self.latency,
+        }))
     }
 }
 
@@ -56,7 +60,12 @@ impl Session for NullSession {
         self.wait();
         Ok(())
     }
-    fn scan(&mut self, _s: &[u8], _l: usize, _v: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> DbResult<usize> {
+    fn scan(
+        &mut self,
+        _s: &[u8],
+        _l: usize,
+        _v: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> DbResult<usize> {
         self.wait();
         Ok(0)
     }

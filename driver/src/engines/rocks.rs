@@ -7,12 +7,16 @@ use rocksdb::{
     OptimisticTransactionOptions, Options, Transaction, WriteOptions,
 };
 
-use super::{missing_txn, Compression, DbError, DbResult, Engine, EngineOptions, Session, SyncMode};
+use super::{
+    missing_txn, Compression, DbError, DbResult, Engine, EngineOptions, Session, SyncMode,
+};
 
 /// The rocksdb crate has no runtime version call; the driver reports the library it was
 /// linked against, read at build time from the system headers when available.
 pub fn version() -> String {
-    option_env!("ALLOCLAB_ROCKSDB_VERSION").unwrap_or("unknown").to_string()
+    option_env!("ALLOCLAB_ROCKSDB_VERSION")
+        .unwrap_or("unknown")
+        .to_string()
 }
 
 pub struct Rocks {
@@ -53,7 +57,11 @@ impl Rocks {
             cache = Some(c);
         }
         let db = OptimisticTransactionDB::open(&opts, &o.path).context("cannot open RocksDB")?;
-        Ok(Rocks { db, sync: o.sync == SyncMode::Full, _cache: cache })
+        Ok(Rocks {
+            db,
+            sync: o.sync == SyncMode::Full,
+            _cache: cache,
+        })
     }
 }
 
@@ -61,7 +69,11 @@ impl Engine for Rocks {
     fn session(&self) -> Result<Box<dyn Session + '_>> {
         let mut wopts = WriteOptions::default();
         wopts.set_sync(self.sync);
-        Ok(Box::new(RocksSession { db: &self.db, wopts, txn: None }))
+        Ok(Box::new(RocksSession {
+            db: &self.db,
+            wopts,
+            txn: None,
+        }))
     }
 }
 
@@ -79,7 +91,9 @@ impl<'a> RocksSession<'a> {
 
 impl Session for RocksSession<'_> {
     fn begin(&mut self, _write: bool) -> DbResult<()> {
-        let t = self.db.transaction_opt(&self.wopts, &OptimisticTransactionOptions::default());
+        let t = self
+            .db
+            .transaction_opt(&self.wopts, &OptimisticTransactionOptions::default());
         self.txn = Some(t);
         Ok(())
     }
@@ -92,7 +106,12 @@ impl Session for RocksSession<'_> {
     fn delete(&mut self, key: &[u8]) -> DbResult<()> {
         self.txn()?.delete(key).map_err(map_err)
     }
-    fn scan(&mut self, start: &[u8], limit: usize, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> DbResult<usize> {
+    fn scan(
+        &mut self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> DbResult<usize> {
         let txn = self.txn()?;
         let mut it = txn.raw_iterator();
         it.seek(start);
@@ -108,7 +127,11 @@ impl Session for RocksSession<'_> {
         Ok(n)
     }
     fn commit(&mut self) -> DbResult<()> {
-        self.txn.take().ok_or_else(missing_txn)?.commit().map_err(map_err)
+        self.txn
+            .take()
+            .ok_or_else(missing_txn)?
+            .commit()
+            .map_err(map_err)
     }
     fn rollback(&mut self) -> DbResult<()> {
         match self.txn.take() {

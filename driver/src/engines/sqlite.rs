@@ -20,7 +20,9 @@ pub struct Sqlite {
 
 fn map_err(e: rusqlite::Error) -> DbError {
     match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => DbError::Conflict(e.to_string()),
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+            DbError::Conflict(e.to_string())
+        }
         _ => DbError::Other(anyhow::Error::new(e)),
     }
 }
@@ -42,7 +44,9 @@ impl Sqlite {
         }
         let e = Sqlite { file, pragmas };
         let c = e.connect()?;
-        c.execute_batch("CREATE TABLE IF NOT EXISTS kv(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID;")?;
+        c.execute_batch(
+            "CREATE TABLE IF NOT EXISTS kv(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID;",
+        )?;
         Ok(e)
     }
 
@@ -58,7 +62,10 @@ impl Sqlite {
 
 impl Engine for Sqlite {
     fn session(&self) -> Result<Box<dyn Session + '_>> {
-        Ok(Box::new(SqliteSession { c: self.connect()?, open: false }))
+        Ok(Box::new(SqliteSession {
+            c: self.connect()?,
+            open: false,
+        }))
     }
 }
 
@@ -69,25 +76,43 @@ struct SqliteSession {
 
 impl Session for SqliteSession {
     fn begin(&mut self, write: bool) -> DbResult<()> {
-        self.c.execute_batch(if write { "BEGIN IMMEDIATE" } else { "BEGIN" }).map_err(map_err)?;
+        self.c
+            .execute_batch(if write { "BEGIN IMMEDIATE" } else { "BEGIN" })
+            .map_err(map_err)?;
         self.open = true;
         Ok(())
     }
     fn put(&mut self, key: &[u8], value: &[u8]) -> DbResult<()> {
-        let mut st = self.c.prepare_cached("INSERT OR REPLACE INTO kv(k, v) VALUES (?1, ?2)").map_err(map_err)?;
+        let mut st = self
+            .c
+            .prepare_cached("INSERT OR REPLACE INTO kv(k, v) VALUES (?1, ?2)")
+            .map_err(map_err)?;
         st.execute(params![key, value]).map_err(map_err)?;
         Ok(())
     }
     fn get(&mut self, key: &[u8]) -> DbResult<Option<Vec<u8>>> {
-        let mut st = self.c.prepare_cached("SELECT v FROM kv WHERE k = ?1").map_err(map_err)?;
-        st.query_row(params![key], |r| r.get::<_, Vec<u8>>(0)).optional().map_err(map_err)
+        let mut st = self
+            .c
+            .prepare_cached("SELECT v FROM kv WHERE k = ?1")
+            .map_err(map_err)?;
+        st.query_row(params![key], |r| r.get::<_, Vec<u8>>(0))
+            .optional()
+            .map_err(map_err)
     }
     fn delete(&mut self, key: &[u8]) -> DbResult<()> {
-        let mut st = self.c.prepare_cached("DELETE FROM kv WHERE k = ?1").map_err(map_err)?;
+        let mut st = self
+            .c
+            .prepare_cached("DELETE FROM kv WHERE k = ?1")
+            .map_err(map_err)?;
         st.execute(params![key]).map_err(map_err)?;
         Ok(())
     }
-    fn scan(&mut self, start: &[u8], limit: usize, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> DbResult<usize> {
+    fn scan(
+        &mut self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> DbResult<usize> {
         let mut st = self
             .c
             .prepare_cached("SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2")
@@ -96,8 +121,16 @@ impl Session for SqliteSession {
         let mut n = 0;
         while let Some(r) = rows.next().map_err(map_err)? {
             n += 1;
-            let k = r.get_ref(0).map_err(map_err)?.as_blob().map_err(|e| DbError::Other(e.into()))?;
-            let v = r.get_ref(1).map_err(map_err)?.as_blob().map_err(|e| DbError::Other(e.into()))?;
+            let k = r
+                .get_ref(0)
+                .map_err(map_err)?
+                .as_blob()
+                .map_err(|e| DbError::Other(e.into()))?;
+            let v = r
+                .get_ref(1)
+                .map_err(map_err)?
+                .as_blob()
+                .map_err(|e| DbError::Other(e.into()))?;
             if !visit(k, v) {
                 break;
             }

@@ -1,9 +1,13 @@
 //! TidesDB through the `tidesdb` crate (its bundled C source, statically linked).
 
 use anyhow::{Context, Result};
-use tidesdb::{ColumnFamily, ColumnFamilyConfig, CompressionAlgorithm, Config, ErrorCode, TidesDB, Transaction};
+use tidesdb::{
+    ColumnFamily, ColumnFamilyConfig, CompressionAlgorithm, Config, ErrorCode, TidesDB, Transaction,
+};
 
-use super::{missing_txn, Compression, DbError, DbResult, Engine, EngineOptions, Session, SyncMode};
+use super::{
+    missing_txn, Compression, DbError, DbResult, Engine, EngineOptions, Session, SyncMode,
+};
 
 const CF: &str = "kv";
 
@@ -51,7 +55,11 @@ impl Tides {
                 Compression::Lz4 => CompressionAlgorithm::Lz4,
                 Compression::Zstd => CompressionAlgorithm::Zstd,
             };
-            anyhow::ensure!(algo.is_available(), "this TidesDB build lacks {:?} compression", o.compression);
+            anyhow::ensure!(
+                algo.is_available(),
+                "this TidesDB build lacks {:?} compression",
+                o.compression
+            );
             db.create_column_family(CF, ColumnFamilyConfig::new().compression_algorithm(algo))?;
         }
         let cf = db.get_column_family(CF)?;
@@ -103,7 +111,12 @@ impl Session for TidesSession<'_> {
         let cf = &e.cf;
         self.txn()?.delete(cf, key).map_err(map_err)
     }
-    fn scan(&mut self, start: &[u8], limit: usize, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> DbResult<usize> {
+    fn scan(
+        &mut self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> DbResult<usize> {
         let e = self.e;
         let cf = &e.cf;
         let txn = self.txn()?;

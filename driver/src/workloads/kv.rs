@@ -54,7 +54,10 @@ pub struct KvSpec {
 impl KvSpec {
     pub fn validate(&self) -> Result<()> {
         if self.key_bytes < 8 {
-            bail!("--key-bytes must be at least 8 (keys end with a 64-bit index), got {}", self.key_bytes);
+            bail!(
+                "--key-bytes must be at least 8 (keys end with a 64-bit index), got {}",
+                self.key_bytes
+            );
         }
         if self.batch == 0 {
             bail!("--batch must be at least 1");
@@ -132,7 +135,11 @@ impl KeyGen {
             Pattern::Seq => {
                 let i = self.seq * self.threads + self.thread;
                 self.seq += 1;
-                if self.fresh { i } else { i % self.keyspace }
+                if self.fresh {
+                    i
+                } else {
+                    i % self.keyspace
+                }
             }
             Pattern::Random if self.fresh => self.rng.gen(),
             Pattern::Random | Pattern::Uniform => self.rng.gen_range(0..self.keyspace),
@@ -146,7 +153,9 @@ impl KeyGen {
 
 /// A buffer of printable random bytes, sliced at random offsets to make values.
 fn value_pool(len: usize, rng: &mut SmallRng) -> Vec<u8> {
-    (0..len + 4096).map(|_| rng.gen_range(b'a'..=b'z')).collect()
+    (0..len + 4096)
+        .map(|_| rng.gen_range(b'a'..=b'z'))
+        .collect()
 }
 
 impl Workload for KvWorkload {
@@ -170,7 +179,10 @@ impl Workload for KvWorkload {
         let per_txn = (4 << 20) / (s.key_bytes + s.value_bytes).max(1);
         let per_txn = per_txn.clamp(1, 1000) as u64;
         let t0 = std::time::Instant::now();
-        sink.emit("phase", json!({"phase": "populate", "state": "begin", "keys": s.keyspace}))?;
+        sink.emit(
+            "phase",
+            json!({"phase": "populate", "state": "begin", "keys": s.keyspace}),
+        )?;
         std::thread::scope(|scope| -> Result<()> {
             let handles: Vec<_> = (0..threads as u64)
                 .map(|t| {
@@ -200,7 +212,8 @@ impl Workload for KvWorkload {
                 })
                 .collect();
             for h in handles {
-                h.join().map_err(|_| anyhow::anyhow!("populate thread panicked"))??;
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("populate thread panicked"))??;
             }
             Ok(())
         })?;
@@ -248,7 +261,12 @@ impl KvWorker {
         let (retries, result) = transact(session, true, self.spec.max_retries, &mut |s| {
             keys.iter().try_for_each(|k| s.put(k, value))
         });
-        Step { op, ops: keys.len() as u64, retries, result }
+        Step {
+            op,
+            ops: keys.len() as u64,
+            retries,
+            result,
+        }
     }
 
     fn read(&mut self, op: usize, session: &mut dyn Session) -> Step {
@@ -260,7 +278,12 @@ impl KvWorker {
             }
             Ok(())
         });
-        Step { op, ops: keys.len() as u64, retries, result }
+        Step {
+            op,
+            ops: keys.len() as u64,
+            retries,
+            result,
+        }
     }
 }
 
@@ -282,11 +305,20 @@ impl Worker for KvWorker {
                 let (retries, result) = transact(session, true, self.spec.max_retries, &mut |s| {
                     keys.iter().try_for_each(|k| s.delete(k))
                 });
-                Step { op: 0, ops: keys.len() as u64, retries, result }
+                Step {
+                    op: 0,
+                    ops: keys.len() as u64,
+                    retries,
+                    result,
+                }
             }
             KvKind::Seek | KvKind::Range => {
                 self.fill_keys();
-                let limit = if self.spec.kind == KvKind::Seek { 1 } else { self.spec.range_len };
+                let limit = if self.spec.kind == KvKind::Seek {
+                    1
+                } else {
+                    self.spec.range_len
+                };
                 let keys = &self.keys;
                 let (retries, result) = transact(session, false, self.spec.max_retries, &mut |s| {
                     for k in keys {
@@ -297,7 +329,12 @@ impl Worker for KvWorker {
                     }
                     Ok::<(), DbError>(())
                 });
-                Step { op: 0, ops: keys.len() as u64, retries, result }
+                Step {
+                    op: 0,
+                    ops: keys.len() as u64,
+                    retries,
+                    result,
+                }
             }
         }
     }
@@ -308,7 +345,17 @@ mod tests {
     use super::*;
 
     fn spec(kind: KvKind, pattern: Pattern) -> KvSpec {
-        KvSpec { kind, pattern, key_bytes: 16, value_bytes: 8, batch: 1, keyspace: 1000, range_len: 10, seed: 7, max_retries: 10 }
+        KvSpec {
+            kind,
+            pattern,
+            key_bytes: 16,
+            value_bytes: 8,
+            batch: 1,
+            keyspace: 1000,
+            range_len: 10,
+            seed: 7,
+            max_retries: 10,
+        }
     }
 
     #[test]
@@ -336,7 +383,12 @@ mod tests {
 
     #[test]
     fn read_patterns_stay_in_the_populated_space() {
-        for p in [Pattern::Random, Pattern::Uniform, Pattern::Zipfian, Pattern::Seq] {
+        for p in [
+            Pattern::Random,
+            Pattern::Uniform,
+            Pattern::Zipfian,
+            Pattern::Seq,
+        ] {
             let mut g = KeyGen::new(&spec(KvKind::Read, p), 1, 2, 0);
             for _ in 0..5000 {
                 assert!(g.next() < 1000, "{p:?}");

@@ -40,7 +40,10 @@ pub fn transact(
 ) -> (u64, DbResult<()>) {
     let mut retries = 0;
     loop {
-        let attempt = session.begin(write).and_then(|_| body(session)).and_then(|_| session.commit());
+        let attempt = session
+            .begin(write)
+            .and_then(|_| body(session))
+            .and_then(|_| session.commit());
         match attempt {
             Err(DbError::Conflict(m)) => {
                 let _ = session.rollback();
