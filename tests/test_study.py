@@ -79,7 +79,7 @@ def test_report_from_stored_files(small_study, tmp_path):
     text = md.read_text()
     assert "Δ% vs glibc" in text and "| tidesdb | churn_small |" in text
     for name in ("put_throughput_vs_threads.png", "peak_rss_vs_threads.png", "large_value_p99.png"):
-        assert (md.parent / name).stat().st_size > 5000
+        assert (md.parent / "charts" / name).stat().st_size > 5000
     # rebuilt elsewhere, from the copied folder alone: the same tables
     import shutil
     copy = tmp_path / "copy"

@@ -1,16 +1,43 @@
-"""Analysis from stored files only: group runs into cells, take medians, compare allocators."""
+"""Analysis from stored files only: cells, their statistics, comparisons against the baseline
+allocator, spreads, engine ratios, thread scaling, and what deserves a warning."""
 
 from __future__ import annotations
 
-import statistics
+import csv
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from alloclab import stats
 from alloclab.store import RunRow, Store
 
 # What identifies a cell apart from the allocator and the repeat.
 CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "threads")
+NOISY_CV = 0.10  # a cell whose coefficient of variation is above this is flagged
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    title: str
+    unit: str
+    scale: float
+    higher_is_better: bool
+
+    def fmt(self, v: float | None) -> str:
+        if v is None:
+            return "–"
+        x = v / self.scale
+        if self.column == "ops_per_s":
+            return f"{x / 1e6:.3f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
+        return f"{x:.2f}" if x < 100 else f"{x:.0f}"
+
+
+THROUGHPUT = Metric("ops_per_s", "Throughput", "ops/s", 1, True)
+P99 = Metric("p99_ns", "p99 latency per call", "ms", 1e6, False)
+PEAK_RSS = Metric("peak_rss_bytes", "Peak RSS (VmHWM)", "MiB", 2**20, False)
+METRICS = (THROUGHPUT, P99, PEAK_RSS)
 
 
 @dataclass
@@ -26,10 +53,13 @@ class Study:
 
     @property
     def allocators(self) -> list[str]:
-        """In the plan's order."""
         names = [a["name"] for a in self.plan.get("allocators", [])]
-        extra = sorted({r.allocator for r in self.rows} - set(names))
-        return names + extra
+        return names + sorted({r.allocator for r in self.rows} - set(names))
+
+    @property
+    def engines(self) -> list[str]:
+        names = list(self.plan.get("engines", []))
+        return names + sorted({r.engine for r in self.rows} - set(names))
 
     def valid(self) -> list[RunRow]:
         """Rows that count: finished, and the allocator proved."""
@@ -37,6 +67,21 @@ class Study:
 
     def not_valid(self) -> list[RunRow]:
         return [r for r in self.rows if not (r.status == "ok" and r.allocator_verified)]
+
+    def run_json(self, run_id: str) -> dict:
+        p = self.root / "runs" / run_id / "run.json"
+        try:
+            return json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+    def samples(self, run_id: str) -> list[dict]:
+        p = self.root / "runs" / run_id / "samples.csv"
+        try:
+            with open(p, newline="") as f:
+                return list(csv.DictReader(f))
+        except OSError:
+            return []
 
 
 def load(root: Path) -> Study:
@@ -48,19 +93,144 @@ def cell_of(r: RunRow) -> tuple:
     return tuple(getattr(r, f) for f in CELL_FIELDS)
 
 
+def cell_dict(cell: tuple) -> dict:
+    return dict(zip(CELL_FIELDS, cell))
+
+
+def sort_key(cell: tuple) -> tuple:
+    return tuple(f"{x:012d}" if isinstance(x, int) else str(x) for x in cell)
+
+
 def by_cell(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, list[float]]]:
-    """cell -> allocator -> values of `metric` over the repeats."""
+    """cell -> allocator -> values of `metric` over the repeats, in run order."""
     out: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
+    for r in sorted(rows, key=lambda r: r.index):
         out[cell_of(r)][r.allocator].append(float(getattr(r, metric)))
     return out
 
 
-def median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
+@dataclass(frozen=True)
+class CellSummary:
+    cell: tuple
+    allocator: str
+    metric: Metric
+    values: tuple[float, ...]
+    stats: stats.CellStats
 
 
-def delta_pct(value: float | None, base: float | None) -> float | None:
-    if value is None or base is None or base == 0:
-        return None
-    return 100.0 * (value - base) / base
+def summaries(study: Study, metric: Metric) -> list[CellSummary]:
+    out = []
+    groups = by_cell(study.valid(), metric.column)
+    for cell in sorted(groups, key=sort_key):
+        for a in study.allocators:
+            vals = groups[cell].get(a)
+            if vals:
+                out.append(CellSummary(cell, a, metric, tuple(vals), stats.describe(vals)))
+    return out
+
+
+@dataclass(frozen=True)
+class VsBaseline:
+    cell: tuple
+    allocator: str
+    metric: Metric
+    comparison: stats.Comparison | None  # None where the baseline has no valid run or a zero median
+
+
+def comparisons(study: Study, metric: Metric) -> list[VsBaseline]:
+    out = []
+    groups = by_cell(study.valid(), metric.column)
+    base = study.baseline
+    for cell in sorted(groups, key=sort_key):
+        b = groups[cell].get(base)
+        for a in study.allocators:
+            v = groups[cell].get(a)
+            if a == base or not v:
+                continue
+            cmp = None
+            if b and stats.describe(b).median > 0:
+                cmp = stats.compare(b, v, higher_is_better=metric.higher_is_better)
+            out.append(VsBaseline(cell, a, metric, cmp))
+    return out
+
+
+def spreads(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str, str, float]]:
+    """Per cell: best allocator, worst allocator, best-to-worst spread in % (of the worst)."""
+    out = []
+    groups = by_cell(study.valid(), metric.column)
+    for cell in sorted(groups, key=sort_key):
+        medians = {a: stats.describe(v).median for a, v in groups[cell].items()}
+        if len(medians) < 2 or min(medians.values()) <= 0:
+            continue
+        if not metric.higher_is_better:
+            medians = {a: 1.0 / m for a, m in medians.items()}
+        best, worst, pct = stats.spread_pct(medians)
+        out.append((cell, best, worst, pct))
+    return out
+
+
+def engine_ratios(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str, str, str, stats.Comparison]]:
+    """Each engine against the plan's first engine, on the same workload cell and allocator."""
+    engines = study.engines
+    if len(engines) < 2:
+        return []
+    ref = engines[0]
+    groups = by_cell(study.valid(), metric.column)
+    out = []
+    for cell in sorted(groups, key=sort_key):
+        if cell[0] != ref:
+            continue
+        for other in engines[1:]:
+            ocell = (other, *cell[1:])
+            if ocell not in groups:
+                continue
+            for a in study.allocators:
+                b, v = groups[cell].get(a), groups[ocell].get(a)
+                if b and v and stats.describe(b).median > 0:
+                    out.append((cell[1:], a, other, ref, stats.compare(b, v, higher_is_better=True)))
+    return out
+
+
+def scalings(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str, stats.Scaling]]:
+    """Thread sweeps (cells equal but for threads, two points or more) per allocator."""
+    sweeps: dict[tuple, dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for r in study.valid():
+        key = cell_of(r)[:-1]
+        sweeps[key][r.allocator][r.threads].append(float(getattr(r, metric.column)))
+    out = []
+    for key in sorted(sweeps, key=sort_key):
+        for a in study.allocators:
+            pts = sweeps[key].get(a)
+            if pts and len(pts) >= 2:
+                out.append((key, a, stats.scaling({t: stats.describe(v).median for t, v in pts.items()})))
+    return out
+
+
+def warnings(study: Study) -> list[str]:
+    out = []
+    bad = study.not_valid()
+    unverified = [r for r in bad if not r.allocator_verified]
+    failed = [r for r in bad if r.status == "failed"]
+    if unverified:
+        out.append(f"{len(unverified)} run(s) whose allocator was not proved are excluded from every table "
+                   f"(e.g. {unverified[0].run_id}: {unverified[0].reason})")
+    if failed:
+        out.append(f"{len(failed)} run(s) failed and are excluded (e.g. {failed[0].run_id}: {failed[0].reason})")
+    few = sum(1 for s in summaries(study, THROUGHPUT) if not s.stats.enough)
+    if few:
+        out.append(f"{few} cell x allocator combination(s) have fewer than 3 valid runs: their numbers are single "
+                   "measurements without an interval, and differences under ~10 % are within run-to-run noise")
+    for s in summaries(study, THROUGHPUT):
+        c = cell_dict(s.cell)
+        label = f"{c['engine']} {c['part']} t{c['threads']} b{c['batch']} [{s.allocator}]"
+        if s.stats.cv is not None and s.stats.cv > NOISY_CV:
+            out.append(f"noisy cell: {label} throughput CV {100 * s.stats.cv:.0f}% over {s.stats.n} runs")
+        if s.stats.outliers:
+            out.append(f"outlier run(s) in {label}: repeat(s) {', '.join(str(i + 1) for i in s.stats.outliers)} "
+                       "(kept, marked here)")
+    busy = [r for r in study.rows if r.other_busy_cores > 0.25]
+    if busy:
+        worst = max(busy, key=lambda r: r.other_busy_cores)
+        out.append(f"the machine was busy during {len(busy)} run(s): other processes used up to "
+                   f"{worst.other_busy_cores:.2f} cores (during {worst.run_id})")
+    return out

@@ -93,9 +93,9 @@ def cmd_run(a: argparse.Namespace) -> int:
     progress.message(f"results: {out}")
     result = study.run(plan, out, progress)
     md = report.build(out)
-    print(md.read_text())
+    print((md.parent / "tables" / f"ops_per_s_vs_{plan.baseline}.md").read_text())
     print(f"\n{result.ok} ok, {result.failed} failed, {result.invalid} invalid of {result.total} runs")
-    print(f"report: {md}")
+    print(f"report: {md.with_suffix('.html')} (also {md.name}, charts/, tables/)")
     print(f"verify: alloclab verify {out}")
     return EXIT_OK if result.failed == 0 and result.invalid == 0 else EXIT_FAILED_RUNS
 
@@ -131,6 +131,28 @@ def cmd_verify(a: argparse.Namespace) -> int:
         print(f"{a.dir}: {len(problems)} problem(s) against MANIFEST.sha256", file=sys.stderr)
         return 1
     print(f"{a.dir}: every file matches MANIFEST.sha256")
+    return EXIT_OK
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    from alloclab import analyse, compare
+    from alloclab.report import to_markdown
+
+    tables = compare.compare(analyse.load(Path(a.before)), analyse.load(Path(a.after)), force=a.force)
+    text = "\n\n".join(f"## {t.title}\n\n{to_markdown(t)}" for t in tables) + "\n"
+    print(text)
+    if a.out:
+        Path(a.out).write_text(text)
+        print(f"written: {a.out}")
+    return EXIT_OK
+
+
+def cmd_bundle(a: argparse.Namespace) -> int:
+    root = Path(a.dir)
+    zip_path = Path(a.out) if a.out else root.with_name(root.resolve().name + ".zip")
+    path, digest = Store(root).bundle(zip_path)
+    print(f"{digest}  {path}")
+    print(f"written: {path} and {path}.sha256")
     return EXIT_OK
 
 
@@ -175,6 +197,16 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="check a results folder against its MANIFEST.sha256")
     v.add_argument("dir")
     v.set_defaults(fn=cmd_verify)
+    c = sub.add_parser("compare", help="before/after between two results folders, with verdicts")
+    c.add_argument("before")
+    c.add_argument("after")
+    c.add_argument("--force", action="store_true", help="compare even if machine or settings differ")
+    c.add_argument("--out", help="also write the tables to this Markdown file")
+    c.set_defaults(fn=cmd_compare)
+    b = sub.add_parser("bundle", help="zip a results folder and write its SHA-256")
+    b.add_argument("dir")
+    b.add_argument("--out", help="zip path (default: DIR.zip beside the folder)")
+    b.set_defaults(fn=cmd_bundle)
     ps = sub.add_parser("presets", help="list the presets")
     ps.set_defaults(fn=cmd_presets)
     return p
@@ -190,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     except AlloclabError as e:
         print(f"alloclab: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # output piped into `head` and the like
+        return EXIT_OK
     except KeyboardInterrupt:
         print("\nalloclab: interrupted; finished runs are kept in the results folder", file=sys.stderr)
         return 130

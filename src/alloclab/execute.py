@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from alloclab import allocators, driver, events, sampler
+from alloclab import allocators, driver, events, noise, sampler
 from alloclab.errors import AlloclabError
 from alloclab.plan import RunSpec
 from alloclab.store import RunRow, atomic_write, write_json
@@ -104,6 +104,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
     log_path = run_dir / "driver.log"
     raw_path = run_dir / ".events.jsonl.partial"
     failure: str | None = None
+    watch_cpu = noise.CpuWatch()
     t0 = time.monotonic()
     with open(log_path, "wb") as log, open(raw_path, "wb") as raw:
         try:
@@ -153,6 +154,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         os.close(r)
         exit_code, ru = _reap(proc)
     wall_s = time.monotonic() - t0
+    run_noise = watch_cpu.stop(ru.ru_utime + ru.ru_stime)
     os.replace(raw_path, run_dir / "events.jsonl")
     shutil.rmtree(db_path, ignore_errors=True)
 
@@ -207,6 +209,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         ctx_voluntary=int(usage.get("ctx_voluntary", 0)), ctx_involuntary=int(usage.get("ctx_involuntary", 0)),
         minor_faults=int(usage.get("minor_faults", 0)), major_faults=int(usage.get("major_faults", 0)),
         wall_s=round(wall_s, 3), status=status, reason=reason, started_at=started_at,
+        other_busy_cores=round(run_noise.other_cores, 3),
     )
 
     buf_csv = io.StringIO()
@@ -228,5 +231,6 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         "driver_version": (watch.start or {}).get("driver_version"),
         "engine_version": (watch.start or {}).get("engine_version"),
         "samples": len(timeline.samples),
+        "noise": run_noise.to_json(),
     })
     return row

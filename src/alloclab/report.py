@@ -1,48 +1,183 @@
-"""The report of a results folder, rebuilt from its stored files alone: Markdown tables
-(median per cell, delta against the baseline allocator) and PNG charts."""
+"""The report of a results folder, rebuilt from its stored files alone.
+
+    report/report.html   one self-contained file (inline CSS and SVG, no script, no request)
+    report/report.md     the same tables in Markdown, charts linked as PNG
+    report/tables/       every table as .csv and .md
+    report/charts/       every chart as .png and .svg
+"""
 
 from __future__ import annotations
 
+import csv
+import html
+import io
+import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "alloclab"  # stable ids: the same data gives the same SVG
+matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever fetched
 import matplotlib.pyplot as plt  # noqa: E402
 
-from alloclab import analyse  # noqa: E402
+from alloclab import analyse, stats  # noqa: E402
+from alloclab.analyse import P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
 from alloclab.store import atomic_write  # noqa: E402
 
 REPORT_DIR = "report"
 
 
-@dataclass(frozen=True)
-class Metric:
-    column: str
+# --- tables: one definition, three renderers ----------------------------------------------
+
+@dataclass
+class Table:
+    name: str
     title: str
-    unit: str
-    scale: float
-    higher_is_better: bool
+    headers: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    raw: list[list] = field(default_factory=list)  # the numbers behind `rows`, for the CSV
+    raw_headers: list[str] | None = None
+    note: str = ""
 
-    def fmt(self, v: float) -> str:
-        x = v / self.scale
-        if self.column == "ops_per_s":
-            return f"{x / 1e6:.3f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
-        return f"{x:.2f}" if x < 100 else f"{x:.0f}"
+    def add(self, shown: list[str], raw: list | None = None) -> None:
+        self.rows.append([str(x) for x in shown])
+        self.raw.append(raw if raw is not None else shown)
 
 
-THROUGHPUT = Metric("ops_per_s", "Throughput", "ops/s", 1, True)
-P99 = Metric("p99_ns", "p99 latency per call", "ms", 1e6, False)
-PEAK_RSS = Metric("peak_rss_bytes", "Peak RSS (VmHWM)", "MiB", 2**20, False)
+def to_markdown(t: Table) -> str:
+    esc = [h.replace("|", "\\|") for h in t.headers]
+    lines = ["| " + " | ".join(esc) + " |", "|" + "---|" * len(t.headers)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in t.rows]
+    return "\n".join(lines)
 
+
+def to_csv(t: Table) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(t.raw_headers or t.headers)
+    w.writerows(t.raw)
+    return buf.getvalue()
+
+
+def to_html(t: Table) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in t.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+# --- formatting -------------------------------------------------------------------------
+
+def params(cell: tuple) -> str:
+    c = analyse.cell_dict(cell)
+    return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']} t{c['threads']}"
+
+
+def fmt_ci(m: Metric, s: stats.CellStats) -> str:
+    return f"[{m.fmt(s.ci_low)}, {m.fmt(s.ci_high)}]" if s.enough else "n<3"
+
+
+def fmt_cmp(c: stats.Comparison | None) -> str:
+    if c is None:
+        return "no baseline"
+    if c.ci_low is None:
+        return f"{c.delta_pct:+.1f}% (n<3)"
+    return f"{c.delta_pct:+.1f}% [{100 * (c.ci_low - 1):+.1f}, {100 * (c.ci_high - 1):+.1f}] {c.verdict}"
+
+
+# --- the tables ------------------------------------------------------------------------
+
+def vs_baseline_table(study: analyse.Study, m: Metric) -> Table:
+    base = study.baseline
+    allocs = [a for a in study.allocators if a != base]
+    t = Table(f"{m.column}_vs_{base}", f"{m.title}: median per cell, each allocator against {base}",
+              ["engine", "part", "parameters", "n", f"{base} ({m.unit}) [95% CI]"]
+              + [f"{a}: median, Δ% vs {base} [95% CI] verdict" for a in allocs],
+              raw_headers=["engine", "part", "parameters", "n", f"{base}_median", f"{base}_ci_low", f"{base}_ci_high"]
+              + [f"{a}_{k}" for a in allocs for k in ("median", "ratio", "ratio_ci_low", "ratio_ci_high", "verdict")],
+              note="Intervals: 95 % seeded bootstrap of the median (cells) and of the ratio of medians "
+                   "(comparisons); a verdict needs the interval to exclude 1.")
+    summ = {(s.cell, s.allocator): s.stats for s in analyse.summaries(study, m)}
+    cmps = {(c.cell, c.allocator): c.comparison for c in analyse.comparisons(study, m)}
+    for cell in sorted({c for c, _ in summ}, key=analyse.sort_key):
+        b = summ.get((cell, base))
+        n = max(s.n for (c, _), s in summ.items() if c == cell)
+        shown = [cell[0], cell[1], params(cell), str(n), f"{m.fmt(b.median)} {fmt_ci(m, b)}" if b else "–"]
+        raw = [cell[0], cell[1], params(cell), n] + ([b.median, b.ci_low, b.ci_high] if b else [None] * 3)
+        for a in allocs:
+            s = summ.get((cell, a))
+            cmp = cmps.get((cell, a))
+            shown.append(f"{m.fmt(s.median)} {fmt_cmp(cmp)}" if s else "–")
+            raw.append(s.median if s else None)
+            raw += [cmp.ratio, cmp.ci_low, cmp.ci_high, cmp.verdict] if cmp else [None] * 4
+        t.add(shown, raw)
+    return t
+
+
+def cells_table(study: analyse.Study) -> Table:
+    t = Table("cells", "Every cell: statistics over the repeats",
+              ["metric", "engine", "part", "parameters", "allocator", "n", "median", "mean", "95% CI", "CV %",
+               "outliers (repeat)", "note"],
+              raw_headers=["metric", "engine", "part", "parameters", "allocator", "n", "median", "mean", "ci_low",
+                           "ci_high", "cv", "outlier_repeats", "values"])
+    for m in (THROUGHPUT, P99, PEAK_RSS):
+        for s in analyse.summaries(study, m):
+            st = s.stats
+            outl = ",".join(str(i + 1) for i in st.outliers)
+            t.add([m.column, s.cell[0], s.cell[1], params(s.cell), s.allocator, str(st.n), m.fmt(st.median),
+                   m.fmt(st.mean), fmt_ci(m, st), f"{100 * st.cv:.1f}" if st.cv is not None else "–", outl or "–",
+                   st.note],
+                  [m.column, s.cell[0], s.cell[1], params(s.cell), s.allocator, st.n, st.median, st.mean, st.ci_low,
+                   st.ci_high, st.cv, outl, " ".join(repr(v) for v in s.values)])
+    return t
+
+
+def spread_table(study: analyse.Study) -> Table:
+    t = Table("spread", "Best-to-worst throughput spread across allocators, per engine and cell",
+              ["engine", "part", "parameters", "best", "worst", "spread %"])
+    per_engine: dict[str, list[float]] = defaultdict(list)
+    for cell, best, worst, pct in analyse.spreads(study):
+        per_engine[cell[0]].append(pct)
+        t.add([cell[0], cell[1], params(cell), best, worst, f"{pct:.1f}"], [cell[0], cell[1], params(cell), best,
+                                                                             worst, pct])
+    t.note = "; ".join(f"{e}: median spread {stats.describe(v).median:.1f}% over {len(v)} cells"
+                       for e, v in per_engine.items())
+    return t
+
+
+def engine_ratio_table(study: analyse.Study) -> Table:
+    t = Table("engine_ratios", "Engine ratios: throughput of each engine over the first engine, same cell and "
+              "allocator", ["part", "parameters", "allocator", "ratio", "95% CI", "verdict"],
+              raw_headers=["part", "parameters", "allocator", "engine", "reference", "ratio", "ci_low", "ci_high",
+                           "verdict"])
+    for cell, a, other, ref, c in analyse.engine_ratios(study):
+        full = (ref, *cell)
+        ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.ci_low is not None else "n<3"
+        t.add([cell[0], params(full), a, f"{other}/{ref} = {c.ratio:.2f}x", ci, c.verdict],
+              [cell[0], params(full), a, other, ref, c.ratio, c.ci_low, c.ci_high, c.verdict])
+    return t
+
+
+def scaling_table(study: analyse.Study) -> Table:
+    t = Table("scaling", "Thread scaling: peak, last point within 5 % of linear, collapse below 50 % of the peak",
+              ["engine", "part", "parameters", "allocator", "peak threads", "peak ops/s", "last linear threads",
+               "collapse"])
+    for key, a, sc in analyse.scalings(study):
+        cell = (*key, 0)
+        p = params(cell).rsplit(" t", 1)[0]
+        col = f"t{sc.collapse_x}: {THROUGHPUT.fmt(sc.collapse_y)}" if sc.collapse_x is not None else "none"
+        t.add([key[0], key[1], p, a, str(sc.peak_x), THROUGHPUT.fmt(sc.peak_y), str(sc.last_linear_x), col],
+              [key[0], key[1], p, a, sc.peak_x, sc.peak_y, sc.last_linear_x, sc.collapse_x])
+    return t
+
+
+# --- charts (study 2's five, plus RSS timelines) ------------------------------------------
 
 @dataclass(frozen=True)
 class Chart:
-    """One of a study's published charts: which runs, what on each axis."""
-
-    file: str
+    name: str
     title: str
     parts: tuple[str, ...]
     x: str
@@ -51,78 +186,80 @@ class Chart:
     logx: bool = False
 
 
-# Study 2 (kv-allocators): the five charts of the published article.
 KV_CHARTS = (
-    Chart("put_throughput_vs_threads.png", "PUT throughput vs threads (small-value churn, b1)",
+    Chart("put_throughput_vs_threads", "PUT throughput vs threads (small-value churn, b1)",
           ("churn_small",), "threads", THROUGHPUT),
-    Chart("contention_throughput_vs_threads.png", "PUT contention throughput vs threads (b100)",
+    Chart("contention_throughput_vs_threads", "PUT contention throughput vs threads (b100)",
           ("contention",), "threads", THROUGHPUT),
-    Chart("batch_size_vs_throughput.png", "Batch size vs PUT throughput (t8)", ("batch",), "batch", THROUGHPUT,
+    Chart("batch_size_vs_throughput", "Batch size vs PUT throughput (t8)", ("batch",), "batch", THROUGHPUT,
           logx=True),
-    Chart("peak_rss_vs_threads.png", "Peak RSS vs threads (small-value churn)", ("churn_small",), "threads",
-          PEAK_RSS),
-    Chart("large_value_p99.png", "Large-value PUT p99 latency (t8)", ("large_4kb", "large_64kb"), "part", P99,
+    Chart("peak_rss_vs_threads", "Peak RSS vs threads (small-value churn)", ("churn_small",), "threads", PEAK_RSS),
+    Chart("large_value_p99", "Large-value PUT p99 latency (t8)", ("large_4kb", "large_64kb"), "part", P99,
           kind="bars"),
 )
 
 
-def _params(cell: tuple) -> str:
-    c = dict(zip(analyse.CELL_FIELDS, cell))
-    return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']} t{c['threads']}"
-
-
-def table(study: analyse.Study, metric: Metric) -> str:
-    """Median per cell for each allocator, with delta % against the baseline."""
-    cells = analyse.by_cell(study.valid(), metric.column)
-    allocs = study.allocators
-    base = study.baseline
-    head = ["engine", "part", "parameters", "n"] + [
-        f"{a} ({metric.unit})" if a == base else f"{a} (Δ% vs {base})" for a in allocs]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for cell in sorted(cells, key=lambda c: tuple(str(x).zfill(8) if isinstance(x, int) else x for x in c)):
-        per = cells[cell]
-        b = analyse.median(per.get(base, []))
-        n = max(len(v) for v in per.values())
-        row = [cell[0], cell[1], _params(cell), str(n)]
-        for a in allocs:
-            m = analyse.median(per.get(a, []))
-            if m is None:
-                row.append("–")
-            elif a == base:
-                row.append(metric.fmt(m))
-            else:
-                d = analyse.delta_pct(m, b)
-                row.append(f"{metric.fmt(m)} ({d:+.1f}%)" if d is not None else metric.fmt(m))
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
-def chart(study: analyse.Study, spec: Chart, out: Path) -> Path | None:
+def chart_table(study: analyse.Study, spec: Chart) -> Table | None:
+    """The data of a chart in the study's table shape: x | one column per allocator."""
     rows = [r for r in study.valid() if r.part in spec.parts]
     if not rows:
         return None
-    engines = [e for e in dict.fromkeys(r.engine for r in rows)]
+    allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
+    t = Table(spec.name, f"{spec.title} ({spec.metric.unit}, median)", ["engine", spec.x] + allocs)
+    groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        groups[(r.engine, getattr(r, spec.x))][r.allocator].append(getattr(r, spec.metric.column))
+    for (engine, x) in sorted(groups, key=analyse.sort_key):
+        meds = [stats.describe(groups[(engine, x)][a]).median if groups[(engine, x)].get(a) else None
+                for a in allocs]
+        t.add([engine, str(x)] + [spec.metric.fmt(v) for v in meds], [engine, x] + meds)
+    return t
+
+
+def _save(fig, out: Path, name: str) -> tuple[Path, Path]:
+    png, svg = out / f"{name}.png", out / f"{name}.svg"
+    fig.savefig(png, dpi=110, metadata={"Software": None})
+    fig.savefig(svg, metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    return png, svg
+
+
+def draw_chart(study: analyse.Study, spec: Chart, out: Path) -> tuple[Path, Path] | None:
+    rows = [r for r in study.valid() if r.part in spec.parts]
+    if not rows:
+        return None
+    engines = [e for e in study.engines if any(r.engine == e for r in rows)]
     allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
     fig, axes = plt.subplots(1, len(engines), figsize=(5.2 * len(engines), 4), squeeze=False)
     for ax, engine in zip(axes[0], engines):
         er = [r for r in rows if r.engine == engine]
         if spec.kind == "line":
             for a in allocs:
-                pts = defaultdict(list)
+                pts: dict = defaultdict(list)
                 for r in er:
                     if r.allocator == a:
                         pts[getattr(r, spec.x)].append(getattr(r, spec.metric.column) / spec.metric.scale)
                 xs = sorted(pts)
-                ax.plot(xs, [analyse.median(pts[x]) for x in xs], marker="o", label=a)
+                ds = [stats.describe(pts[x]) for x in xs]
+                ys = [d.median for d in ds]
+                lo = [d.median - d.ci_low if d.enough else 0 for d in ds]
+                hi = [d.ci_high - d.median if d.enough else 0 for d in ds]
+                ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=a)
             ax.set_xlabel(spec.x)
             if spec.logx:
                 ax.set_xscale("log")
+            ticks = sorted({getattr(r, spec.x) for r in er})
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([str(t) for t in ticks])
         else:
             groups = list(dict.fromkeys(getattr(r, spec.x) for r in er))
             width = 0.8 / max(len(allocs), 1)
             for i, a in enumerate(allocs):
-                ys = [analyse.median([getattr(r, spec.metric.column) / spec.metric.scale for r in er
-                                      if r.allocator == a and getattr(r, spec.x) == g]) or 0 for g in groups]
+                ys = []
+                for g in groups:
+                    vals = [getattr(r, spec.metric.column) / spec.metric.scale for r in er
+                            if r.allocator == a and getattr(r, spec.x) == g]
+                    ys.append(stats.describe(vals).median if vals else 0)
                 ax.bar([g + i * width for g in range(len(groups))], ys, width, label=a)
             ax.set_xticks([g + width * (len(allocs) - 1) / 2 for g in range(len(groups))])
             ax.set_xticklabels(groups)
@@ -132,47 +269,125 @@ def chart(study: analyse.Study, spec: Chart, out: Path) -> Path | None:
         ax.legend(fontsize=8)
     fig.suptitle(spec.title)
     fig.tight_layout()
-    path = out / spec.file
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out, spec.name)
+
+
+def draw_rss_timelines(study: analyse.Study, out: Path) -> tuple[Path, Path] | None:
+    """RSS over time of the process under test, per engine, for the cell with the largest peak."""
+    valid = study.valid()
+    if not valid:
+        return None
+    engines = [e for e in study.engines if any(r.engine == e for r in valid)]
+    fig, axes = plt.subplots(1, len(engines), figsize=(5.2 * len(engines), 4), squeeze=False)
+    for ax, engine in zip(axes[0], engines):
+        er = [r for r in valid if r.engine == engine]
+        cell = analyse.cell_of(max(er, key=lambda r: r.peak_rss_bytes))
+        for a in study.allocators:
+            runs = [r for r in er if analyse.cell_of(r) == cell and r.allocator == a]
+            if not runs:
+                continue
+            samples = study.samples(runs[0].run_id)
+            ax.plot([float(s["t_s"]) for s in samples], [int(s["rss_bytes"]) / 2**20 for s in samples], label=a)
+        ax.set_title(f"{engine}: {cell[1]} t{cell[-1]} b{cell[6]} (repeat 1)", fontsize=9)
+        ax.set_xlabel("seconds since start")
+        ax.set_ylabel("RSS (MiB)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("RSS timeline of the process under test")
+    fig.tight_layout()
+    return _save(fig, out, "rss_timeline")
+
+
+# --- environment ---------------------------------------------------------------------------
+
+def environment(study: analyse.Study) -> list[str]:
+    m, p = study.machine, study.plan
+    engines = (m.get("driver") or {}).get("engines", {})
+    fs = m.get("data_filesystem", {})
+    lines = [
+        f"machine: {m.get('cpu_model')}, {m.get('cores')} cores, {(m.get('memory_bytes') or 0) / 2**30:.0f} GiB, "
+        f"{m.get('os')}, kernel {m.get('kernel')}",
+        f"data filesystem: {fs.get('type')} on {fs.get('device')} ({fs.get('mount')})",
+        "engines: " + ", ".join(f"{k} {v}" for k, v in engines.items() if k in study.engines),
+        f"alloclab {m.get('alloclab_version')} ({m.get('alloclab_commit') or 'no commit'}), "
+        f"driver {(m.get('driver') or {}).get('driver_version')}, Python {m.get('python')}",
+        f"plan: {p.get('name')} ({p.get('preset') or 'custom'}, scale {p.get('scale')}), {p.get('runs')} repeat(s), "
+        f"seed {p.get('seed')}, warm-up {p.get('warmup_s')} s, baseline {study.baseline}",
+        "engine settings: " + (", ".join(f"{k}={v}" for k, v in sorted(p.get("engine_options", {}).items()))
+                               or "engine defaults"),
+        "latency is per call: one call is one engine batch/transaction of `batch` operations",
+    ]
+    for a in p.get("allocators", []):
+        runs = [r for r in study.rows if r.allocator == a["name"]]
+        ok = sum(r.allocator_verified for r in runs)
+        proof = next((study.run_json(r.run_id).get("proof", {}).get("reason") for r in runs if r.allocator_verified),
+                     "no proved run")
+        env = " ".join(f"{k}={v}" for k, v in (a.get("env") or {}).items())
+        lines.append(f"allocator {a['name']}: {a.get('version')}, {a.get('path') or 'no preload'}"
+                     f"{' ' + env if env else ''}; proved in {ok}/{len(runs)} runs, e.g. {proof}")
+    return lines
+
+
+# --- assembly ------------------------------------------------------------------------------
+
+CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}
+th{background:#f0f0f0}tr:nth-child(even){background:#fafafa}.warn{background:#fff4e0;padding:.5em 1em}
+svg{max-width:100%;height:auto}details{margin:1em 0}.note{color:#555;font-size:12px}"""
+
+
+def _inline_svg(path: Path) -> str:
+    """The SVG file as an element to embed: no XML prolog, no RDF metadata block."""
+    text = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>)?\s*", "", path.read_text())
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
 
 
 def build(root: Path) -> Path:
-    """Write report/report.md and the charts; return the Markdown path."""
+    """Write the report of a results folder; return the path of report.md."""
     study = analyse.load(root)
     out = Path(root) / REPORT_DIR
-    out.mkdir(exist_ok=True)
-    m = study.machine
-    parts = [f"# alloclab report: {study.plan.get('name', 'study')}", ""]
-    parts.append(f"- machine: {m.get('cpu_model')}, {m.get('cores')} cores, "
-                 f"{(m.get('memory_bytes') or 0) / 2**30:.0f} GiB, kernel {m.get('kernel')}, "
-                 f"{m.get('data_filesystem', {}).get('type')} data filesystem")
-    engines = (m.get("driver") or {}).get("engines", {})
-    parts.append("- engines: " + ", ".join(f"{k} {v}" for k, v in engines.items() if k != "null"))
-    allocs = study.plan.get("allocators", [])
-    parts.append("- allocators: " + ", ".join(f"{a['name']} ({a.get('version')})" for a in allocs))
-    parts.append(f"- runs: {len(study.rows)} stored, {len(study.valid())} valid (finished, allocator proved); "
-                 f"{study.plan.get('runs')} repeat(s) per cell, seed {study.plan.get('seed')}, "
-                 f"baseline {study.baseline}")
-    parts.append("- latency is per call: one call is one batch/transaction of `batch` operations")
-    few = study.plan.get("runs", 1) < 3
-    if few:
-        parts.append(f"- **{study.plan.get('runs')} run(s) per cell: fewer than 3, so these are single "
-                     "measurements, not intervals; differences under ~10 % are within this machine's noise**")
-    parts.append("")
-    bad = study.not_valid()
-    if bad:
-        parts += ["## Runs excluded", "", "| run | status | allocator verified | reason |", "|---|---|---|---|"]
-        parts += [f"| {r.run_id} | {r.status} | {str(r.allocator_verified).lower()} | {r.reason} |" for r in bad]
-        parts.append("")
-    for metric in (THROUGHPUT, P99, PEAK_RSS):
-        parts += [f"## {metric.title} (median per cell)", "", table(study, metric), ""]
-    parts += ["## Charts", ""]
-    for spec in KV_CHARTS:
-        p = chart(study, spec, out)
-        if p:
-            parts.append(f"![{spec.title}]({p.name})")
-    md = out / "report.md"
-    atomic_write(md, "\n".join(parts) + "\n")
-    return md
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    (out / "charts").mkdir(parents=True, exist_ok=True)
+    title = f"alloclab report: {study.plan.get('name', 'study')}"
+    env = environment(study)
+    warns = analyse.warnings(study)
+
+    main_tables = [vs_baseline_table(study, m) for m in (THROUGHPUT, P99, PEAK_RSS)]
+    shaped = [t for t in (chart_table(study, c) for c in KV_CHARTS) if t]
+    other = [spread_table(study), engine_ratio_table(study), scaling_table(study)]
+    excluded = Table("excluded", "Runs excluded (failed, or allocator not proved)",
+                     ["run", "status", "allocator verified", "reason"])
+    for r in study.not_valid():
+        excluded.add([r.run_id, r.status, str(r.allocator_verified).lower(), r.reason])
+    cells = cells_table(study)
+    tables = main_tables + shaped + other + [excluded, cells]
+    for t in tables:
+        atomic_write(out / "tables" / f"{t.name}.csv", to_csv(t))
+        atomic_write(out / "tables" / f"{t.name}.md", f"## {t.title}\n\n{to_markdown(t)}\n")
+
+    charts = [c for c in (draw_chart(study, spec, out / "charts") for spec in KV_CHARTS) if c]
+    rss = draw_rss_timelines(study, out / "charts")
+    if rss:
+        charts.append(rss)
+
+    md = [f"# {title}", "", "## Environment", ""] + [f"- {x}" for x in env] + [""]
+    md += ["## Warnings", ""] + ([f"- {w}" for w in warns] or ["- none"]) + [""]
+    for t in main_tables + shaped + other + ([excluded] if excluded.rows else []):
+        md += [f"## {t.title}", ""] + ([f"_{t.note}_", ""] if t.note else []) + [to_markdown(t), ""]
+    md += ["## Charts", ""] + [f"![{png.stem}](charts/{png.name})" for png, _svg in charts]
+    md += ["", "All per-cell statistics: [tables/cells.md](tables/cells.md) (CSV: tables/cells.csv)", ""]
+    md_path = out / "report.md"
+    atomic_write(md_path, "\n".join(md))
+
+    h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>", "<h2>Environment</h2><ul>"]
+    h += [f"<li>{html.escape(x)}</li>" for x in env] + ["</ul><h2>Warnings</h2><div class='warn'><ul>"]
+    h += [f"<li>{html.escape(w)}</li>" for w in warns] or ["<li>none</li>"]
+    h += ["</ul></div><h2>Charts</h2>"] + [f"<figure>{_inline_svg(svg)}</figure>" for _png, svg in charts]
+    for t in main_tables + shaped + other + ([excluded] if excluded.rows else []):
+        h += [f"<h2>{html.escape(t.title)}</h2>"] + ([f"<p class='note'>{html.escape(t.note)}</p>"] if t.note else [])
+        h.append(to_html(t))
+    h += [f"<details><summary>{html.escape(cells.title)} ({len(cells.rows)} rows)</summary>{to_html(cells)}"
+          "</details></body></html>"]
+    atomic_write(out / "report.html", "\n".join(h))
+    return md_path

@@ -17,7 +17,7 @@ import hashlib
 import io
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 from alloclab.errors import AlloclabError
@@ -69,6 +69,8 @@ class RunRow:
     status: str
     reason: str
     started_at: str
+    # added in 0.2: columns with defaults may be missing from older folders
+    other_busy_cores: float = 0.0
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -80,11 +82,11 @@ class RunRow:
                 "float": lambda s: float(s) if s != "" else 0.0,
                 "bool": lambda s: s.strip().lower() == "true",
                 "str": str}
-        missing = [f.name for f in fields(cls) if f.name not in rec]
+        missing = [f.name for f in fields(cls) if f.name not in rec and f.default is MISSING]
         if missing:
             raise AlloclabError(f"runs.csv lacks column(s) {', '.join(missing)}",
                                 "the folder was written by another alloclab version or was edited by hand")
-        return cls(**{f.name: conv[str(f.type)](rec[f.name]) for f in fields(cls)})
+        return cls(**{f.name: conv[str(f.type)](rec[f.name]) for f in fields(cls) if f.name in rec})
 
     def to_csv(self) -> dict:
         d = asdict(self)
@@ -190,6 +192,28 @@ class Store:
             return json.loads(p.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise AlloclabError(f"cannot read {p}: {e}") from e
+
+    def bundle(self, zip_path: Path) -> tuple[Path, str]:
+        """A zip of the whole folder, and beside it `<zip>.sha256` in sha256sum format."""
+        import zipfile
+
+        problems = self.verify()
+        if problems:
+            raise AlloclabError(f"{self.root} does not match its manifest ({problems[0]})",
+                                "bundle only what `alloclab verify` accepts")
+        zip_path = Path(zip_path)
+        tmp = zip_path.with_name(f".{zip_path.name}.tmp-{os.getpid()}")
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            for dirpath, _dirs, names in os.walk(self.root):
+                for n in sorted(names):
+                    p = Path(dirpath) / n
+                    if n.startswith("."):
+                        continue
+                    z.write(p, Path(self.root.name) / p.relative_to(self.root))
+        os.replace(tmp, zip_path)
+        digest = sha256_file(zip_path)
+        atomic_write(zip_path.with_name(zip_path.name + ".sha256"), f"{digest}  {zip_path.name}\n")
+        return zip_path, digest
 
     def verify(self) -> list[str]:
         """Problems found against the manifest: changed, missing or unlisted files."""

@@ -1,0 +1,127 @@
+"""Reports rebuilt from stored files: snapshot of tables from a folder checked in from an earlier
+version, the self-contained HTML in a real headless Chromium, compare and bundle."""
+
+import hashlib
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from alloclab import analyse, compare, report
+from alloclab.errors import AlloclabError
+from alloclab.store import Store
+
+FIXTURES = Path(__file__).parent / "fixtures"
+V1 = FIXTURES / "study-v1"
+
+
+@pytest.fixture
+def v1(tmp_path):
+    dst = tmp_path / "study-v1"
+    shutil.copytree(V1, dst)
+    return dst
+
+
+def test_fixture_folder_still_verifies(v1):
+    assert Store(v1).verify() == []
+
+
+def test_old_folder_keeps_producing_the_same_tables(v1):
+    md = report.build(v1)
+    snap = FIXTURES / "study-v1.tables"
+    names = sorted(p.name for p in snap.iterdir())
+    assert names == sorted(p.name for p in (md.parent / "tables").iterdir())
+    for name in names:
+        assert (md.parent / "tables" / name).read_text() == (snap / name).read_text(), name
+
+
+def test_report_holds_the_study_shapes_and_blocks(v1):
+    text = report.build(v1).read_text()
+    for needle in ("## Environment", "## Warnings", "proved in 18/18 runs", "[95% CI]", "no difference detected",
+                   "Thread scaling", "Engine ratios", "Best-to-worst", "charts/rss_timeline.png",
+                   "PUT throughput vs threads"):
+        assert needle in text, needle
+    charts = v1 / "report" / "charts"
+    for stem in ("put_throughput_vs_threads", "peak_rss_vs_threads", "large_value_p99", "rss_timeline"):
+        assert (charts / f"{stem}.png").stat().st_size > 5000
+        assert (charts / f"{stem}.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_html_is_self_contained(v1):
+    report.build(v1)
+    page = (v1 / "report" / "report.html").read_text()
+    assert "<script" not in page
+    for bad in ("http://", "https://", "src=", "@import", "url("):
+        # SVG namespaces and same-document references (url(#clip)) fetch nothing
+        assert bad not in page.replace("http://www.w3.org/", "").replace("url(#", ""), bad
+
+
+def test_html_opens_in_headless_chromium_without_errors(v1, tmp_path):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.fail("chromium and chromedriver are needed: ./setup.sh test installs them")
+    report.build(v1)
+    url = (v1 / "report" / "report.html").resolve().as_uri()
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    from selenium.webdriver.chrome.service import Service
+    drv = webdriver.Chrome(service=Service(chromedriver), options=opts)
+    try:
+        drv.get("about:blank")
+        drv.get_log("performance")  # reading a log empties it: start clean at our page
+        drv.get_log("browser")
+        drv.get(url)
+        assert "alloclab report" in drv.title
+        shot = tmp_path / "report.png"
+        drv.save_screenshot(str(shot))
+        console = [e for e in drv.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        perf = [json.loads(e["message"])["message"] for e in drv.get_log("performance")]
+    finally:
+        drv.quit()
+    assert console == [], console
+    requests = [m["params"]["request"]["url"] for m in perf if m["method"] == "Network.requestWillBeSent"]
+    failed = [m["params"] for m in perf if m["method"] == "Network.loadingFailed"]
+    assert requests == [url], requests
+    assert failed == [], failed
+    # the screenshot is not blank: many distinct colours
+    from PIL import Image
+    img = Image.open(shot).convert("RGB")
+    assert img.size[0] >= 1000
+    colours = img.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 50
+
+
+def test_compare_refuses_other_machines_unless_forced(v1, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(v1, other)
+    m = json.loads((other / "machine.json").read_text())
+    m["cpu_model"] = "Some Other CPU"
+    (other / "machine.json").write_text(json.dumps(m))
+    a, b = analyse.load(v1), analyse.load(other)
+    with pytest.raises(AlloclabError, match="cpu_model"):
+        compare.compare(a, b)
+    tables = compare.compare(a, b, force=True)
+    thr = tables[0]
+    assert len(thr.rows) == 12
+    # identical data: every ratio is exactly 1
+    assert all(abs(r[6] - 1.0) < 1e-12 for r in thr.raw)
+    assert {r[9] for r in thr.raw} == {"no difference detected"}
+
+
+def test_bundle_zips_the_folder_with_its_sha256(v1, tmp_path):
+    z, digest = Store(v1).bundle(tmp_path / "b.zip")
+    assert hashlib.sha256(z.read_bytes()).hexdigest() == digest
+    assert (tmp_path / "b.zip.sha256").read_text() == f"{digest}  b.zip\n"
+    names = zipfile.ZipFile(z).namelist()
+    assert "study-v1/runs.csv" in names and "study-v1/MANIFEST.sha256" in names
+    (v1 / "runs.csv").write_text("tampered\n")
+    with pytest.raises(AlloclabError, match="manifest"):
+        Store(v1).bundle(tmp_path / "c.zip")
