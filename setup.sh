@@ -22,6 +22,8 @@ fi
 APT_PKGS=(build-essential cmake pkg-config clang libclang-dev librocksdb-dev liblz4-dev libzstd-dev
           libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libgoogle-perftools4
           python3 python3-venv python3-pip binutils curl ca-certificates git procps)
+# the tests also open the HTML report in a real headless browser
+[ "$MODE" = test ] && APT_PKGS+=(chromium chromium-driver)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
