@@ -64,6 +64,8 @@ fi
 
 # --- the native driver ---------------------------------------------------------------------
 say "building the driver (first build takes about 2 minutes on 2 cores)"
+# link Debian's RocksDB (.cargo/config.toml says so too; building RocksDB takes ~27 min)
+export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/x86_64-linux-gnu}
 cargo build --release --quiet --manifest-path driver/Cargo.toml
 ln -sf "$ROOT/driver/target/release/alloclab-driver" .venv/bin/alloclab-driver
 say "ready: $ROOT/.venv/bin/alloclab (add $ROOT/.venv/bin to PATH, or: source .venv/bin/activate)"

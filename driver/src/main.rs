@@ -19,6 +19,7 @@ use serde_json::json;
 use engines::{Compression, EngineOptions, SyncMode};
 use events::EventSink;
 use workloads::kv::{KvKind, KvSpec, KvWorkload, Pattern};
+use workloads::tpcc::{self, Mix, TpccSpec, TpccWorkload};
 use workloads::Workload;
 
 #[derive(Parser)]
@@ -38,17 +39,45 @@ enum Cmd {
     Info,
     /// Run one workload against one engine.
     Run(Box<RunArgs>),
+    /// Load TPC-C warehouses into an empty database (unmeasured).
+    TpccLoad(Box<LoadArgs>),
+    /// Check TPC-C consistency conditions 1-4 (clause 3.3.2); emits a `check` event.
+    TpccCheck(Box<CheckArgs>),
+    /// Draw TPC-C transaction inputs without a database and print their counts as JSON.
+    TpccSample(SampleArgs),
+    /// Test helper: shift one district's D_NEXT_O_ID so that condition 2 breaks.
+    #[command(hide = true)]
+    TpccCorrupt(Box<CorruptArgs>),
 }
 
 #[derive(Args, Debug)]
-struct RunArgs {
+struct Channel {
+    /// file descriptor to write events to (inherited from the parent)
+    #[arg(long)]
+    events_fd: Option<i32>,
+    /// file to write events to
+    #[arg(long)]
+    events: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct Target {
     #[arg(long)]
     engine: String,
     /// directory for the engine's files (created if missing)
     #[arg(long)]
     db_path: PathBuf,
-    #[arg(long, value_enum, default_value = "write")]
-    workload: KvKind,
+    #[command(flatten)]
+    engine_opts: EngineArgs,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    target: Target,
+    /// write, read, mixed, delete, seek, range, or tpcc
+    #[arg(long, default_value = "write")]
+    workload: String,
     #[arg(long, value_enum, default_value = "random")]
     pattern: Pattern,
     #[arg(long, default_value_t = 16)]
@@ -58,6 +87,7 @@ struct RunArgs {
     /// operations per engine batch / transaction
     #[arg(long, default_value_t = 1)]
     batch: usize,
+    /// worker threads (TPC-C: virtual users)
     #[arg(long, default_value_t = 1)]
     threads: usize,
     /// measured operations in all (default 100000 unless --duration-s)
@@ -66,7 +96,7 @@ struct RunArgs {
     /// measured seconds
     #[arg(long)]
     duration_s: Option<f64>,
-    /// unmeasured seconds before measuring
+    /// unmeasured seconds before measuring (TPC-C: the ramp-up)
     #[arg(long, default_value_t = 0.0)]
     warmup_s: f64,
     /// keys populated before read/mixed/delete/seek/range, and drawn from by uniform/zipfian
@@ -83,14 +113,76 @@ struct RunArgs {
     /// retries of a transaction that hit a write conflict before it counts as an error
     #[arg(long, default_value_t = 100)]
     max_retries: u64,
-    /// file descriptor to write events to (inherited from the parent)
+    /// TPC-C: warehouses used (the database may hold more)
     #[arg(long)]
-    events_fd: Option<i32>,
-    /// file to write events to
+    warehouses: Option<u32>,
+    /// TPC-C: transaction mix
+    #[arg(long, value_enum, default_value = "spec")]
+    tpcc_mix: Mix,
+    /// TPC-C: each virtual user draws a warehouse per transaction instead of its home one
     #[arg(long)]
-    events: Option<PathBuf>,
+    all_warehouses: bool,
+    /// TPC-C: the spec's keying and think times
+    #[arg(long)]
+    think: bool,
+    /// TPC-C: check consistency conditions 1-4 after the measured window
+    #[arg(long)]
+    check: bool,
     #[command(flatten)]
-    engine_opts: EngineArgs,
+    channel: Channel,
+}
+
+#[derive(Args, Debug)]
+struct LoadArgs {
+    #[command(flatten)]
+    target: Target,
+    #[arg(long)]
+    warehouses: u32,
+    /// loader threads
+    #[arg(long, default_value_t = 1)]
+    loaders: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    channel: Channel,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    channel: Channel,
+}
+
+#[derive(Args, Debug)]
+struct SampleArgs {
+    #[arg(long, default_value_t = 10)]
+    warehouses: u32,
+    /// transactions to draw
+    #[arg(long, default_value_t = 20_000)]
+    count: u64,
+    /// virtual users drawing in turn
+    #[arg(long, default_value_t = 8)]
+    threads: usize,
+    #[arg(long, value_enum, default_value = "spec")]
+    tpcc_mix: Mix,
+    #[arg(long)]
+    all_warehouses: bool,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Args, Debug)]
+struct CorruptArgs {
+    #[command(flatten)]
+    target: Target,
+    #[arg(long, default_value_t = 1)]
+    warehouse: u32,
+    #[arg(long, default_value_t = 1)]
+    district: u32,
+    #[arg(long, default_value_t = 5)]
+    next_o_id_delta: i64,
 }
 
 #[derive(Args, Debug)]
@@ -110,6 +202,61 @@ struct EngineArgs {
     /// null engine: simulated latency of each call in nanoseconds
     #[arg(long, default_value_t = 0)]
     null_latency_ns: u64,
+}
+
+impl Target {
+    fn options(&self) -> Result<EngineOptions> {
+        if !engines::ENGINES.contains(&self.engine.as_str()) {
+            bail!(
+                "unknown engine '{}'; choose one of {}",
+                self.engine,
+                engines::ENGINES.join(", ")
+            );
+        }
+        let e = &self.engine_opts;
+        Ok(EngineOptions {
+            path: self.db_path.clone(),
+            memtable_bytes: e.memtable_bytes,
+            block_cache_bytes: e.block_cache_bytes,
+            sync: e.sync,
+            compression: e.compression,
+            flush_threads: e.flush_threads,
+            compaction_threads: e.compaction_threads,
+            null_latency_ns: e.null_latency_ns,
+        })
+    }
+}
+
+impl Channel {
+    fn open(&self) -> Result<EventSink> {
+        EventSink::open(self.events_fd, self.events.as_deref())
+    }
+}
+
+/// Emit `start`, run `body`, emit `end` with its outcome.
+fn with_events(
+    sink: &EventSink,
+    start: serde_json::Value,
+    body: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let mut fields = json!({
+        "pid": std::process::id(),
+        "driver_version": env!("CARGO_PKG_VERSION"),
+        "ld_preload": std::env::var("LD_PRELOAD").ok(),
+        // what /proc/self/maps holds now: a fallback proof for runs so short that the
+        // parent cannot read /proc/PID/maps before the process exits
+        "mapped_files": rusage::mapped_files(),
+    });
+    if let (Some(f), serde_json::Value::Object(extra)) = (fields.as_object_mut(), start) {
+        f.extend(extra);
+    }
+    sink.emit("start", fields)?;
+    let result = body();
+    match &result {
+        Ok(()) => sink.emit("end", json!({"status": "ok"}))?,
+        Err(e) => sink.emit("end", json!({"status": "error", "error": format!("{e:#}")}))?,
+    }
+    result
 }
 
 fn run(a: RunArgs) -> Result<()> {
@@ -133,8 +280,23 @@ fn run(a: RunArgs) -> Result<()> {
         (None, None) => Some(100_000),
         (None, Some(_)) => None,
     };
-    let spec = KvSpec {
-        kind: a.workload,
+    let opts = a.target.options()?;
+    let is_tpcc = a.workload == "tpcc";
+    let kv_kind = if is_tpcc {
+        None
+    } else {
+        Some(
+            <KvKind as clap::ValueEnum>::from_str(&a.workload, true).map_err(|_| {
+                anyhow::anyhow!(
+                    "unknown workload '{}'; choose write, read, mixed, delete, seek, range or tpcc",
+                    a.workload
+                )
+            })?,
+        )
+    };
+    let sink = a.channel.open()?;
+    let kv_spec = kv_kind.map(|kind| KvSpec {
+        kind,
         pattern: a.pattern,
         key_bytes: a.key_bytes,
         value_bytes: a.value_bytes,
@@ -143,76 +305,131 @@ fn run(a: RunArgs) -> Result<()> {
         range_len: a.range_len,
         seed: a.seed,
         max_retries: a.max_retries,
+    });
+    if let Some(s) = &kv_spec {
+        s.validate()?;
+    }
+    let start = json!({
+        "engine": a.target.engine,
+        "engine_version": engines::versions()[a.target.engine.as_str()],
+        "engine_options": opts,
+        "workload": if is_tpcc { json!("tpcc") } else { json!(kv_spec) },
+        "threads": a.threads,
+        "ops": ops,
+        "duration_s": a.duration_s,
+        "warmup_s": a.warmup_s,
+    });
+    let cfg = runner::RunConfig {
+        threads: a.threads,
+        ops,
+        duration: a.duration_s.map(Duration::from_secs_f64),
+        warmup: Duration::from_secs_f64(a.warmup_s),
+        interval: Duration::from_millis(a.interval_ms),
+        ops_per_call: if is_tpcc { 1 } else { a.batch as u64 },
     };
-    let workload = KvWorkload::new(spec.clone())?;
-    let sink = EventSink::open(a.events_fd, a.events.as_deref())?;
-    let e = &a.engine_opts;
-    let opts = EngineOptions {
-        path: a.db_path.clone(),
-        memtable_bytes: e.memtable_bytes,
-        block_cache_bytes: e.block_cache_bytes,
-        sync: e.sync,
-        compression: e.compression,
-        flush_threads: e.flush_threads,
-        compaction_threads: e.compaction_threads,
-        null_latency_ns: e.null_latency_ns,
-    };
-    let result = (|| -> Result<()> {
-        if !engines::ENGINES.contains(&a.engine.as_str()) {
-            bail!(
-                "unknown engine '{}'; choose one of {}",
-                a.engine,
-                engines::ENGINES.join(", ")
-            );
-        }
-        sink.emit(
-            "start",
-            json!({
-                "pid": std::process::id(),
-                "driver_version": env!("CARGO_PKG_VERSION"),
-                "engine": a.engine,
-                "engine_version": engines::versions()[a.engine.as_str()],
-                "engine_options": opts,
-                "workload": spec,
-                "threads": a.threads,
-                "ops": ops,
-                "duration_s": a.duration_s,
-                "warmup_s": a.warmup_s,
-                "ld_preload": std::env::var("LD_PRELOAD").ok(),
-                // what /proc/self/maps holds now: a fallback proof for runs so short that
-                // the parent cannot read /proc/PID/maps before the process exits
-                "mapped_files": rusage::mapped_files(),
-            }),
-        )?;
+    with_events(&sink, start, || {
         let t0 = Instant::now();
-        let engine = engines::open(&a.engine, &opts)?;
-        sink.emit(
-            "phase",
-            json!({"phase": "open", "state": "end", "duration_s": t0.elapsed().as_secs_f64()}),
-        )?;
-        workload.prepare(&*engine, a.threads, &sink)?;
-        let cfg = runner::RunConfig {
-            threads: a.threads,
-            ops,
-            duration: a.duration_s.map(Duration::from_secs_f64),
-            warmup: Duration::from_secs_f64(a.warmup_s),
-            interval: Duration::from_millis(a.interval_ms),
-            ops_per_call: a.batch as u64,
-        };
-        runner::run(&*engine, &workload, &cfg, &sink)?;
+        if let Some(spec) = kv_spec {
+            let engine = engines::open(&a.target.engine, &opts)?;
+            sink.emit(
+                "phase",
+                json!({"phase": "open", "state": "end", "duration_s": t0.elapsed().as_secs_f64()}),
+            )?;
+            let workload = KvWorkload::new(spec, &*engine)?;
+            workload.prepare(a.threads, &sink)?;
+            runner::run(&workload, &cfg, &sink)?;
+            let t1 = Instant::now();
+            drop(engine);
+            sink.emit(
+                "phase",
+                json!({"phase": "close", "state": "end", "duration_s": t1.elapsed().as_secs_f64()}),
+            )?;
+        } else {
+            let db = tpcc::open(&a.target.engine, &opts)?;
+            sink.emit(
+                "phase",
+                json!({"phase": "open", "state": "end", "duration_s": t0.elapsed().as_secs_f64()}),
+            )?;
+            let meta = tpcc::read_meta(&*db)?;
+            let spec = TpccSpec {
+                warehouses: a.warehouses.unwrap_or(meta.warehouses),
+                mix: a.tpcc_mix,
+                all_warehouses: a.all_warehouses,
+                think: a.think,
+                seed: a.seed,
+                max_retries: a.max_retries,
+            };
+            let workload = TpccWorkload::new(&*db, spec)?;
+            runner::run(&workload, &cfg, &sink)?;
+            if a.check {
+                emit_check(&*db, meta.warehouses, &sink)?;
+            }
+            let t1 = Instant::now();
+            drop(db);
+            sink.emit(
+                "phase",
+                json!({"phase": "close", "state": "end", "duration_s": t1.elapsed().as_secs_f64()}),
+            )?;
+        }
+        Ok(())
+    })
+}
+
+fn emit_check(db: &dyn tpcc::TpccDb, warehouses: u32, sink: &EventSink) -> Result<()> {
+    let t0 = Instant::now();
+    sink.emit("phase", json!({"phase": "check", "state": "begin"}))?;
+    let conditions = tpcc::check(db, warehouses)?;
+    let ok = conditions.iter().all(|c| c.ok);
+    sink.emit(
+        "check",
+        json!({"ok": ok, "conditions": conditions, "duration_s": t0.elapsed().as_secs_f64()}),
+    )
+}
+
+fn load(a: LoadArgs) -> Result<()> {
+    let opts = a.target.options()?;
+    let sink = a.channel.open()?;
+    let start = json!({"engine": a.target.engine, "engine_version": engines::versions()[a.target.engine.as_str()],
+                       "engine_options": opts, "workload": "tpcc-load", "warehouses": a.warehouses,
+                       "loaders": a.loaders});
+    with_events(&sink, start, || {
+        let db = tpcc::open(&a.target.engine, &opts)?;
+        tpcc::load(&*db, a.warehouses, a.loaders, a.seed, &sink)?;
         let t1 = Instant::now();
-        drop(engine);
+        drop(db);
         sink.emit(
             "phase",
             json!({"phase": "close", "state": "end", "duration_s": t1.elapsed().as_secs_f64()}),
         )?;
         Ok(())
-    })();
-    match &result {
-        Ok(()) => sink.emit("end", json!({"status": "ok"}))?,
-        Err(e) => sink.emit("end", json!({"status": "error", "error": format!("{e:#}")}))?,
-    }
-    result
+    })
+}
+
+fn check(a: CheckArgs) -> Result<()> {
+    let opts = a.target.options()?;
+    let sink = a.channel.open()?;
+    let start = json!({"engine": a.target.engine, "workload": "tpcc-check"});
+    with_events(&sink, start, || {
+        let db = tpcc::open(&a.target.engine, &opts)?;
+        let meta = tpcc::read_meta(&*db)?;
+        emit_check(&*db, meta.warehouses, &sink)
+    })
+}
+
+fn corrupt(a: CorruptArgs) -> Result<()> {
+    let db = tpcc::open(&a.target.engine, &a.target.options()?)?;
+    let mut tx = db.session()?;
+    let e = |e: engines::DbError| anyhow::anyhow!("{e}");
+    tx.begin(true).map_err(e)?;
+    let mut d = tx.district(a.warehouse, a.district).map_err(e)?;
+    d.next_o_id = (d.next_o_id as i64 + a.next_o_id_delta) as u32;
+    tx.put_district(&d, false).map_err(e)?;
+    tx.commit().map_err(e)?;
+    eprintln!(
+        "w{} d{}: d_next_o_id is now {}",
+        a.warehouse, a.district, d.next_o_id
+    );
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -225,12 +442,28 @@ fn main() -> ExitCode {
                     "driver_version": env!("CARGO_PKG_VERSION"),
                     "event_schema": events::SCHEMA_VERSION,
                     "engines": engines::versions(),
+                    "workloads": ["write", "read", "mixed", "delete", "seek", "range", "tpcc"],
                     "histogram_sigfig": runner::SIGFIG,
                 })
             );
             Ok(())
         }
         Cmd::Run(a) => run(*a),
+        Cmd::TpccLoad(a) => load(*a),
+        Cmd::TpccCheck(a) => check(*a),
+        Cmd::TpccCorrupt(a) => corrupt(*a),
+        Cmd::TpccSample(a) => {
+            let spec = TpccSpec {
+                warehouses: a.warehouses.max(1),
+                mix: a.tpcc_mix,
+                all_warehouses: a.all_warehouses,
+                think: false,
+                seed: a.seed,
+                max_retries: 0,
+            };
+            println!("{}", tpcc::sample(&spec, a.count, a.threads));
+            Ok(())
+        }
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -14,7 +14,7 @@ use hdrhistogram::sync::SyncHistogram;
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
-use crate::engines::{DbError, Engine};
+use crate::engines::DbError;
 use crate::events::EventSink;
 use crate::rusage;
 use crate::workloads::Workload;
@@ -52,6 +52,7 @@ struct Counters {
     ops: Vec<AtomicU64>,
     errors: Vec<AtomicU64>,
     retries: Vec<AtomicU64>,
+    rollbacks: Vec<AtomicU64>,
     warmup_ops: AtomicU64,
 }
 
@@ -63,6 +64,7 @@ impl Counters {
             ops: v(),
             errors: v(),
             retries: v(),
+            rollbacks: v(),
             warmup_ops: AtomicU64::new(0),
         }
     }
@@ -74,6 +76,7 @@ struct Totals {
     ops: u64,
     errors: u64,
     retries: u64,
+    rollbacks: u64,
 }
 
 fn sum(counters: &[Box<Counters>], op: usize) -> Totals {
@@ -88,6 +91,7 @@ fn sum(counters: &[Box<Counters>], op: usize) -> Totals {
         ops: f(|c| &c.ops),
         errors: f(|c| &c.errors),
         retries: f(|c| &c.retries),
+        rollbacks: f(|c| &c.rollbacks),
     }
 }
 
@@ -132,12 +136,7 @@ pub fn encode(h: &Histogram<u64>) -> Result<String> {
     Ok(base64::engine::general_purpose::STANDARD.encode(buf))
 }
 
-pub fn run(
-    engine: &dyn Engine,
-    workload: &dyn Workload,
-    cfg: &RunConfig,
-    sink: &EventSink,
-) -> Result<()> {
+pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result<()> {
     let names = workload.op_names();
     let n = names.len();
     let threads = cfg.threads;
@@ -168,8 +167,7 @@ pub fn run(
             );
             handles.push(scope.spawn(move || -> Result<()> {
                 let mut body = || -> Result<()> {
-                    let mut session = engine.session()?;
-                    let mut worker = workload.worker(t, threads);
+                    let mut worker = workload.worker(t, threads)?;
                     ready.fetch_add(1, Ordering::AcqRel);
                     while phase.load(Ordering::Acquire) == PENDING {
                         std::thread::yield_now();
@@ -187,7 +185,7 @@ pub fn run(
                             }
                         }
                         let t0 = Instant::now();
-                        let step = worker.step(&mut *session);
+                        let step = worker.step();
                         let ns = t0.elapsed().as_nanos() as u64;
                         if ph != MEASURE {
                             ctr.warmup_ops.fetch_add(step.ops, Ordering::Relaxed);
@@ -196,6 +194,9 @@ pub fn run(
                         let op = step.op;
                         ctr.calls[op].fetch_add(1, Ordering::Relaxed);
                         ctr.retries[op].fetch_add(step.retries, Ordering::Relaxed);
+                        if step.rolled_back {
+                            ctr.rollbacks[op].fetch_add(1, Ordering::Relaxed);
+                        }
                         match step.result {
                             Ok(()) => {
                                 recorders[op].saturating_record(ns.max(1));
@@ -250,6 +251,7 @@ pub fn run(
                 json!({"phase": "warmup", "state": "end", "ops": warm}),
             )?;
         }
+        workload.measure_begin()?;
         let usage0 = rusage::current();
         let start = Instant::now();
         measure_start_ns.store(base.elapsed().as_nanos() as u64, Ordering::Release);
@@ -305,15 +307,16 @@ pub fn run(
             "phase",
             json!({"phase": "measure", "state": "end", "duration_s": duration_s}),
         )?;
+        let extra = workload.measure_end(duration_s)?;
         summary(
             sink,
             &names,
             &cumulative,
             &counters,
             duration_s,
-            &usage0,
-            &usage1,
+            (&usage0, &usage1),
             &first_error,
+            extra,
         )?;
         Ok(handles
             .into_iter()
@@ -350,6 +353,7 @@ fn emit_interval(
         m.insert("ops".into(), json!(now.ops - p.ops));
         m.insert("errors".into(), json!(now.errors - p.errors));
         m.insert("retries".into(), json!(now.retries - p.retries));
+        m.insert("rollbacks".into(), json!(now.rollbacks - p.rollbacks));
         prev[i] = now;
         cumulative[i]
             .add(&*syncs[i])
@@ -372,9 +376,9 @@ fn summary(
     cumulative: &[Histogram<u64>],
     counters: &[Box<Counters>],
     duration_s: f64,
-    usage0: &rusage::Usage,
-    usage1: &rusage::Usage,
+    (usage0, usage1): (&rusage::Usage, &rusage::Usage),
     first_error: &Mutex<Option<String>>,
+    workload_extra: Value,
 ) -> Result<()> {
     let mut ops = Map::new();
     let mut total = Totals::default();
@@ -383,12 +387,14 @@ fn summary(
         total.ops += t.ops;
         total.calls += t.calls;
         total.errors += t.errors;
+        total.rollbacks += t.rollbacks;
         total.retries += t.retries;
         let mut m = percentiles(&cumulative[i]);
         m.insert("calls".into(), json!(t.calls));
         m.insert("ops".into(), json!(t.ops));
         m.insert("errors".into(), json!(t.errors));
         m.insert("retries".into(), json!(t.retries));
+        m.insert("rollbacks".into(), json!(t.rollbacks));
         m.insert("hist".into(), json!(encode(&cumulative[i])?));
         ops.insert(name.to_string(), Value::Object(m));
     }
@@ -406,6 +412,8 @@ fn summary(
             "total_calls": total.calls,
             "total_errors": total.errors,
             "total_retries": total.retries,
+            "total_rollbacks": total.rollbacks,
+            "workload": workload_extra,
             "ops_per_s": if duration_s > 0.0 { total.ops as f64 / duration_s } else { 0.0 },
             "warmup_ops": warm,
             "first_error": *first_error.lock().expect("poisoned"),

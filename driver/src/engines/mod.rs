@@ -75,6 +75,12 @@ pub trait Engine: Send + Sync {
 /// `begin` .. `commit`/`rollback`; `write` tells engines with lock modes what is coming.
 pub trait Session {
     fn begin(&mut self, write: bool) -> DbResult<()>;
+    /// A write transaction with snapshot isolation and first-committer-wins on written keys
+    /// (no lost updates), as TPC-C needs. Engines whose writers are serialised anyway keep
+    /// the default.
+    fn begin_snapshot(&mut self) -> DbResult<()> {
+        self.begin(true)
+    }
     fn put(&mut self, key: &[u8], value: &[u8]) -> DbResult<()>;
     fn get(&mut self, key: &[u8]) -> DbResult<Option<Vec<u8>>>;
     fn delete(&mut self, key: &[u8]) -> DbResult<()>;

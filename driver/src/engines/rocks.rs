@@ -97,6 +97,13 @@ impl Session for RocksSession<'_> {
         self.txn = Some(t);
         Ok(())
     }
+    fn begin_snapshot(&mut self) -> DbResult<()> {
+        // validate written keys against the snapshot taken at begin, not at first write
+        let mut topts = OptimisticTransactionOptions::default();
+        topts.set_snapshot(true);
+        self.txn = Some(self.db.transaction_opt(&self.wopts, &topts));
+        Ok(())
+    }
     fn put(&mut self, key: &[u8], value: &[u8]) -> DbResult<()> {
         self.txn()?.put(key, value).map_err(map_err)
     }

@@ -92,6 +92,15 @@ impl Session for TidesSession<'_> {
         self.txn = Some(self.e.db.begin_transaction().map_err(map_err)?);
         Ok(())
     }
+    fn begin_snapshot(&mut self) -> DbResult<()> {
+        let t = self
+            .e
+            .db
+            .begin_transaction_with_isolation(tidesdb::IsolationLevel::Snapshot)
+            .map_err(map_err)?;
+        self.txn = Some(t);
+        Ok(())
+    }
     fn put(&mut self, key: &[u8], value: &[u8]) -> DbResult<()> {
         let e = self.e;
         let cf = &e.cf;

@@ -76,14 +76,15 @@ impl KvSpec {
     }
 }
 
-pub struct KvWorkload {
+pub struct KvWorkload<'e> {
     spec: KvSpec,
+    engine: &'e dyn Engine,
 }
 
-impl KvWorkload {
-    pub fn new(spec: KvSpec) -> Result<Self> {
+impl<'e> KvWorkload<'e> {
+    pub fn new(spec: KvSpec, engine: &'e dyn Engine) -> Result<Self> {
         spec.validate()?;
-        Ok(KvWorkload { spec })
+        Ok(KvWorkload { spec, engine })
     }
 }
 
@@ -158,7 +159,7 @@ fn value_pool(len: usize, rng: &mut SmallRng) -> Vec<u8> {
         .collect()
 }
 
-impl Workload for KvWorkload {
+impl Workload for KvWorkload<'_> {
     fn op_names(&self) -> Vec<&'static str> {
         match self.spec.kind {
             KvKind::Write => vec!["put"],
@@ -170,11 +171,12 @@ impl Workload for KvWorkload {
         }
     }
 
-    fn prepare(&self, engine: &dyn Engine, threads: usize, sink: &EventSink) -> Result<()> {
+    fn prepare(&self, threads: usize, sink: &EventSink) -> Result<()> {
         if !self.spec.needs_populate() {
             return Ok(());
         }
         let s = &self.spec;
+        let engine = self.engine;
         // keep one populate transaction under ~4 MiB
         let per_txn = (4 << 20) / (s.key_bytes + s.value_bytes).max(1);
         let per_txn = per_txn.clamp(1, 1000) as u64;
@@ -224,20 +226,22 @@ impl Workload for KvWorkload {
         Ok(())
     }
 
-    fn worker(&self, thread: usize, threads: usize) -> Box<dyn Worker> {
+    fn worker(&self, thread: usize, threads: usize) -> Result<Box<dyn Worker + '_>> {
         let mut keygen = KeyGen::new(&self.spec, thread, threads, 0);
         let pool = value_pool(self.spec.value_bytes, &mut keygen.rng);
-        Box::new(KvWorker {
+        Ok(Box::new(KvWorker {
+            session: self.engine.session()?,
             spec: self.spec.clone(),
             keygen,
             coin: SmallRng::seed_from_u64(self.spec.seed ^ 0xC014 ^ thread as u64),
             pool,
             keys: vec![Vec::with_capacity(self.spec.key_bytes); self.spec.batch],
-        })
+        }))
     }
 }
 
-struct KvWorker {
+struct KvWorker<'e> {
+    session: Box<dyn Session + 'e>,
     spec: KvSpec,
     keygen: KeyGen,
     coin: SmallRng,
@@ -245,7 +249,7 @@ struct KvWorker {
     keys: Vec<Vec<u8>>,
 }
 
-impl KvWorker {
+impl KvWorker<'_> {
     fn fill_keys(&mut self) {
         for k in self.keys.iter_mut() {
             let idx = self.keygen.next();
@@ -253,64 +257,49 @@ impl KvWorker {
         }
     }
 
-    fn write(&mut self, op: usize, session: &mut dyn Session) -> Step {
+    fn write(&mut self, op: usize) -> Step {
         self.fill_keys();
         let off = self.keygen.rng.gen_range(0..4096);
         let value = &self.pool[off..off + self.spec.value_bytes];
         let keys = &self.keys;
-        let (retries, result) = transact(session, true, self.spec.max_retries, &mut |s| {
+        let r = transact(&mut *self.session, true, self.spec.max_retries, &mut |s| {
             keys.iter().try_for_each(|k| s.put(k, value))
         });
-        Step {
-            op,
-            ops: keys.len() as u64,
-            retries,
-            result,
-        }
+        Step::new(op, keys.len() as u64, r)
     }
 
-    fn read(&mut self, op: usize, session: &mut dyn Session) -> Step {
+    fn read(&mut self, op: usize) -> Step {
         self.fill_keys();
         let keys = &self.keys;
-        let (retries, result) = transact(session, false, self.spec.max_retries, &mut |s| {
+        let r = transact(&mut *self.session, false, self.spec.max_retries, &mut |s| {
             for k in keys {
                 std::hint::black_box(s.get(k)?);
             }
             Ok(())
         });
-        Step {
-            op,
-            ops: keys.len() as u64,
-            retries,
-            result,
-        }
+        Step::new(op, keys.len() as u64, r)
     }
 }
 
-impl Worker for KvWorker {
-    fn step(&mut self, session: &mut dyn Session) -> Step {
+impl Worker for KvWorker<'_> {
+    fn step(&mut self) -> Step {
         match self.spec.kind {
-            KvKind::Write => self.write(0, session),
-            KvKind::Read => self.read(0, session),
+            KvKind::Write => self.write(0),
+            KvKind::Read => self.read(0),
             KvKind::Mixed => {
                 if self.coin.gen_bool(0.5) {
-                    self.write(0, session)
+                    self.write(0)
                 } else {
-                    self.read(1, session)
+                    self.read(1)
                 }
             }
             KvKind::Delete => {
                 self.fill_keys();
                 let keys = &self.keys;
-                let (retries, result) = transact(session, true, self.spec.max_retries, &mut |s| {
+                let r = transact(&mut *self.session, true, self.spec.max_retries, &mut |s| {
                     keys.iter().try_for_each(|k| s.delete(k))
                 });
-                Step {
-                    op: 0,
-                    ops: keys.len() as u64,
-                    retries,
-                    result,
-                }
+                Step::new(0, keys.len() as u64, r)
             }
             KvKind::Seek | KvKind::Range => {
                 self.fill_keys();
@@ -320,7 +309,7 @@ impl Worker for KvWorker {
                     self.spec.range_len
                 };
                 let keys = &self.keys;
-                let (retries, result) = transact(session, false, self.spec.max_retries, &mut |s| {
+                let r = transact(&mut *self.session, false, self.spec.max_retries, &mut |s| {
                     for k in keys {
                         s.scan(k, limit, &mut |k, v| {
                             std::hint::black_box((k, v));
@@ -329,12 +318,7 @@ impl Worker for KvWorker {
                     }
                     Ok::<(), DbError>(())
                 });
-                Step {
-                    op: 0,
-                    ops: keys.len() as u64,
-                    retries,
-                    result,
-                }
+                Step::new(0, keys.len() as u64, r)
             }
         }
     }

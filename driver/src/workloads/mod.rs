@@ -1,33 +1,56 @@
 //! Workloads behind one trait. A workload decides what each call does; the runner times it.
 
 pub mod kv;
+pub mod tpcc;
 
 use anyhow::Result;
 
-use crate::engines::{DbError, DbResult, Engine, Session};
+use crate::engines::{DbError, DbResult, Session};
 use crate::events::EventSink;
 
 /// What one call of a worker did: which operation (an index into `op_names`), how many
 /// logical operations it covered (a batch of 100 puts is one call of 100 ops), how many
-/// times a conflict made it retry, and whether it finally succeeded.
+/// times a conflict made it retry, whether it was a business rollback (TPC-C's 1 % of
+/// New-Orders: a completed transaction, not an error), and whether it finally succeeded.
 pub struct Step {
     pub op: usize,
     pub ops: u64,
     pub retries: u64,
+    pub rolled_back: bool,
     pub result: DbResult<()>,
+}
+
+impl Step {
+    pub fn new(op: usize, ops: u64, (retries, result): (u64, DbResult<()>)) -> Self {
+        Step {
+            op,
+            ops,
+            retries,
+            rolled_back: false,
+            result,
+        }
+    }
 }
 
 pub trait Workload: Send + Sync {
     /// Names of the operation types this workload records, e.g. ["put", "get"].
     fn op_names(&self) -> Vec<&'static str>;
     /// Unmeasured preparation (e.g. the populate phase of read workloads).
-    fn prepare(&self, engine: &dyn Engine, threads: usize, sink: &EventSink) -> Result<()>;
-    /// The state of one worker thread.
-    fn worker(&self, thread: usize, threads: usize) -> Box<dyn Worker>;
+    fn prepare(&self, threads: usize, sink: &EventSink) -> Result<()>;
+    /// One worker thread's state, with its own engine session.
+    fn worker(&self, thread: usize, threads: usize) -> Result<Box<dyn Worker + '_>>;
+    /// Called just before the measured window opens.
+    fn measure_begin(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Called once the measured window has closed; what it returns joins the summary.
+    fn measure_end(&self, _duration_s: f64) -> Result<serde_json::Value> {
+        Ok(serde_json::Value::Null)
+    }
 }
 
-pub trait Worker: Send {
-    fn step(&mut self, session: &mut dyn Session) -> Step;
+pub trait Worker {
+    fn step(&mut self) -> Step;
 }
 
 /// Run `body` as one transaction, retrying on conflicts (at most `max_retries` times).
@@ -51,6 +74,7 @@ pub fn transact(
                     return (retries, Err(DbError::Conflict(m)));
                 }
                 retries += 1;
+                backoff(retries);
             }
             Err(e) => {
                 let _ = session.rollback();
@@ -59,4 +83,13 @@ pub fn transact(
             Ok(()) => return (retries, Ok(())),
         }
     }
+}
+
+/// Wait a random while before retry number `attempt` after a conflict: up to 20 us doubled
+/// per attempt, capped at 10 ms, so that conflicting writers stop colliding in lockstep.
+pub fn backoff(attempt: u64) {
+    use rand::Rng;
+    let cap_us = (20u64 << attempt.min(9)).min(10_000);
+    let us = rand::thread_rng().gen_range(0..=cap_us);
+    std::thread::sleep(std::time::Duration::from_micros(us));
 }
