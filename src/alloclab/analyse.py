@@ -13,7 +13,8 @@ from alloclab import stats
 from alloclab.store import RunRow, Store
 
 # What identifies a cell apart from the allocator and the repeat.
-CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "threads")
+CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "profile", "warehouses",
+               "threads")
 NOISY_CV = 0.10  # a cell whose coefficient of variation is above this is flagged
 
 
@@ -38,6 +39,7 @@ THROUGHPUT = Metric("ops_per_s", "Throughput", "ops/s", 1, True)
 P99 = Metric("p99_ns", "p99 latency per call", "ms", 1e6, False)
 PEAK_RSS = Metric("peak_rss_bytes", "Peak RSS (VmHWM)", "MiB", 2**20, False)
 METRICS = (THROUGHPUT, P99, PEAK_RSS)
+NOPM = Metric("nopm", "TPC-C NOPM (from d_next_o_id)", "new orders/min", 1, True)
 
 
 @dataclass
@@ -166,6 +168,26 @@ def spreads(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str,
             medians = {a: 1.0 / m for a, m in medians.items()}
         best, worst, pct = stats.spread_pct(medians)
         out.append((cell, best, worst, pct))
+    return out
+
+
+def profile_gains(study: Study, metric: Metric) -> list[tuple[tuple, str, str, str, stats.Comparison]]:
+    """Each profile against the plan's first profile, same engine, workload cell and allocator."""
+    names = list(study.plan.get("profiles") or {})
+    if len(names) < 2:
+        return []
+    pi = CELL_FIELDS.index("profile")
+    groups = by_cell(study.valid(), metric.column)
+    out = []
+    for cell in sorted(groups, key=sort_key):
+        if cell[pi] != names[0]:
+            continue
+        for other in names[1:]:
+            ocell = cell[:pi] + (other,) + cell[pi + 1:]
+            for a in study.allocators:
+                b, v = groups[cell].get(a), groups.get(ocell, {}).get(a)
+                if b and v and stats.describe(b).median > 0:
+                    out.append((cell, a, other, names[0], stats.compare(b, v, higher_is_better=True)))
     return out
 
 

@@ -44,21 +44,35 @@ def info(path: str | None = None) -> dict:
         raise AlloclabError(f"{exe} info failed: {e}", "rebuild the driver: ./setup.sh") from e
 
 
+def _engine_flags(options: dict) -> list[str]:
+    out = []
+    for k, v in sorted(options.items()):
+        out += ["--" + k.replace("_", "-"), str(v)]
+    return out
+
+
 def argv(exe: str | Path, spec: RunSpec, db_path: Path, events_fd: int) -> list[str]:
     c = spec.cell
-    a = [str(exe), "run", "--engine", c.engine, "--db-path", str(db_path),
-         "--workload", c.workload, "--pattern", c.pattern,
-         "--key-bytes", str(c.key_bytes), "--value-bytes", str(c.value_bytes),
-         "--batch", str(c.batch), "--threads", str(c.threads),
-         "--range-len", str(c.range_len), "--seed", str(spec.seed),
-         "--warmup-s", repr(spec.warmup_s), "--interval-ms", str(spec.interval_ms),
-         "--events-fd", str(events_fd)]
+    a = [str(exe), "run", "--engine", c.engine, "--db-path", str(db_path), "--workload", c.workload,
+         "--threads", str(c.threads), "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s),
+         "--interval-ms", str(spec.interval_ms), "--events-fd", str(events_fd)]
+    if c.workload == "tpcc":
+        a += ["--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--check"]
+        a += ["--all-warehouses"] if c.all_warehouses else []
+        a += ["--think"] if c.think else []
+    else:
+        a += ["--pattern", c.pattern, "--key-bytes", str(c.key_bytes), "--value-bytes", str(c.value_bytes),
+              "--batch", str(c.batch), "--range-len", str(c.range_len)]
+        if c.keyspace is not None:
+            a += ["--keyspace", str(c.keyspace)]
     if c.duration_s is not None:
         a += ["--duration-s", repr(c.duration_s)]
     else:
         a += ["--ops", str(c.ops)]
-    if c.keyspace is not None:
-        a += ["--keyspace", str(c.keyspace)]
-    for k, v in sorted(spec.engine_options.items()):
-        a += ["--" + k.replace("_", "-"), str(v)]
-    return a
+    return a + _engine_flags(spec.engine_options)
+
+
+def load_argv(exe: str | Path, engine: str, db_path: Path, warehouses: int, loaders: int, seed: int,
+              engine_options: dict, events: Path) -> list[str]:
+    return [str(exe), "tpcc-load", "--engine", engine, "--db-path", str(db_path), "--warehouses", str(warehouses),
+            "--loaders", str(loaders), "--seed", str(seed), "--events", str(events)] + _engine_flags(engine_options)

@@ -13,7 +13,7 @@ from hdrh.histogram import HdrHistogram
 from alloclab.errors import AlloclabError
 
 SCHEMA_VERSION = 1
-EVENT_TYPES = {"start", "phase", "interval", "summary", "end"}
+EVENT_TYPES = {"start", "phase", "interval", "summary", "check", "end"}
 
 
 @dataclass

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from alloclab import allocators, driver, events, noise, sampler
+from alloclab.datasets import Datasets
 from alloclab.errors import AlloclabError
 from alloclab.plan import RunSpec
 from alloclab.store import RunRow, atomic_write, write_json
@@ -39,6 +40,7 @@ class Watch:
     maps_at_start: list[str] | None = None
     maps_at_summary: list[str] | None = None
     last_interval: dict | None = None
+    check: dict | None = None
     parse_error: str | None = None
     events: int = 0
     extra: dict = field(default_factory=dict)
@@ -59,6 +61,8 @@ class Watch:
             self.summary = d
             self.maps_at_summary = allocators.read_maps(self.pid)
             self.phase = "close"
+        elif ev.type == "check":
+            self.check = d
         elif ev.type == "end":
             self.end = d
 
@@ -92,12 +96,47 @@ def _tail(path: Path, lines: int = 5) -> str:
     return " | ".join(text[-lines:])
 
 
+def tpcc_rates(summary: dict) -> dict[str, float]:
+    """NOPM as HammerDB counts it (from the database's d_next_o_id), the client's own count
+    of committed New-Orders per minute, and TPM (committed plus rolled-back transactions)."""
+    minutes = float(summary.get("duration_s") or 0) / 60
+    wl = summary.get("workload") or {}
+    if not minutes or wl.get("kind") != "tpcc":
+        return {"nopm": 0.0, "client_nopm": 0.0, "tpm": 0.0}
+    ops = summary.get("ops", {})
+    no = ops.get("neword", {})
+    committed_no = no.get("calls", 0) - no.get("errors", 0) - no.get("rollbacks", 0)
+    done = sum(o.get("calls", 0) - o.get("errors", 0) for o in ops.values())
+    return {"nopm": round(float(wl.get("nopm", 0.0)), 1), "client_nopm": round(committed_no / minutes, 1),
+            "tpm": round(done / minutes, 1)}
+
+
+def failed_row(spec: RunSpec, study: str, reason: str) -> RunRow:
+    """A run that could not start (e.g. its data could not be loaded)."""
+    c = spec.cell
+    return RunRow(
+        run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine,
+        allocator=spec.allocator.name, allocator_base=spec.allocator.base, allocator_verified=False,
+        workload=c.workload, part=c.part, pattern=c.pattern, threads=c.threads, batch=c.batch,
+        key_bytes=c.key_bytes, value_bytes=c.value_bytes, repeat=spec.repeat, seed=spec.seed, ops=0,
+        duration_s=0.0, ops_per_s=0.0, p50_ns=0, p95_ns=0, p99_ns=0, p999_ns=0, max_ns=0, mean_ns=0, errors=0,
+        retries=0, peak_rss_bytes=0, cpu_user_s=0, cpu_sys_s=0, ctx_voluntary=0, ctx_involuntary=0, minor_faults=0,
+        major_faults=0, wall_s=0.0, status=STATUS_FAILED, reason=reason,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), profile=c.profile,
+        warehouses=c.warehouses)
+
+
 def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
-            on_event: Callable[[events.Event], None] | None = None, sample_hz: float = 20.0) -> RunRow:
+            on_event: Callable[[events.Event], None] | None = None, sample_hz: float = 20.0,
+            seed_data: Path | None = None) -> RunRow:
+    """`seed_data`: a pristine database to start from (copied, never touched)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     db_path = scratch / spec.run_id
     shutil.rmtree(db_path, ignore_errors=True)
-    db_path.mkdir(parents=True)
+    if seed_data is not None:
+        Datasets.copy_to(seed_data, db_path)
+    else:
+        db_path.mkdir(parents=True)
     env = spec.allocator.target_env(dict(os.environ))
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     r, w = os.pipe()
@@ -188,6 +227,12 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         status, reason = STATUS_FAILED, "the driver sent no summary"
     elif summary.get("total_errors", 0):
         status, reason = STATUS_FAILED, f"{summary['total_errors']} failed calls; first: {summary.get('first_error')}"
+    elif spec.cell.workload == "tpcc" and not watch.check:
+        status, reason = STATUS_FAILED, "the TPC-C consistency check did not run"
+    elif watch.check and not watch.check.get("ok"):
+        bad = [c for c in watch.check.get("conditions", []) if not c.get("ok")]
+        status, reason = STATUS_FAILED, "consistency " + "; ".join(
+            f"condition {c.get('id')} failed: {c.get('detail')}" for c in bad)
     if not proof.verified:
         reason = f"allocator not proved: {proof.reason}" + (f"; {reason}" if reason else "")
         if status == STATUS_OK:
@@ -209,7 +254,8 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         ctx_voluntary=int(usage.get("ctx_voluntary", 0)), ctx_involuntary=int(usage.get("ctx_involuntary", 0)),
         minor_faults=int(usage.get("minor_faults", 0)), major_faults=int(usage.get("major_faults", 0)),
         wall_s=round(wall_s, 3), status=status, reason=reason, started_at=started_at,
-        other_busy_cores=round(run_noise.other_cores, 3),
+        other_busy_cores=round(run_noise.other_cores, 3), profile=c.profile, warehouses=c.warehouses,
+        **tpcc_rates(summary),
     )
 
     buf_csv = io.StringIO()
@@ -232,5 +278,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         "engine_version": (watch.start or {}).get("engine_version"),
         "samples": len(timeline.samples),
         "noise": run_noise.to_json(),
+        "check": watch.check,
+        "seed_data": str(seed_data) if seed_data else None,
     })
     return row

@@ -27,7 +27,9 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
 ENGINES = ("tidesdb", "rocksdb", "sqlite", "null")
-WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range")
+WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range", "tpcc")
+TPCC_ENGINES = ("tidesdb", "rocksdb", "sqlite")
+TPCC_MIXES = ("spec", "hammerdb")
 PATTERNS = ("seq", "random", "zipfian", "uniform")
 SYNC = ("none", "full")
 COMPRESSION = ("none", "lz4", "zstd")
@@ -69,6 +71,12 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
             raise AlloclabError(f"{key}: {v!r} is not allowed", "allowed values: " + ", ".join(options))
         return v
     return check
+
+
+def _bool(key, v):
+    if not isinstance(v, bool):
+        raise AlloclabError(f"{key}: expected true or false, got {v!r}")
+    return v
 
 
 def _text(key, v):
@@ -124,7 +132,24 @@ WORKLOAD_SCHEMA = {
     "duration_s": _seconds(0.0, strict=True),
     "keyspace": _int(1),
     "range_len": _int(1),
+    # TPC-C
+    "warehouses": _list_of(_int(1)),
+    "loaders": _int(1),
+    "rampup_s": _seconds(0.0),
+    "mix": _choice(TPCC_MIXES),
+    "all_warehouses": _bool,
+    "think": _bool,
 }
+
+
+def _profiles(key, v):
+    """Named sets of engine settings, e.g. [profiles.small] and [profiles.large]."""
+    if not isinstance(v, dict) or not v:
+        raise AlloclabError(f"{key}: expected a table of named engine settings, e.g. [profiles.small]")
+    for name in v:
+        if not re.match(r"^[A-Za-z0-9_-]+$", str(name)):
+            raise AlloclabError(f"{key}: profile name {name!r} may hold only letters, digits, '_' and '-'")
+    return {name: _check_table(f"{key}.{name}", table, ENGINE_OPTIONS) for name, table in v.items()}
 
 
 def _workloads(key, v):
@@ -147,6 +172,7 @@ TOP_SCHEMA = {
     "run_timeout_s": _seconds(0.0, strict=True),
     "hang_timeout_s": _seconds(0.0, strict=True),
     "engine_options": lambda k, v: _check_table(k, v, ENGINE_OPTIONS),
+    "profiles": _profiles,
     "workloads": _workloads,
 }
 
@@ -172,11 +198,22 @@ class Cell:
     duration_s: float | None
     keyspace: int | None
     range_len: int
+    profile: str = "default"
+    # TPC-C only
+    warehouses: int = 0
+    loaders: int = 1
+    rampup_s: float | None = None
+    mix: str = "spec"
+    all_warehouses: bool = False
+    think: bool = False
 
     @property
     def key(self) -> str:
-        return (f"{self.engine}/{self.part}/{self.workload}/{self.pattern}/k{self.key_bytes}/v{self.value_bytes}"
-                f"/b{self.batch}/t{self.threads}")
+        base = f"{self.engine}/{self.part}/{self.workload}"
+        prof = "" if self.profile == "default" else f"/{self.profile}"
+        if self.workload == "tpcc":
+            return f"{base}/w{self.warehouses}/vu{self.threads}{prof}"
+        return f"{base}/{self.pattern}/k{self.key_bytes}/v{self.value_bytes}/b{self.batch}/t{self.threads}{prof}"
 
 
 @dataclass(frozen=True)
@@ -192,6 +229,7 @@ class RunSpec:
     engine_options: dict
     timeout_s: float
     hang_timeout_s: float
+    study_seed: int = 0
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -212,6 +250,7 @@ class Plan:
     baseline: str
     workloads: list[dict]
     engine_options: dict = field(default_factory=dict)
+    profiles: dict = field(default_factory=dict)
     warmup_s: float = 0.0
     interval_ms: int = 1000
     run_timeout_s: float = 1800.0
@@ -220,17 +259,24 @@ class Plan:
     def cells(self) -> list[Cell]:
         out = []
         for engine in self.engines:
-            for w in self.workloads:
-                w = {**WORKLOAD_DEFAULTS, **w}
-                for pattern, kb, vb, batch, threads in itertools.product(
-                        w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"]):
-                    ops = w.get("ops")
-                    if ops is None and "duration_s" not in w:
-                        ops = 100_000
-                    out.append(Cell(engine=engine, part=w.get("part", w["workload"]), workload=w["workload"],
-                                    pattern=pattern, key_bytes=kb, value_bytes=vb, batch=batch, threads=threads,
-                                    ops=ops if "duration_s" not in w else None, duration_s=w.get("duration_s"),
-                                    keyspace=w.get("keyspace"), range_len=w["range_len"]))
+            for profile in self.profiles or {"default": {}}:
+                for w in self.workloads:
+                    w = {**WORKLOAD_DEFAULTS, **w}
+                    tpcc = w["workload"] == "tpcc"
+                    for pattern, kb, vb, batch, threads, wh in itertools.product(
+                            w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"],
+                            w.get("warehouses", [1 if tpcc else 0])):
+                        ops = w.get("ops")
+                        if ops is None and "duration_s" not in w:
+                            ops = 100_000
+                        out.append(Cell(
+                            engine=engine, part=w.get("part", w["workload"]), workload=w["workload"],
+                            pattern=pattern, key_bytes=kb, value_bytes=vb, batch=batch, threads=threads,
+                            ops=ops if "duration_s" not in w else None, duration_s=w.get("duration_s"),
+                            keyspace=w.get("keyspace"), range_len=w["range_len"], profile=profile,
+                            warehouses=wh if tpcc else 0, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
+                            mix=w.get("mix", "spec"), all_warehouses=w.get("all_warehouses", False),
+                            think=w.get("think", False)))
         seen = set()
         for c in out:
             if c.key in seen:
@@ -258,9 +304,10 @@ class Plan:
                                 f"-{_safe(alloc.name)}-r{rep + 1}"),
                         cell=cell, allocator=alloc, repeat=rep + 1,
                         seed=_derive_seed(self.seed, cell.key, rep),
-                        warmup_s=self.warmup_s, interval_ms=self.interval_ms,
-                        engine_options=self.engine_options, timeout_s=self.run_timeout_s,
-                        hang_timeout_s=self.hang_timeout_s))
+                        warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
+                        interval_ms=self.interval_ms,
+                        engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
+                        timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed))
         return specs
 
     def to_json(self) -> dict:
@@ -310,6 +357,15 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             raise AlloclabError(f"workloads[{i}]: missing key 'workload'", "allowed values: " + ", ".join(WORKLOADS))
         if "ops" in w and "duration_s" in w:
             raise AlloclabError(f"workloads[{i}]: give either ops or duration_s, not both")
+        tpcc_keys = {"warehouses", "loaders", "rampup_s", "mix", "all_warehouses", "think"}
+        if w["workload"] != "tpcc" and tpcc_keys & set(w):
+            raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(tpcc_keys & set(w)))} only apply to "
+                                "workload = \"tpcc\"")
+        if w["workload"] == "tpcc":
+            bad = [e for e in d.get("engines", ["tidesdb", "rocksdb", "sqlite"]) if e not in TPCC_ENGINES]
+            if bad:
+                raise AlloclabError(f"workloads[{i}]: TPC-C does not run on {', '.join(bad)}",
+                                    "allowed engines for tpcc: " + ", ".join(TPCC_ENGINES))
     seed = d.get("seed", default_seed if default_seed is not None else random.SystemRandom().randrange(1 << 31))
     plan = Plan(
         name=d.get("name", d.get("preset", "study")),
@@ -322,6 +378,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         baseline=baseline,
         workloads=d["workloads"],
         engine_options=d.get("engine_options", {}),
+        profiles=d.get("profiles", {}),
         warmup_s=d.get("warmup_s", 0.0),
         interval_ms=d.get("interval_ms", 1000),
         run_timeout_s=d.get("run_timeout_s", 1800.0),

@@ -60,8 +60,56 @@ def kv_allocators(scale: str) -> dict:
     }
 
 
+# Study 1's "small" server profile: 64 MiB caches and memtable, no fsync on commit, no
+# compression, 4 flush + 4 compaction threads.
+SMALL = {"block_cache_bytes": "64MiB", "memtable_bytes": "64MiB", "sync": "none", "compression": "none",
+         "flush_threads": 4, "compaction_threads": 4}
+
+
+def _tpcc_size(scale: str) -> dict:
+    """HammerDB's run as the studies ran it (40 warehouses, 8 virtual users, 8 loaders, 1 min
+    ramp-up, 2 min measured), and smaller versions of it."""
+    return {
+        "smoke": {"warehouses": 1, "threads": 2, "loaders": 2, "rampup_s": 1.0, "duration_s": 3.0},
+        "quick": {"warehouses": 2, "threads": 8, "loaders": 2, "rampup_s": 5.0, "duration_s": 20.0},
+        "full": {"warehouses": 40, "threads": 8, "loaders": 8, "rampup_s": 60.0, "duration_s": 120.0},
+    }[scale]
+
+
+def tpcc_allocators(scale: str) -> dict:
+    """Study 1 (seed 000): how much the allocator moves TPC-C throughput, per engine."""
+    return {
+        "name": "tpcc-allocators",
+        "engines": ["tidesdb", "rocksdb", "sqlite"],
+        "runs": {"smoke": 1, "quick": 1, "full": 2}[scale],
+        "engine_options": dict(SMALL),
+        "workloads": [{"part": "tpcc", "workload": "tpcc", "mix": "spec", **_tpcc_size(scale)}],
+    }
+
+
+def engines_tpcc(scale: str) -> dict:
+    """Study 4 (seed 003): B-tree against LSM under TPC-C, starved of memory ("small") and with
+    plenty ("large": 16 GiB cache, 512 MiB memtable, 8 flush + 8 compaction threads; the cache
+    is 1 GiB below the full scale, where the data set is far smaller)."""
+    size = _tpcc_size(scale)
+    if scale != "full":
+        size = {**size, "rampup_s": size["rampup_s"] / 2, "duration_s": size["duration_s"] / 2}
+    large = {"block_cache_bytes": "16GiB" if scale == "full" else "1GiB", "memtable_bytes": "512MiB",
+             "sync": "none", "compression": "none", "flush_threads": 8, "compaction_threads": 8}
+    return {
+        "name": "engines-tpcc",
+        "engines": ["tidesdb", "rocksdb", "sqlite"],
+        "allocators": ["glibc"],
+        "runs": 3 if scale != "smoke" else 1,
+        "profiles": {"small": dict(SMALL), "large": large},
+        "workloads": [{"part": "tpcc", "workload": "tpcc", "mix": "spec", **size}],
+    }
+
+
 PRESETS = {
     "kv-allocators": (kv_allocators, "study 2: TidesDB benchtool allocator suite on embedded engines"),
+    "tpcc-allocators": (tpcc_allocators, "study 1: TPC-C NOPM and latency by allocator, per engine"),
+    "engines-tpcc": (engines_tpcc, "study 4: engines under TPC-C with small and large settings"),
 }
 
 

@@ -26,7 +26,9 @@ def _fmt_rate(x: float) -> str:
 
 def describe(spec: RunSpec) -> str:
     c = spec.cell
-    return f"{c.engine} {c.part} t{c.threads} b{c.batch} [{spec.allocator.name}] r{spec.repeat}"
+    prof = "" if c.profile == "default" else f" ({c.profile})"
+    what = f"w{c.warehouses} vu{c.threads}" if c.workload == "tpcc" else f"t{c.threads} b{c.batch}"
+    return f"{c.engine} {c.part} {what}{prof} [{spec.allocator.name}] r{spec.repeat}"
 
 
 class Progress:
@@ -65,7 +67,10 @@ class Progress:
         if self.live:
             self.stream.write("\r\033[K")
         mark = {"ok": "ok", "failed": "FAILED", "invalid": "INVALID"}.get(row.status, row.status)
-        if row.status == "ok":
+        if row.status == "ok" and row.workload == "tpcc":
+            detail = (f"NOPM {row.nopm:,.0f} (client {row.client_nopm:,.0f})  TPM {row.tpm:,.0f}  "
+                      f"peak RSS {row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
+        elif row.status == "ok":
             detail = (f"{_fmt_rate(row.ops_per_s)} ops/s  p99 {row.p99_ns / 1e6:.2f} ms  "
                       f"peak RSS {row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
         else:

@@ -24,7 +24,7 @@ matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever f
 import matplotlib.pyplot as plt  # noqa: E402
 
 from alloclab import analyse, stats  # noqa: E402
-from alloclab.analyse import P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
+from alloclab.analyse import NOPM, P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
 from alloclab.store import atomic_write  # noqa: E402
 
 REPORT_DIR = "report"
@@ -72,7 +72,10 @@ def to_html(t: Table) -> str:
 
 def params(cell: tuple) -> str:
     c = analyse.cell_dict(cell)
-    return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']} t{c['threads']}"
+    prof = "" if c["profile"] == "default" else f" [{c['profile']}]"
+    if c["workload"] == "tpcc":
+        return f"tpcc w{c['warehouses']}{prof} vu{c['threads']}"
+    return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}{prof} t{c['threads']}"
 
 
 def fmt_ci(m: Metric, s: stats.CellStats) -> str:
@@ -288,7 +291,7 @@ def draw_rss_timelines(study: analyse.Study, out: Path) -> tuple[Path, Path] | N
                 continue
             samples = study.samples(runs[0].run_id)
             ax.plot([float(s["t_s"]) for s in samples], [int(s["rss_bytes"]) / 2**20 for s in samples], label=a)
-        ax.set_title(f"{engine}: {cell[1]} t{cell[-1]} b{cell[6]} (repeat 1)", fontsize=9)
+        ax.set_title(f"{engine}: {cell[1]} {params(cell)} (repeat 1)", fontsize=8)
         ax.set_xlabel("seconds since start")
         ax.set_ylabel("RSS (MiB)")
         ax.grid(True, alpha=0.3)
@@ -296,6 +299,120 @@ def draw_rss_timelines(study: analyse.Study, out: Path) -> tuple[Path, Path] | N
     fig.suptitle("RSS timeline of the process under test")
     fig.tight_layout()
     return _save(fig, out, "rss_timeline")
+
+
+# --- TPC-C (studies 1 and 4) ---------------------------------------------------------------
+
+TXN_NAMES = {"neword": "NEWORD", "payment": "PAYMENT", "delivery": "DELIVERY", "slev": "SLEV", "ostat": "OSTAT"}
+
+
+def tpcc_valid(study: analyse.Study) -> list:
+    return [r for r in study.valid() if r.workload == "tpcc"]
+
+
+def _group_label(r) -> str:
+    return r.engine if r.profile == "default" else f"{r.engine} [{r.profile}]"
+
+
+def _manifest_digests(study: analyse.Study) -> dict[str, str]:
+    try:
+        lines = (study.root / "MANIFEST.sha256").read_text().splitlines()
+    except OSError:
+        return {}
+    return {rel: digest for digest, _, rel in (line.partition("  ") for line in lines)}
+
+
+def tpcc_runs_table(study: analyse.Study) -> Table:
+    """Study 1's shape: one line per run, with the SHA-256 of its raw events."""
+    t = Table("tpcc_runs", "TPC-C runs: NOPM, TPM and NEW-ORDER latency per run",
+              ["engine", "allocator", "run", "NOPM", "client NOPM", "TPM", "NEWORD avg (ms)", "NEWORD p95 (ms)",
+               "events.jsonl SHA-256"],
+              note="NOPM is HammerDB's: the growth of the sum of D_NEXT_O_ID over the measured window, per minute; "
+                   "client NOPM counts committed New-Orders at the client; TPM counts committed and rolled-back "
+                   "transactions.")
+    digests = _manifest_digests(study)
+    for r in sorted(tpcc_valid(study), key=lambda r: (_group_label(r), r.allocator, r.repeat)):
+        no = study.run_json(r.run_id).get("ops", {}).get("neword", {})
+        t.add([_group_label(r), r.allocator, str(r.repeat), f"{r.nopm:,.0f}", f"{r.client_nopm:,.0f}", f"{r.tpm:,.0f}",
+               f"{no.get('mean_ns', 0) / 1e6:.2f}", f"{no.get('p95_ns', 0) / 1e6:.2f}",
+               digests.get(f"runs/{r.run_id}/events.jsonl", "")],
+              [_group_label(r), r.allocator, r.repeat, r.nopm, r.client_nopm, r.tpm, no.get("mean_ns"),
+               no.get("p95_ns"), digests.get(f"runs/{r.run_id}/events.jsonl", "")])
+    return t
+
+
+def tpcc_txn_table(study: analyse.Study) -> Table:
+    """Study 4's shape: per transaction type, medians over the repeats."""
+    t = Table("tpcc_transactions", "TPC-C per transaction type (median over repeats; ms)",
+              ["engine", "allocator", "transaction", "runs", "count", "avg", "p50", "p95", "p99", "max", "sd"])
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in tpcc_valid(study):
+        for txn, op in study.run_json(r.run_id).get("ops", {}).items():
+            groups[(_group_label(r), r.allocator, txn)].append(op)
+    order = list(TXN_NAMES)
+    for (label, alloc, txn) in sorted(groups, key=lambda k: (k[0], k[1], order.index(k[2]) if k[2] in order else 9)):
+        ops = groups[(label, alloc, txn)]
+
+        def med(key, ops=ops):
+            return stats.describe([float(o.get(key, 0)) for o in ops]).median
+
+        vals = [med("calls")] + [med(k) / 1e6 for k in ("mean_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns", "stdev_ns")]
+        t.add([label, alloc, TXN_NAMES.get(txn, txn), str(len(ops)), f"{vals[0]:.0f}"] + [f"{v:.3f}" for v in vals[1:]],
+              [label, alloc, txn, len(ops)] + vals)
+    return t
+
+
+def tpcc_ratio_table(study: analyse.Study) -> Table:
+    t = Table("tpcc_ratios", "TPC-C NOPM ratios: engines against the first engine, profiles against the first profile",
+              ["what", "cell", "allocator", "ratio", "95% CI", "verdict"])
+    for cell, a, other, ref, c in analyse.engine_ratios(study, NOPM):
+        ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.ci_low is not None else "n<3"
+        t.add([f"{other} / {ref}", params((ref, *cell)), a, f"{c.ratio:.2f}x", ci, c.verdict])
+    for cell, a, other, ref, c in analyse.profile_gains(study, NOPM):
+        ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.ci_low is not None else "n<3"
+        t.add([f"{cell[0]}: {other} / {ref}", params(cell), a, f"{c.ratio:.2f}x", ci, c.verdict])
+    return t
+
+
+def draw_tpcc_bars(study: analyse.Study, out: Path, name: str, title: str, ylabel: str, value) -> tuple | None:
+    """Grouped bars: one group per engine (and profile), one bar per allocator, median with CI."""
+    rows = tpcc_valid(study)
+    if not rows:
+        return None
+    groups = list(dict.fromkeys(_group_label(r) for r in sorted(rows, key=lambda r: (study.engines.index(r.engine)
+                                                                                   if r.engine in study.engines else 9,
+                                                                                   r.profile))))
+    allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(len(allocs), 1) ** 0.5 + 3), 4.2))
+    width = 0.8 / max(len(allocs), 1)
+    for i, a in enumerate(allocs):
+        meds, lo, hi = [], [], []
+        for g in groups:
+            vals = [value(study, r) for r in rows if r.allocator == a and _group_label(r) == g]
+            d = stats.describe(vals) if vals else None
+            meds.append(d.median if d else 0)
+            lo.append(d.median - d.ci_low if d and d.enough else 0)
+            hi.append(d.ci_high - d.median if d and d.enough else 0)
+        ax.bar([x + i * width for x in range(len(groups))], meds, width, yerr=[lo, hi], capsize=3, label=a)
+    ax.set_xticks([x + width * (len(allocs) - 1) / 2 for x in range(len(groups))])
+    ax.set_xticklabels(groups)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, out, name)
+
+
+def draw_tpcc_charts(study: analyse.Study, out: Path) -> list:
+    charts = [
+        draw_tpcc_bars(study, out, "tpcc_nopm_by_allocator", "TPC-C NOPM by allocator", "NOPM",
+                       lambda st, r: r.nopm),
+        draw_tpcc_bars(study, out, "tpcc_latency_by_allocator", "TPC-C NEW-ORDER average latency by allocator",
+                       "NEW-ORDER average (ms)",
+                       lambda st, r: st.run_json(r.run_id).get("ops", {}).get("neword", {}).get("mean_ns", 0) / 1e6),
+    ]
+    return [c for c in charts if c]
 
 
 # --- environment ---------------------------------------------------------------------------
@@ -352,8 +469,11 @@ def build(root: Path) -> Path:
     env = environment(study)
     warns = analyse.warnings(study)
 
-    main_tables = [vs_baseline_table(study, m) for m in (THROUGHPUT, P99, PEAK_RSS)]
+    has_tpcc = bool(tpcc_valid(study))
+    main_tables = [vs_baseline_table(study, m) for m in ((NOPM,) if has_tpcc else ()) + (THROUGHPUT, P99, PEAK_RSS)]
     shaped = [t for t in (chart_table(study, c) for c in KV_CHARTS) if t]
+    if has_tpcc:
+        shaped += [tpcc_runs_table(study), tpcc_txn_table(study), tpcc_ratio_table(study)]
     other = [spread_table(study), engine_ratio_table(study), scaling_table(study)]
     excluded = Table("excluded", "Runs excluded (failed, or allocator not proved)",
                      ["run", "status", "allocator verified", "reason"])
@@ -365,7 +485,8 @@ def build(root: Path) -> Path:
         atomic_write(out / "tables" / f"{t.name}.csv", to_csv(t))
         atomic_write(out / "tables" / f"{t.name}.md", f"## {t.title}\n\n{to_markdown(t)}\n")
 
-    charts = [c for c in (draw_chart(study, spec, out / "charts") for spec in KV_CHARTS) if c]
+    charts = draw_tpcc_charts(study, out / "charts")
+    charts += [c for c in (draw_chart(study, spec, out / "charts") for spec in KV_CHARTS) if c]
     rss = draw_rss_timelines(study, out / "charts")
     if rss:
         charts.append(rss)

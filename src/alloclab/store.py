@@ -71,6 +71,11 @@ class RunRow:
     started_at: str
     # added in 0.2: columns with defaults may be missing from older folders
     other_busy_cores: float = 0.0
+    profile: str = "default"
+    warehouses: int = 0
+    nopm: float = 0.0
+    client_nopm: float = 0.0
+    tpm: float = 0.0
 
     @classmethod
     def columns(cls) -> list[str]:

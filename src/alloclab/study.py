@@ -11,7 +11,8 @@ from pathlib import Path
 
 from alloclab import driver, machine
 from alloclab.errors import AlloclabError
-from alloclab.execute import execute
+from alloclab.datasets import DatasetError, Datasets
+from alloclab.execute import execute, failed_row
 from alloclab.plan import Plan
 from alloclab.progress import Progress
 from alloclab.store import Store
@@ -52,10 +53,17 @@ def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: P
     store.create(plan_json, machine.describe(scratch, info))
     progress = progress or Progress(len(specs))
     counts = {"ok": 0, "failed": 0, "invalid": 0}
+    datasets = Datasets(exe, scratch, out, notify=progress.message)
     try:
         for spec in specs:
             progress.start(spec)
-            row = execute(spec, store.run_dir(spec.run_id), scratch, exe, plan.name, on_event=progress.event)
+            try:
+                seed_data = datasets.pristine(spec)
+            except DatasetError as e:
+                row = failed_row(spec, plan.name, str(e))
+            else:
+                row = execute(spec, store.run_dir(spec.run_id), scratch, exe, plan.name, on_event=progress.event,
+                              seed_data=seed_data)
             store.append(row)
             store.write_manifest()
             counts[row.status] = counts.get(row.status, 0) + 1
