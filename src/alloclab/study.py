@@ -10,8 +10,8 @@ from datetime import datetime
 from pathlib import Path
 
 from alloclab import driver, machine
-from alloclab.errors import AlloclabError
 from alloclab.datasets import DatasetError, Datasets
+from alloclab.errors import AlloclabError
 from alloclab.execute import execute, failed_row
 from alloclab.plan import Plan
 from alloclab.progress import Progress
