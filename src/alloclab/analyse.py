@@ -111,6 +111,12 @@ def by_cell(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, list[float
     return out
 
 
+def delta_pct(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return 100.0 * (value - base) / base
+
+
 @dataclass(frozen=True)
 class CellSummary:
     cell: tuple

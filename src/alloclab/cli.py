@@ -74,6 +74,10 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
                 if a.ops is not None:
                     w.pop("duration_s", None)
                     w["ops"] = a.ops
+                if w.get("workload") == "tpcc":
+                    for flag, key in (("warehouses", "warehouses"), ("loaders", "loaders"), ("rampup", "rampup_s")):
+                        if getattr(a, flag) is not None:
+                            w[key] = getattr(a, flag)
             new.append(w)
         raw["workloads"] = new
     return raw
@@ -183,6 +187,9 @@ def parser() -> argparse.ArgumentParser:
     dur.add_argument("--duration", help="measured time per run, e.g. 10s, 2m")
     dur.add_argument("--ops", type=int, help="measured operations per run")
     r.add_argument("--warmup", help="unmeasured warm-up per run, e.g. 2s")
+    r.add_argument("--warehouses", type=_csv(int), help="TPC-C warehouses, e.g. 40 or 10,40")
+    r.add_argument("--loaders", type=int, help="TPC-C loader threads")
+    r.add_argument("--rampup", help="TPC-C ramp-up before the measured window, e.g. 1m")
     r.add_argument("--seed", type=int, help="seed of the run order and the key streams")
     r.add_argument("--baseline", help="allocator the others are compared to (default glibc)")
     r.add_argument("--name", help="study name")

@@ -163,6 +163,36 @@ def engine_ratio_table(study: analyse.Study) -> Table:
     return t
 
 
+def sweep_table(study: analyse.Study, m: Metric = THROUGHPUT) -> Table:
+    """Study 3's shape for every thread sweep: Threads | Baseline | Variant | Δ, per variant."""
+    base = study.baseline
+    allocs = [a for a in study.allocators if a != base]
+    t = Table("thread_sweeps", f"Thread sweeps: {m.title.lower()} by threads, each allocator against {base}",
+              ["engine", "part", "parameters", "threads", f"{base} {m.unit}"]
+              + [h for a in allocs for h in (f"{a} {m.unit}", f"Δ {a} vs {base}")])
+    groups = analyse.by_cell(study.valid(), m.column)
+    sweeps: dict[tuple, list[tuple]] = defaultdict(list)
+    for cell in groups:
+        sweeps[cell[:-1]].append(cell)
+    for key in sorted(sweeps, key=analyse.sort_key):
+        cells = sorted(sweeps[key], key=lambda c: c[-1])
+        if len(cells) < 2:
+            continue
+        for cell in cells:
+            b = groups[cell].get(base)
+            bm = stats.describe(b).median if b else None
+            row = [cell[0], cell[1], params(cell).rsplit(" ", 1)[0], str(cell[-1]), m.fmt(bm)]
+            raw = [cell[0], cell[1], params(cell).rsplit(" ", 1)[0], cell[-1], bm]
+            for a in allocs:
+                v = groups[cell].get(a)
+                vm = stats.describe(v).median if v else None
+                d = analyse.delta_pct(vm, bm)
+                row += [m.fmt(vm), f"{d:+.1f}%" if d is not None else "–"]
+                raw += [vm, d]
+            t.add(row, raw)
+    return t
+
+
 def scaling_table(study: analyse.Study) -> Table:
     t = Table("scaling", "Thread scaling: peak, last point within 5 % of linear, collapse below 50 % of the peak",
               ["engine", "part", "parameters", "allocator", "peak threads", "peak ops/s", "last linear threads",
@@ -344,7 +374,10 @@ def tpcc_runs_table(study: analyse.Study) -> Table:
 def tpcc_txn_table(study: analyse.Study) -> Table:
     """Study 4's shape: per transaction type, medians over the repeats."""
     t = Table("tpcc_transactions", "TPC-C per transaction type (median over repeats; ms)",
-              ["engine", "allocator", "transaction", "runs", "count", "avg", "p50", "p95", "p99", "max", "sd"])
+              ["engine", "allocator", "transaction", "runs", "count", "avg", "p50", "p95", "p99", "max", "sd",
+               "conflict retries", "rolled back", "errors"],
+              note="Retries are conflicts retried inside one transaction; rolled back are the 1 % of New-Orders "
+                   "that roll back by design; errors are transactions that gave up.")
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in tpcc_valid(study):
         for txn, op in study.run_json(r.run_id).get("ops", {}).items():
@@ -357,8 +390,9 @@ def tpcc_txn_table(study: analyse.Study) -> Table:
             return stats.describe([float(o.get(key, 0)) for o in ops]).median
 
         vals = [med("calls")] + [med(k) / 1e6 for k in ("mean_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns", "stdev_ns")]
-        t.add([label, alloc, TXN_NAMES.get(txn, txn), str(len(ops)), f"{vals[0]:.0f}"] + [f"{v:.3f}" for v in vals[1:]],
-              [label, alloc, txn, len(ops)] + vals)
+        causes = [med("retries"), med("rollbacks"), med("errors")]
+        t.add([label, alloc, TXN_NAMES.get(txn, txn), str(len(ops)), f"{vals[0]:.0f}"] + [f"{v:.3f}" for v in vals[1:]]
+              + [f"{c:.0f}" for c in causes], [label, alloc, txn, len(ops)] + vals + causes)
     return t
 
 
@@ -474,7 +508,7 @@ def build(root: Path) -> Path:
     shaped = [t for t in (chart_table(study, c) for c in KV_CHARTS) if t]
     if has_tpcc:
         shaped += [tpcc_runs_table(study), tpcc_txn_table(study), tpcc_ratio_table(study)]
-    other = [spread_table(study), engine_ratio_table(study), scaling_table(study)]
+    other = [spread_table(study), engine_ratio_table(study), sweep_table(study), scaling_table(study)]
     excluded = Table("excluded", "Runs excluded (failed, or allocator not proved)",
                      ["run", "status", "allocator verified", "reason"])
     for r in study.not_valid():
