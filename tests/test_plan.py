@@ -30,7 +30,7 @@ def minimal(**kw):
     ({"engines": ["null"], "workloads": [{"workload": "write", "speed": 3}]}, ["workloads[0]", "speed"]),
     ({"engines": ["null"], "workloads": [{"workload": "write", "ops": 5, "duration_s": 2}]},
      ["either ops or duration_s"]),
-    ({"engines": ["null"], "workloads": [{"workload": "write", "key_bytes": 4}]}, ["key_bytes", ">= 8"]),
+    ({"engines": ["null"], "workloads": [{"workload": "write", "key_bytes": 4}]}, ["key_bytes", "between 8 bytes"]),
     (minimal(allocators=["hoard"]), ["unknown allocator", "hoard"]),
     (minimal(allocators=["tcmalloc"]), ["not installed", "apt-get install", "libgoogle-perftools4"]),
     (minimal(allocators=["x=/nonexistent/libx.so"]), ["does not exist"]),

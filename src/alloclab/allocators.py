@@ -180,6 +180,9 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
         if not os.path.isfile(path):
             raise AlloclabError(f"allocator '{spec}': {path} does not exist",
                                 "check the path, or install the library first")
+        if not looks_like_allocator(path):
+            raise AlloclabError(f"allocator '{spec}': {path} does not export malloc and free, so it is not an "
+                                "allocator", "name the allocator's shared library (e.g. libjemalloc.so.2)")
         alloc = Allocator(name=name, base=name, path=path, version=_version_of(name, path))
     elif name in found:
         alloc = found[name]
@@ -264,6 +267,8 @@ def looks_like_allocator(path: str) -> bool:
         out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return True  # cannot tell without binutils; the maps proof and the run decide
-    syms = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+    if out.returncode != 0:
+        return False  # not an ELF shared object at all
+    syms = {line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if line.strip()}
     return {"malloc", "free"} <= syms
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -83,7 +84,39 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
     return raw
 
 
+PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "threads", "batch", "runs", "duration",
+              "ops", "warmup", "seed", "baseline", "name", "warehouses", "loaders", "rampup", "out")
+
+
+def _finish(result: study.StudyResult, out: Path, baseline: str) -> int:
+    md = report.build(out)
+    table = md.parent / "tables" / f"ops_per_s_vs_{baseline}.md"
+    if table.exists():
+        print(table.read_text())
+    print(f"\n{result.ok} ok, {result.failed} failed, {result.invalid} invalid of {result.total} runs")
+    print(f"report: {md.with_suffix('.html')} (also {md.name}, charts/, tables/)")
+    print(f"verify: alloclab verify {out}")
+    if result.failed or result.invalid:
+        print("runs that failed or whose allocator was not proved are listed in the report", file=sys.stderr)
+        return EXIT_FAILED_RUNS
+    return EXIT_OK
+
+
+def cmd_resume(a: argparse.Namespace) -> int:
+    given = [f"--{f}" for f in PLAN_FLAGS if getattr(a, f, None)]
+    if given:
+        raise AlloclabError(f"--resume continues the stored plan; {', '.join(given)} cannot change it",
+                            "drop those flags, or start a new study with --out")
+    out = Path(a.resume)
+    live = False if a.quiet else None
+    result = study.resume(out, Progress(0, live=live))
+    plan_json = Store(out).read_json("plan.json")
+    return _finish(result, out, plan_json.get("baseline", "glibc"))
+
+
 def cmd_run(a: argparse.Namespace) -> int:
+    if a.resume:
+        return cmd_resume(a)
     raw = build_plan_dict(a)
     plan = plan_mod.load(raw)
     out = Path(a.out) if a.out else study.default_out(plan.name)
@@ -96,12 +129,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                      f"workload cell(s) x {plan.runs} repeat(s); seed {plan.seed}")
     progress.message(f"results: {out}")
     result = study.run(plan, out, progress)
-    md = report.build(out)
-    print((md.parent / "tables" / f"ops_per_s_vs_{plan.baseline}.md").read_text())
-    print(f"\n{result.ok} ok, {result.failed} failed, {result.invalid} invalid of {result.total} runs")
-    print(f"report: {md.with_suffix('.html')} (also {md.name}, charts/, tables/)")
-    print(f"verify: alloclab verify {out}")
-    return EXIT_OK if result.failed == 0 and result.invalid == 0 else EXIT_FAILED_RUNS
+    return _finish(result, out, plan.baseline)
 
 
 def cmd_allocators(a: argparse.Namespace) -> int:
@@ -160,6 +188,15 @@ def cmd_bundle(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(a: argparse.Namespace) -> int:
+    from alloclab import doctor
+
+    for f in doctor.findings():
+        mark = {True: "ok  ", False: "WARN", None: "?   "}[f.ok]
+        print(f"[{mark}] {f.name}: {f.value}\n       {f.meaning}")
+    return EXIT_OK
+
+
 def cmd_presets(a: argparse.Namespace) -> int:
     for name, (_fn, desc) in presets.PRESETS.items():
         print(f"{name:20s} {desc}")
@@ -195,6 +232,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--name", help="study name")
     r.add_argument("--out", help="results folder (default: a new folder under ./results)")
     r.add_argument("--quiet", action="store_true", help="plain lines, no live display")
+    r.add_argument("--resume", metavar="DIR", help="finish a study that was interrupted: finished runs are kept")
     r.set_defaults(fn=cmd_run)
     al = sub.add_parser("allocators", help="list the allocators found and what to install for the rest")
     al.set_defaults(fn=cmd_allocators)
@@ -214,12 +252,19 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("dir")
     b.add_argument("--out", help="zip path (default: DIR.zip beside the folder)")
     b.set_defaults(fn=cmd_bundle)
+    d = sub.add_parser("doctor", help="what on this machine can move the numbers, and what it means")
+    d.set_defaults(fn=cmd_doctor)
     ps = sub.add_parser("presets", help="list the presets")
     ps.set_defaults(fn=cmd_presets)
     return p
 
 
+def _sigterm(_signum, _frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _sigterm)  # a stop request is handled like Ctrl-C
     p = parser()
     args = p.parse_args(argv)
     if not getattr(args, "fn", None):
@@ -231,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:  # output piped into `head` and the like
         return EXIT_OK
+    except study.Interrupted as e:
+        print(f"\nalloclab: {e}; the run in progress was stopped and discarded, finished runs are kept.\n"
+              f"  -> resume with: alloclab run --resume {e.out}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
-        print("\nalloclab: interrupted; finished runs are kept in the results folder", file=sys.stderr)
+        print("\nalloclab: interrupted", file=sys.stderr)
         return 130

@@ -5,6 +5,7 @@ a broken run becomes a row with status `failed` or `invalid` and its reason."""
 from __future__ import annotations
 
 import csv
+import ctypes
 import io
 import os
 import selectors
@@ -67,6 +68,13 @@ class Watch:
             self.end = d
 
 
+def die_with_parent() -> None:
+    """preexec_fn: the kernel kills the child if alloclab dies (even by kill -9), so that no
+    target outlives the study that started it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -126,47 +134,21 @@ def failed_row(spec: RunSpec, study: str, reason: str) -> RunRow:
         warehouses=c.warehouses)
 
 
-def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
-            on_event: Callable[[events.Event], None] | None = None, sample_hz: float = 20.0,
-            seed_data: Path | None = None) -> RunRow:
-    """`seed_data`: a pristine database to start from (copied, never touched)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    db_path = scratch / spec.run_id
-    shutil.rmtree(db_path, ignore_errors=True)
-    if seed_data is not None:
-        Datasets.copy_to(seed_data, db_path)
-    else:
-        db_path.mkdir(parents=True)
-    env = spec.allocator.target_env(dict(os.environ))
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    r, w = os.pipe()
-    log_path = run_dir / "driver.log"
-    raw_path = run_dir / ".events.jsonl.partial"
-    failure: str | None = None
-    watch_cpu = noise.CpuWatch()
-    t0 = time.monotonic()
-    with open(log_path, "wb") as log, open(raw_path, "wb") as raw:
-        try:
-            proc = subprocess.Popen(driver.argv(exe, spec, db_path, w), env=env, stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=log, pass_fds=(w,), start_new_session=True)
-        except OSError as e:
-            os.close(r)
-            os.close(w)
-            raise AlloclabError(f"cannot start the driver {exe}: {e.strerror}", "rebuild it: ./setup.sh") from e
-        os.close(w)
-        watch = Watch(pid=proc.pid)
-        timeline = sampler.Timeline(sample_hz)
-        sel = selectors.DefaultSelector()
-        sel.register(r, selectors.EVENT_READ)
-        buf = b""
-        last_event = time.monotonic()
-        eof = False
-        while not eof:
+def _watch(proc: subprocess.Popen, r: int, raw, watch: Watch, timeline: sampler.Timeline, spec: RunSpec,
+           on_event: Callable[[events.Event], None] | None, t0: float) -> str | None:
+    """Read events until the target closes its channel, sampling it meanwhile. Kills it if it
+    runs past its deadline or stops sending events; returns why, or None."""
+    failure = None
+    sel = selectors.DefaultSelector()
+    sel.register(r, selectors.EVENT_READ)
+    buf = b""
+    last_event = time.monotonic()
+    try:
+        while True:
             for _key, _mask in sel.select(max(0.0, timeline.due())):
                 chunk = os.read(r, 1 << 16)
                 if not chunk:
-                    eof = True
-                    break
+                    return failure
                 raw.write(chunk)
                 buf += chunk
                 while b"\n" in buf:
@@ -189,8 +171,49 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
             elif failure is None and now - last_event > spec.hang_timeout_s:
                 failure = f"sent no event for {spec.hang_timeout_s:g}s (hung) and was killed"
                 _kill(proc)
+    finally:
         sel.close()
-        os.close(r)
+
+
+def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
+            on_event: Callable[[events.Event], None] | None = None, sample_hz: float = 20.0,
+            seed_data: Path | None = None) -> RunRow:
+    """`seed_data`: a pristine database to start from (copied, never touched)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    db_path = scratch / spec.run_id
+    shutil.rmtree(db_path, ignore_errors=True)
+    if seed_data is not None:
+        Datasets.copy_to(seed_data, db_path)
+    else:
+        db_path.mkdir(parents=True)
+    env = spec.allocator.target_env(dict(os.environ))
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    r, w = os.pipe()
+    log_path = run_dir / "driver.log"
+    raw_path = run_dir / ".events.jsonl.partial"
+    watch_cpu = noise.CpuWatch()
+    t0 = time.monotonic()
+    with open(log_path, "wb") as log, open(raw_path, "wb") as raw:
+        try:
+            proc = subprocess.Popen(driver.argv(exe, spec, db_path, w), env=env, stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=log, pass_fds=(w,), start_new_session=True,
+                                    preexec_fn=die_with_parent)
+        except OSError as e:
+            os.close(r)
+            os.close(w)
+            raise AlloclabError(f"cannot start the driver {exe}: {e.strerror}", "rebuild it: ./setup.sh") from e
+        os.close(w)
+        watch = Watch(pid=proc.pid)
+        timeline = sampler.Timeline(sample_hz)
+        try:
+            failure = _watch(proc, r, raw, watch, timeline, spec, on_event, t0)
+        except BaseException:
+            # Ctrl-C, a full disk, a bug: never leave the target running
+            _kill(proc)
+            _reap(proc)
+            raise
+        finally:
+            os.close(r)
         exit_code, ru = _reap(proc)
     wall_s = time.monotonic() - t0
     run_noise = watch_cpu.stop(ru.ru_utime + ru.ru_stime)

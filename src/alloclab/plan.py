@@ -12,7 +12,7 @@ import itertools
 import math
 import random
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,14 +35,22 @@ SYNC = ("none", "full")
 COMPRESSION = ("none", "lz4", "zstd")
 
 
+# Bounds that keep a typo from expanding into a matrix nobody meant to run.
+MAX_RUNS = 100_000
+MAX_THREADS = 100_000
+MAX_BYTES = 1 << 50
+
+
 # --- a tiny schema: each key has a checker that returns the clean value or raises ---------
 
-def _int(lo: int = 0) -> Callable[[str, Any], int]:
+def _int(lo: int = 0, hi: int = 2**62) -> Callable[[str, Any], int]:
     def check(key, v):
         if isinstance(v, bool) or not isinstance(v, int):
             raise AlloclabError(f"{key}: expected an integer >= {lo}, got {v!r}")
         if v < lo:
             raise AlloclabError(f"{key}: must be >= {lo}, got {v}")
+        if v > hi:
+            raise AlloclabError(f"{key}: must be <= {hi}, got {v}")
         return v
     return check
 
@@ -50,8 +58,8 @@ def _int(lo: int = 0) -> Callable[[str, Any], int]:
 def _size(lo: int = 1) -> Callable[[str, Any], int]:
     def check(key, v):
         n = parse_size(v, key)
-        if n < lo:
-            raise AlloclabError(f"{key}: must be >= {lo} bytes, got {v!r}")
+        if n < lo or n > MAX_BYTES:
+            raise AlloclabError(f"{key}: must be between {lo} bytes and 1 PiB, got {v!r}")
         return n
     return check
 
@@ -127,7 +135,7 @@ WORKLOAD_SCHEMA = {
     "key_bytes": _list_of(_size(8)),
     "value_bytes": _list_of(_size(1)),
     "batch": _list_of(_int(1)),
-    "threads": _list_of(_int(1)),
+    "threads": _list_of(_int(1, MAX_THREADS)),
     "ops": _int(1),
     "duration_s": _seconds(0.0, strict=True),
     "keyspace": _int(1),
@@ -163,7 +171,7 @@ TOP_SCHEMA = {
     "preset": _text,
     "scale": _choice(SCALES),
     "seed": _int(0),
-    "runs": _int(1),
+    "runs": _int(1, 10_000),
     "engines": _list_of(_choice(ENGINES)),
     "allocators": _list_of(_text),
     "baseline": _text,
@@ -236,6 +244,18 @@ class RunSpec:
         d["allocator"] = self.allocator.to_json()
         d["cell_key"] = self.cell.key
         return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> RunSpec:
+        """The inverse of to_json, for --resume: plan.json holds every run spec."""
+        a = d["allocator"]
+        alloc = alloc_mod.Allocator(name=a["name"], base=a["base"], path=a.get("path"),
+                                    env=tuple((a.get("env") or {}).items()), version=a.get("version", ""))
+        cell_names = {f.name for f in fields(Cell)}
+        spec = {k: v for k, v in d.items() if k in {f.name for f in fields(cls)}}
+        spec["cell"] = Cell(**{k: v for k, v in d["cell"].items() if k in cell_names})
+        spec["allocator"] = alloc
+        return cls(**spec)
 
 
 @dataclass
@@ -334,6 +354,8 @@ def read_toml(path: str | Path) -> dict:
         raise AlloclabError(f"cannot read plan file {path}: {e.strerror}") from e
     except tomllib.TOMLDecodeError as e:
         raise AlloclabError(f"plan file {path} is not valid TOML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise AlloclabError(f"plan file {path} is not UTF-8 text (byte {e.start})", "save it as UTF-8") from e
 
 
 def load(raw: dict, found_allocators: dict | None = None, default_seed: int | None = None) -> Plan:
@@ -384,5 +406,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         run_timeout_s=d.get("run_timeout_s", 1800.0),
         hang_timeout_s=d.get("hang_timeout_s", 300.0),
     )
-    plan.cells()  # duplicate cells are an error before any work
+    n_runs = len(plan.cells()) * len(allocs) * plan.runs  # duplicate cells are an error here too
+    if n_runs > MAX_RUNS:
+        raise AlloclabError(f"the plan expands to {n_runs} runs, more than {MAX_RUNS}",
+                            "split it into several studies, or use fewer parameters, allocators or repeats")
     return plan

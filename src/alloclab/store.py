@@ -188,8 +188,42 @@ class Store:
         p = self.root / RUNS_CSV
         if not p.exists():
             raise AlloclabError(f"{self.root} has no {RUNS_CSV}", "point at a folder written by `alloclab run`")
-        with open(p, newline="") as f:
-            return [RunRow.from_csv(rec) for rec in csv.DictReader(f)]
+        rows = []
+        with open(p, newline="", errors="replace") as f:
+            for n, rec in enumerate(csv.DictReader(f), 2):
+                try:
+                    rows.append(RunRow.from_csv(rec))
+                except (ValueError, TypeError) as e:
+                    raise AlloclabError(f"{p} line {n} is damaged ({e})",
+                                        f"repair it (damaged runs are run again): alloclab run --resume {self.root}"
+                                        ) from e
+        return rows
+
+    def rows_repaired(self) -> tuple[list[RunRow], int]:
+        """The rows of runs.csv that are whole; damaged lines (e.g. a truncated last line) are
+        dropped and runs.csv is rewritten without them. Returns the rows and how many were dropped."""
+        p = self.root / RUNS_CSV
+        if not p.exists():
+            self._write_rows([])
+            return [], 0
+        good, dropped = [], 0
+        with open(p, newline="", errors="replace") as f:
+            for rec in csv.DictReader(f):
+                try:
+                    if None in rec or any(v is None for v in rec.values()):
+                        raise ValueError("short line")
+                    good.append(RunRow.from_csv(rec))
+                except (ValueError, TypeError, AlloclabError):
+                    dropped += 1
+        seen, rows = set(), []
+        for r in good:  # a run listed twice keeps its first row
+            if r.run_id not in seen:
+                seen.add(r.run_id)
+                rows.append(r)
+        dropped += len(good) - len(rows)
+        if dropped:
+            self._write_rows(rows)
+        return rows, dropped
 
     def read_json(self, rel: str) -> dict:
         p = self.root / rel
