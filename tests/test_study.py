@@ -51,6 +51,14 @@ def test_study_runs_every_cell_with_proved_allocators(small_study):
     assert sum(r.cpu_user_s + r.cpu_sys_s for r in rows) > 0.1
 
 
+def test_results_are_never_world_writable(small_study):
+    import os
+    out, _ = small_study
+    for dirpath, dirs, files in os.walk(out):
+        for name in [dirpath] + [os.path.join(dirpath, f) for f in files]:
+            assert os.stat(name).st_mode & 0o002 == 0, name
+
+
 def test_runs_csv_has_the_promised_columns(small_study):
     out, _ = small_study
     with open(out / "runs.csv") as f:

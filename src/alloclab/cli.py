@@ -90,9 +90,11 @@ PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "
 
 def _finish(result: study.StudyResult, out: Path, baseline: str) -> int:
     md = report.build(out)
-    table = md.parent / "tables" / f"ops_per_s_vs_{baseline}.md"
-    if table.exists():
-        print(table.read_text())
+    for name in (f"nopm_vs_{baseline}.md", f"ops_per_s_vs_{baseline}.md"):  # TPC-C studies lead with NOPM
+        table = md.parent / "tables" / name
+        if table.exists():
+            print(table.read_text())
+            break
     print(f"\n{result.ok} ok, {result.failed} failed, {result.invalid} invalid of {result.total} runs")
     print(f"report: {md.with_suffix('.html')} (also {md.name}, charts/, tables/)")
     print(f"verify: alloclab verify {out}")
