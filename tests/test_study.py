@@ -54,7 +54,7 @@ def test_study_runs_every_cell_with_proved_allocators(small_study):
 def test_results_are_never_world_writable(small_study):
     import os
     out, _ = small_study
-    for dirpath, dirs, files in os.walk(out):
+    for dirpath, _dirs, files in os.walk(out):
         for name in [dirpath] + [os.path.join(dirpath, f) for f in files]:
             assert os.stat(name).st_mode & 0o002 == 0, name
 

@@ -27,7 +27,9 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
 ENGINES = ("tidesdb", "rocksdb", "sqlite", "null")
-WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range", "tpcc")
+WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range", "tpcc", "sysbench")
+KV_WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range")
+SYSBENCH_TESTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write")
 TPCC_ENGINES = ("tidesdb", "rocksdb", "sqlite")
 TPCC_MIXES = ("spec", "hammerdb")
 PATTERNS = ("seq", "random", "zipfian", "uniform")
@@ -85,6 +87,34 @@ def _bool(key, v):
     if not isinstance(v, bool):
         raise AlloclabError(f"{key}: expected true or false, got {v!r}")
     return v
+
+
+def _engine(key, v):
+    """An embedded engine, or a server target (mariadb-innodb, mariadb-myrocks, postgres,
+    mariadb:ENGINE=plugin.so)."""
+    if v in ENGINES:
+        return v
+    from alloclab import targets
+    if isinstance(v, str):
+        try:
+            return targets.parse(v).name
+        except AlloclabError:
+            pass
+    raise AlloclabError(f"{key}: {v!r} is not allowed",
+                        "allowed values: " + ", ".join(ENGINES + tuple(_server_names())) + ", mariadb:ENGINE=plugin.so")
+
+
+def _server_names() -> list[str]:
+    from alloclab import targets
+    return list(targets.BUILTIN)
+
+
+def _cpus(key, v):
+    from alloclab.placement import parse_cpus
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
+        raise AlloclabError(f"{key}: expected a CPU list such as \"0-3\", got {v!r}")
+    parse_cpus(str(v), key)
+    return str(v)
 
 
 def _text(key, v):
@@ -147,7 +177,22 @@ WORKLOAD_SCHEMA = {
     "mix": _choice(TPCC_MIXES),
     "all_warehouses": _bool,
     "think": _bool,
+    # sysbench against a server target
+    "test": _list_of(_choice(SYSBENCH_TESTS)),
+    "tables": _int(1, 10_000),
+    "table_size": _int(1),
 }
+
+SHAPE_SCHEMA = {"server_cpus": _cpus, "client_cpus": _cpus, "server_memory_bytes": _size(1 << 24)}
+
+
+def _named_tables(key, v, schema):
+    if not isinstance(v, dict) or not v:
+        raise AlloclabError(f"{key}: expected a table of named tables, e.g. [{key}.small]")
+    for name in v:
+        if not re.match(r"^[A-Za-z0-9_-]+$", str(name)):
+            raise AlloclabError(f"{key}: name {name!r} may hold only letters, digits, '_' and '-'")
+    return {name: _check_table(f"{key}.{name}", table, schema) for name, table in v.items()}
 
 
 def _profiles(key, v):
@@ -172,7 +217,7 @@ TOP_SCHEMA = {
     "scale": _choice(SCALES),
     "seed": _int(0),
     "runs": _int(1, 10_000),
-    "engines": _list_of(_choice(ENGINES)),
+    "engines": _list_of(_engine),
     "allocators": _list_of(_text),
     "baseline": _text,
     "warmup_s": _seconds(0.0),
@@ -181,6 +226,10 @@ TOP_SCHEMA = {
     "hang_timeout_s": _seconds(0.0, strict=True),
     "engine_options": lambda k, v: _check_table(k, v, ENGINE_OPTIONS),
     "profiles": _profiles,
+    "shapes": lambda k, v: _named_tables(k, v, SHAPE_SCHEMA),
+    "server_cpus": _cpus,
+    "client_cpus": _cpus,
+    "server_memory_bytes": _size(1 << 24),
     "workloads": _workloads,
 }
 
@@ -214,6 +263,11 @@ class Cell:
     mix: str = "spec"
     all_warehouses: bool = False
     think: bool = False
+    # sysbench only
+    test: str = ""
+    tables: int = 0
+    table_size: int = 0
+    shape: str = "default"
 
     @property
     def key(self) -> str:
@@ -221,6 +275,9 @@ class Cell:
         prof = "" if self.profile == "default" else f"/{self.profile}"
         if self.workload == "tpcc":
             return f"{base}/w{self.warehouses}/vu{self.threads}{prof}"
+        if self.workload == "sysbench":
+            shape = "" if self.shape == "default" else f"/{self.shape}"
+            return f"{base}/{self.test}/{self.tables}x{self.table_size}/t{self.threads}{prof}{shape}"
         return f"{base}/{self.pattern}/k{self.key_bytes}/v{self.value_bytes}/b{self.batch}/t{self.threads}{prof}"
 
 
@@ -238,6 +295,9 @@ class RunSpec:
     timeout_s: float
     hang_timeout_s: float
     study_seed: int = 0
+    server_cpus: str = ""
+    client_cpus: str = ""
+    server_memory_bytes: int = 0
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -271,6 +331,10 @@ class Plan:
     workloads: list[dict]
     engine_options: dict = field(default_factory=dict)
     profiles: dict = field(default_factory=dict)
+    shapes: dict = field(default_factory=dict)
+    server_cpus: str = ""
+    client_cpus: str = ""
+    server_memory_bytes: int = 0
     warmup_s: float = 0.0
     interval_ms: int = 1000
     run_timeout_s: float = 1800.0
@@ -279,13 +343,13 @@ class Plan:
     def cells(self) -> list[Cell]:
         out = []
         for engine in self.engines:
-            for profile in self.profiles or {"default": {}}:
+            for profile, shape in itertools.product(self.profiles or {"default": {}}, self.shapes or {"default": {}}):
                 for w in self.workloads:
                     w = {**WORKLOAD_DEFAULTS, **w}
                     tpcc = w["workload"] == "tpcc"
-                    for pattern, kb, vb, batch, threads, wh in itertools.product(
+                    for pattern, kb, vb, batch, threads, wh, test in itertools.product(
                             w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"],
-                            w.get("warehouses", [1 if tpcc else 0])):
+                            w.get("warehouses", [1 if tpcc else 0]), w.get("test", [""])):
                         ops = w.get("ops")
                         if ops is None and "duration_s" not in w:
                             ops = 100_000
@@ -296,7 +360,8 @@ class Plan:
                             keyspace=w.get("keyspace"), range_len=w["range_len"], profile=profile,
                             warehouses=wh if tpcc else 0, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
                             mix=w.get("mix", "spec"), all_warehouses=w.get("all_warehouses", False),
-                            think=w.get("think", False)))
+                            think=w.get("think", False), test=test, tables=w.get("tables", 10),
+                            table_size=w.get("table_size", 100_000), shape=shape))
         seen = set()
         for c in out:
             if c.key in seen:
@@ -327,8 +392,14 @@ class Plan:
                         warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
                         interval_ms=self.interval_ms,
                         engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
-                        timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed))
+                        timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
+                        **self.placement(cell.shape)))
         return specs
+
+    def placement(self, shape: str) -> dict:
+        s = {"server_cpus": self.server_cpus, "client_cpus": self.client_cpus,
+             "server_memory_bytes": self.server_memory_bytes}
+        return {**s, **self.shapes.get(shape, {})}
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -383,11 +454,29 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         if w["workload"] != "tpcc" and tpcc_keys & set(w):
             raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(tpcc_keys & set(w)))} only apply to "
                                 "workload = \"tpcc\"")
+        engines = d.get("engines", ["tidesdb", "rocksdb", "sqlite"])
         if w["workload"] == "tpcc":
-            bad = [e for e in d.get("engines", ["tidesdb", "rocksdb", "sqlite"]) if e not in TPCC_ENGINES]
+            bad = [e for e in engines if e not in TPCC_ENGINES]
             if bad:
-                raise AlloclabError(f"workloads[{i}]: TPC-C does not run on {', '.join(bad)}",
+                raise AlloclabError(f"workloads[{i}]: TPC-C does not run on {', '.join(bad)} yet",
                                     "allowed engines for tpcc: " + ", ".join(TPCC_ENGINES))
+        sb_keys = {"test", "tables", "table_size"}
+        if w["workload"] != "sysbench" and sb_keys & set(w):
+            raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(sb_keys & set(w)))} only apply to "
+                                "workload = \"sysbench\"")
+        if w["workload"] == "sysbench":
+            if "test" not in w:
+                raise AlloclabError(f"workloads[{i}]: sysbench needs a test", "allowed values: "
+                                    + ", ".join(SYSBENCH_TESTS))
+            bad = [e for e in engines if e in ENGINES]
+            if bad:
+                raise AlloclabError(f"workloads[{i}]: sysbench runs against a server, not {', '.join(bad)}",
+                                    "allowed engines for sysbench: " + ", ".join(_server_names())
+                                    + ", mariadb:ENGINE=plugin.so")
+        elif any(e not in ENGINES for e in engines):
+            servers = [e for e in engines if e not in ENGINES]
+            raise AlloclabError(f"workloads[{i}]: {w['workload']} runs in-process on an embedded engine, not on "
+                                f"{', '.join(servers)} (yet)", "use workload = \"sysbench\" against servers")
     seed = d.get("seed", default_seed if default_seed is not None else random.SystemRandom().randrange(1 << 31))
     plan = Plan(
         name=d.get("name", d.get("preset", "study")),
@@ -401,11 +490,24 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         workloads=d["workloads"],
         engine_options=d.get("engine_options", {}),
         profiles=d.get("profiles", {}),
+        shapes=d.get("shapes", {}),
+        server_cpus=d.get("server_cpus", ""),
+        client_cpus=d.get("client_cpus", ""),
+        server_memory_bytes=d.get("server_memory_bytes", 0),
         warmup_s=d.get("warmup_s", 0.0),
         interval_ms=d.get("interval_ms", 1000),
         run_timeout_s=d.get("run_timeout_s", 1800.0),
         hang_timeout_s=d.get("hang_timeout_s", 300.0),
     )
+    servers = [e for e in plan.engines if e not in ENGINES]
+    if servers:
+        from alloclab import sysbench, targets
+        for e in servers:
+            t = targets.parse(e)
+            targets.check_available(t)
+            for prof in plan.profiles or {"sysbench": {}}:
+                targets.load_profile(t, prof)
+        sysbench.binary()
     n_runs = len(plan.cells()) * len(allocs) * plan.runs  # duplicate cells are an error here too
     if n_runs > MAX_RUNS:
         raise AlloclabError(f"the plan expands to {n_runs} runs, more than {MAX_RUNS}",

@@ -5,6 +5,8 @@ A preset is only data: the same dictionary a TOML plan file would hold.
 
 from __future__ import annotations
 
+import os
+
 from alloclab.errors import AlloclabError
 
 SCALES = ("smoke", "quick", "full")
@@ -106,10 +108,62 @@ def engines_tpcc(scale: str) -> dict:
     }
 
 
+def sysbench_scaling(scale: str) -> dict:
+    """Study 3 (seed 002): does throughput collapse at high concurrency, and is the allocator the
+    cause? sysbench OLTP against MariaDB, threads doubling up to 1024, every allocator found."""
+    threads = {"smoke": [1, 4], "quick": [1, 4, 16, 64, 256], "full": [2**i for i in range(11)]}[scale]
+    return {
+        "name": "sysbench-scaling",
+        "engines": ["mariadb-innodb"],
+        "runs": 1,
+        "profiles": {"sysbench": {}},
+        "workloads": [{"part": "scaling", "workload": "sysbench", "test": list(_SB_TESTS), "threads": threads,
+                       "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],
+                       "table_size": {"smoke": 1000, "quick": 10_000, "full": 100_000}[scale],
+                       "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 60.0}[scale]}],
+    }
+
+
+_SB_TESTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write")
+
+
+def _cpu_range(lo: int, hi: int) -> str:
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def sysbench_allocators(scale: str) -> dict:
+    """Study 5 (seed 004): do jemalloc / tcmalloc help InnoDB on small, constrained servers?
+    sysbench OLTP read/write, 4 runs per cell, the server limited to study 5's machine shapes:
+    1 core and 2 GiB; 4 cores and 1 GiB (or as many cores as leave one for the client), the
+    client always on the other cores."""
+    n = len(os.sched_getaffinity(0))
+    four = max(1, min(4, n - 1))
+    last = n - 1
+    return {
+        "name": "sysbench-allocators",
+        "engines": ["mariadb-innodb"],
+        "runs": {"smoke": 1, "quick": 3, "full": 4}[scale],
+        "profiles": {"sysbench": {}},
+        "shapes": {
+            "1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
+                           "server_memory_bytes": "2GiB"},
+            f"{four}cores-1GiB": {"server_cpus": _cpu_range(0, four - 1),
+                                  "client_cpus": _cpu_range(min(four, last), last), "server_memory_bytes": "1GiB"},
+        },
+        "workloads": [{"part": "oltp_rw", "workload": "sysbench", "test": "oltp_read_write",
+                       "threads": {"smoke": [4], "quick": [4, 16], "full": [1, 4, 16, 64, 128]}[scale],
+                       "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],
+                       "table_size": {"smoke": 1000, "quick": 10_000, "full": 100_000}[scale],
+                       "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 60.0}[scale]}],
+    }
+
+
 PRESETS = {
     "kv-allocators": (kv_allocators, "study 2: TidesDB benchtool allocator suite on embedded engines"),
     "tpcc-allocators": (tpcc_allocators, "study 1: TPC-C NOPM and latency by allocator, per engine"),
     "engines-tpcc": (engines_tpcc, "study 4: engines under TPC-C with small and large settings"),
+    "sysbench-scaling": (sysbench_scaling, "study 3: sysbench OLTP thread scaling on MariaDB, by allocator"),
+    "sysbench-allocators": (sysbench_allocators, "study 5: sysbench read/write on constrained MariaDB shapes"),
 }
 
 

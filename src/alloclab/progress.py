@@ -27,7 +27,8 @@ def _fmt_rate(x: float) -> str:
 def describe(spec: RunSpec) -> str:
     c = spec.cell
     prof = "" if c.profile == "default" else f" ({c.profile})"
-    what = f"w{c.warehouses} vu{c.threads}" if c.workload == "tpcc" else f"t{c.threads} b{c.batch}"
+    what = {"tpcc": f"w{c.warehouses} vu{c.threads}", "sysbench": f"{c.test} t{c.threads}"}.get(
+        c.workload, f"t{c.threads} b{c.batch}")
     return f"{c.engine} {c.part} {what}{prof} [{spec.allocator.name}] r{spec.repeat}"
 
 
@@ -70,6 +71,9 @@ class Progress:
         if row.status == "ok" and row.workload == "tpcc":
             detail = (f"NOPM {row.nopm:,.0f} (client {row.client_nopm:,.0f})  TPM {row.tpm:,.0f}  "
                       f"peak RSS {row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
+        elif row.status == "ok" and row.workload == "sysbench":
+            detail = (f"{row.ops_per_s:,.0f} tps  p99 {row.p99_ns / 1e6:.2f} ms  server peak RSS "
+                      f"{row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
         elif row.status == "ok":
             detail = (f"{_fmt_rate(row.ops_per_s)} ops/s  p99 {row.p99_ns / 1e6:.2f} ms  "
                       f"peak RSS {row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")

@@ -75,6 +75,8 @@ def params(cell: tuple) -> str:
     prof = "" if c["profile"] == "default" else f" [{c['profile']}]"
     if c["workload"] == "tpcc":
         return f"tpcc w{c['warehouses']}{prof} vu{c['threads']}"
+    if c["workload"] == "sysbench":
+        return f"{c['pattern']}{prof} t{c['threads']}"
     return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}{prof} t{c['threads']}"
 
 

@@ -87,5 +87,25 @@ class Timeline:
             self.samples.append(s)
         return s
 
+    def take_tree(self, pids: list[int], phase: str) -> Sample | None:
+        """One sample of a process tree (a server and its workers): the sum over its processes,
+        VmHWM being the largest single process's."""
+        now = time.monotonic()
+        self.next_at = max(self.next_at + self.period, now)
+        parts = [x for x in (read(p, now - self.t0, phase) for p in pids) if x is not None]
+        if not parts:
+            return None
+        s = Sample(t_s=parts[0].t_s, phase=phase, rss_bytes=sum(x.rss_bytes for x in parts),
+                   vm_hwm_bytes=max(x.vm_hwm_bytes for x in parts),
+                   cpu_user_s=sum(x.cpu_user_s for x in parts), cpu_sys_s=sum(x.cpu_sys_s for x in parts),
+                   minor_faults=sum(x.minor_faults for x in parts), major_faults=sum(x.major_faults for x in parts),
+                   ctx_voluntary=sum(x.ctx_voluntary for x in parts),
+                   ctx_involuntary=sum(x.ctx_involuntary for x in parts), threads=sum(x.threads for x in parts))
+        self.samples.append(s)
+        return s
+
+    def peak_rss(self) -> int:
+        return max((s.rss_bytes for s in self.samples), default=0)
+
     def peak_hwm(self) -> int:
         return max((s.vm_hwm_bytes for s in self.samples), default=0)

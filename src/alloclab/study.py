@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from alloclab import driver, machine
+from alloclab import driver, machine, servers
 from alloclab.datasets import DatasetError, Datasets
 from alloclab.errors import AlloclabError
 from alloclab.execute import execute, failed_row
@@ -49,8 +49,9 @@ def default_out(name: str) -> Path:
 
 
 def check_plan_against_driver(engines: list[str], info: dict) -> None:
+    from alloclab.plan import ENGINES
     have = set(info.get("engines", {}))
-    missing = [e for e in engines if e not in have]
+    missing = [e for e in engines if e in ENGINES and e not in have]  # servers are not in the driver
     if missing:
         raise AlloclabError(f"the driver has no engine {', '.join(missing)}",
                             "rebuild the driver from this checkout: ./setup.sh")
@@ -121,17 +122,26 @@ def _run_all(store: Store, study: str, specs: list[RunSpec], done: set[str], exe
              progress: Progress) -> StudyResult:
     counts = {"ok": 0, "failed": 0, "invalid": 0}
     datasets = Datasets(exe, scratch, store.root, notify=progress.message)
+    golden = servers.Golden(scratch, store.root, notify=progress.message)
     current: Path | None = None
     try:
         for spec in specs:
             progress.start(spec)
             current = store.run_dir(spec.run_id)
-            try:
-                seed_data = datasets.pristine(spec)
-            except DatasetError as e:
-                row = failed_row(spec, study, str(e))
+            if spec.cell.workload == "sysbench":
+                try:
+                    data = golden.datadir(spec)
+                except AlloclabError as e:
+                    row = failed_row(spec, study, str(e))
+                else:
+                    row = servers.execute_server(spec, current, scratch, study, data)
             else:
-                row = execute(spec, current, scratch, exe, study, on_event=progress.event, seed_data=seed_data)
+                try:
+                    seed_data = datasets.pristine(spec)
+                except DatasetError as e:
+                    row = failed_row(spec, study, str(e))
+                else:
+                    row = execute(spec, current, scratch, exe, study, on_event=progress.event, seed_data=seed_data)
             store.append(row)
             current = None
             store.write_manifest()

@@ -1,0 +1,236 @@
+"""Runs against a database server: golden data prepared once per (target, dataset, profile)
+and kept as a stopped datadir; per run a copy of it, the server started with the run's
+allocator preloaded, proved from /proc/PID/maps (for PostgreSQL the postmaster and the
+backends that served the run), the client (the real sysbench), samples of the server's
+process tree and of the client, a clean shutdown, and the server log kept with the run."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from alloclab import allocators, noise, sampler, sysbench, targets
+from alloclab.errors import AlloclabError
+from alloclab.execute import STATUS_FAILED, STATUS_INVALID, STATUS_OK, die_with_parent
+from alloclab.placement import MemoryLimit, parse_cpus
+from alloclab.plan import RunSpec
+from alloclab.store import RunRow, atomic_write, write_json
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if k != "LD_PRELOAD" and not k.startswith(allocators.TUNING_PREFIXES)}
+
+
+def _copy(src: Path, dst: Path) -> None:
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", str(src), str(dst)], check=True)  # keeps ownership (postgres)
+
+
+def profile_settings(spec: RunSpec) -> dict[str, str]:
+    t = targets.parse(spec.cell.engine)
+    return targets.load_profile(t, spec.cell.profile if spec.cell.profile != "default" else "sysbench")
+
+
+class Golden:
+    """Prepared datadirs, stopped, one per (target, dataset, profile)."""
+
+    def __init__(self, scratch: Path, study_root: Path, notify=None):
+        self.cache = scratch / "golden"
+        self.study_root = study_root
+        self.notify = notify or (lambda _t: None)
+        self.failed: dict[str, str] = {}
+
+    @staticmethod
+    def key(spec: RunSpec) -> str:
+        c = spec.cell
+        ident = {"target": c.engine, "tables": c.tables, "table_size": c.table_size,
+                 "settings": profile_settings(spec)}
+        digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+        return f"{c.engine.replace(':', '_')}-sb{c.tables}x{c.table_size}-{digest}"
+
+    def datadir(self, spec: RunSpec) -> Path:
+        key = self.key(spec)
+        if key in self.failed:
+            raise AlloclabError(self.failed[key])
+        path = self.cache / key
+        if (self.cache / f"{key}.complete").exists():
+            return path
+        try:
+            self._prepare(spec, key, path)
+        except AlloclabError as e:
+            self.failed[key] = str(e)
+            raise
+        return path
+
+    def _prepare(self, spec: RunSpec, key: str, path: Path) -> None:
+        c = spec.cell
+        t = targets.parse(c.engine)
+        logs = self.study_root / "loads" / key
+        logs.mkdir(parents=True, exist_ok=True)
+        self.notify(f"preparing {c.tables} x {c.table_size} sysbench rows in {c.engine} ({key}), unmeasured")
+        shutil.rmtree(path, ignore_errors=True)
+        srv = targets.Server(t, path, logs / "server.log", settings=profile_settings(spec))
+        t0 = time.monotonic()
+        srv.initialise()
+        srv.start(_clean_env())
+        try:
+            srv.sql(f"CREATE DATABASE {sysbench.DATABASE}")
+            with open(logs / "prepare.log", "wb") as log:
+                p = subprocess.run(sysbench.prepare_argv(srv, c.tables, c.table_size), stdout=log, stderr=log,
+                                   timeout=spec.timeout_s, preexec_fn=die_with_parent)
+            if p.returncode != 0:
+                raise AlloclabError(f"sysbench prepare failed on {c.engine}: "
+                                    f"{(logs / 'prepare.log').read_text(errors='replace').strip()[-300:]}")
+        finally:
+            clean = srv.stop()
+        if not clean:
+            raise AlloclabError(f"{c.engine} did not shut down cleanly after prepare: {srv.log_tail()}")
+        write_json(logs / "prepare.json", {"key": key, "target": c.engine, "tables": c.tables,
+                                           "table_size": c.table_size, "seconds": time.monotonic() - t0})
+        (self.cache / f"{key}.complete").write_text(key)
+        self.notify(f"prepared {key} in {time.monotonic() - t0:.1f}s")
+
+
+def _proof(alloc: allocators.Allocator, pid: int) -> allocators.Proof:
+    return allocators.prove(alloc, allocators.read_maps(pid), pid)
+
+
+def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, golden: Path,
+                   sample_hz: float = 20.0) -> RunRow:
+    c = spec.cell
+    t = targets.parse(c.engine)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    datadir = scratch / spec.run_id
+    _copy(golden, datadir)
+    if t.kind == "postgres":
+        targets.traversable(scratch)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    srv = targets.Server(t, datadir, run_dir / "server.log", settings=profile_settings(spec))
+    server_cpus = parse_cpus(spec.server_cpus, "server_cpus") if spec.server_cpus else None
+    client_cpus = parse_cpus(spec.client_cpus, "client_cpus") if spec.client_cpus else None
+    limit = MemoryLimit(f"alloclab-{os.getpid()}-{spec.index}", spec.server_memory_bytes) \
+        if spec.server_memory_bytes else None
+    failure, proofs, result = None, {}, None
+    server_tl, client_tl = sampler.Timeline(sample_hz), sampler.Timeline(sample_hz)
+    cpu_watch = noise.CpuWatch()
+    t0 = time.monotonic()
+    client = None
+    try:
+        srv.start(spec.allocator.target_env(dict(os.environ)), cpus=server_cpus,
+                  preexec=limit.attach if limit else None)
+        proofs["server"] = _proof(spec.allocator, srv.pid)
+        argv = sysbench.run_argv(srv, c.test, c.threads, c.duration_s or 10, c.tables, c.table_size, spec.seed)
+        with open(run_dir / "client.log", "wb") as out:
+            client = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                      preexec_fn=_client_setup(client_cpus), env=_clean_env())
+            deadline = t0 + spec.timeout_s
+            backend_checked = t.kind != "postgres"
+            while client.poll() is None:
+                time.sleep(max(0.0, min(server_tl.due(), client_tl.due())))
+                pids = srv.pids()
+                server_tl.take_tree(pids, "measure") if pids else None
+                client_tl.take(client.pid, "measure")
+                if not backend_checked and time.monotonic() - t0 > 1.0:
+                    backends = [p for p in pids if p != srv.pid]
+                    if backends:  # the processes that served the run
+                        proofs["backends"] = [_proof(spec.allocator, p) for p in backends[:8]]
+                        backend_checked = True
+                if srv.proc.poll() is not None and failure is None:
+                    failure = f"the server exited (code {srv.proc.returncode}) during the run: {srv.log_tail()}"
+                if time.monotonic() > deadline and failure is None:
+                    failure = f"ran past its deadline of {spec.timeout_s:g}s and was killed"
+                    client.kill()
+        text = (run_dir / "client.log").read_text(errors="replace")
+        if failure is None:
+            try:
+                result = sysbench.parse(text)
+            except AlloclabError as e:
+                failure = f"sysbench failed (exit {client.returncode}): {e}; {text.strip()[-200:]}"
+    except AlloclabError as e:
+        failure = str(e)
+    finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+            client.wait()
+        clean = srv.stop()
+        if limit:
+            limit.remove()
+        shutil.rmtree(datadir, ignore_errors=True)
+    wall = time.monotonic() - t0
+    run_noise = cpu_watch.stop(sum(s.cpu_user_s + s.cpu_sys_s for s in server_tl.samples[-1:]))
+
+    all_proofs = [proofs["server"]] if "server" in proofs else []
+    all_proofs += proofs.get("backends", [])
+    verified = bool(all_proofs) and all(p.verified for p in all_proofs)
+    if t.kind == "postgres" and "backends" not in proofs and failure is None:
+        verified = False
+        all_proofs.append(allocators.Proof(False, "no backend process was seen to prove"))
+    status, reason = STATUS_OK, ""
+    if failure:
+        status, reason = STATUS_FAILED, failure
+    elif client is not None and client.returncode != 0:
+        status, reason = STATUS_FAILED, f"sysbench exited with code {client.returncode}"
+    elif not clean:
+        status, reason = STATUS_FAILED, f"the server did not shut down cleanly: {srv.log_tail()}"
+    if not verified:
+        bad = next((p.reason for p in all_proofs if not p.verified), "no proof")
+        reason = f"allocator not proved: {bad}" + (f"; {reason}" if reason else "")
+        status = STATUS_INVALID if status == STATUS_OK else status
+
+    first, last = (server_tl.samples[0], server_tl.samples[-1]) if server_tl.samples else (None, None)
+
+    def delta(attr):
+        return getattr(last, attr) - getattr(first, attr) if first else 0
+
+    lat = result.latency_ms if result else {}
+    row = RunRow(
+        run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine,
+        allocator=spec.allocator.name, allocator_base=spec.allocator.base, allocator_verified=verified,
+        workload=c.workload, part=c.part, pattern=c.test, threads=c.threads, batch=1, key_bytes=0, value_bytes=0,
+        repeat=spec.repeat, seed=spec.seed, ops=result.transactions if result else 0,
+        duration_s=result.total_time_s if result else 0.0, ops_per_s=result.tps if result else 0.0,
+        p50_ns=0, p95_ns=0, p99_ns=lat.get("p99", 0) * 1e6, p999_ns=0, max_ns=lat.get("max", 0) * 1e6,
+        # sysbench's "ignored errors" (deadlocks and the like) are retried by sysbench: recorded, not fatal
+        mean_ns=lat.get("avg", 0) * 1e6, errors=0, retries=result.errors if result else 0,
+        peak_rss_bytes=max(server_tl.peak_rss(), server_tl.peak_hwm()),
+        cpu_user_s=round(delta("cpu_user_s"), 3), cpu_sys_s=round(delta("cpu_sys_s"), 3),
+        ctx_voluntary=delta("ctx_voluntary"), ctx_involuntary=delta("ctx_involuntary"),
+        minor_faults=delta("minor_faults"), major_faults=delta("major_faults"), wall_s=round(wall, 3),
+        status=status, reason=reason, started_at=started_at, other_busy_cores=round(run_noise.other_cores, 3),
+        profile=c.profile)
+    for name, tl in (("samples.csv", server_tl), ("client_samples.csv", client_tl)):
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(sampler.Sample.columns())
+        w.writerows(s.row() for s in tl.samples)
+        atomic_write(run_dir / name, buf.getvalue())
+    write_json(run_dir / "run.json", {
+        "spec": spec.to_json(), "row": row.to_csv(), "target": t.name,
+        "proof": {"verified": verified, "server": proofs["server"].to_json() if "server" in proofs else None,
+                  "backends": [p.to_json() for p in proofs.get("backends", [])],
+                  "reason": all_proofs[0].reason if all_proofs else "no proof"},
+        "server_settings": srv.settings, "clean_shutdown": clean,
+        "sysbench": result.__dict__ if result else None, "noise": run_noise.to_json(),
+        "placement": {"server_cpus": sorted(server_cpus) if server_cpus else None,
+                      "client_cpus": sorted(client_cpus) if client_cpus else None,
+                      "server_memory_bytes": spec.server_memory_bytes or None},
+    })
+    return row
+
+
+def _client_setup(cpus: set[int] | None):
+    def setup():
+        die_with_parent()
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+    return setup

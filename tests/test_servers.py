@@ -1,0 +1,148 @@
+"""Real servers: MariaDB (InnoDB and MyRocks) and PostgreSQL started by alloclab under glibc and
+jemalloc, the allocator proved from /proc/PID/maps of the server, the real sysbench run for a
+few seconds, and nothing left behind: no process, no listening socket."""
+
+import io
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+from conftest import need
+
+from alloclab import plan, servers, study, targets
+from alloclab.progress import Progress
+from alloclab.store import Store
+
+TARGETS = ["mariadb-innodb", "mariadb-myrocks", "postgres"]
+
+
+def listeners() -> set[str]:
+    """Listening TCP sockets and unix sockets of the machine, as `ss` lists them."""
+    p = subprocess.run(["ss", "-Hlnxt"], capture_output=True, text=True)
+    return set(line.split()[4] if len(line.split()) > 4 else line for line in p.stdout.splitlines())
+
+
+def server_pids() -> set[int]:
+    p = subprocess.run(["pgrep", "-x", "mariadbd|postgres"], capture_output=True, text=True)
+    return {int(x) for x in p.stdout.split()}
+
+
+@pytest.fixture
+def before():
+    return server_pids(), listeners()
+
+
+def small_plan(target, allocators, test="oltp_read_only", threads=(2,), duration=2.0, runs=1):
+    raw = {"engines": [target], "allocators": list(allocators), "runs": runs, "profiles": {"sysbench": {}},
+           "workloads": [{"part": "sb", "workload": "sysbench", "test": test, "threads": list(threads),
+                          "tables": 2, "table_size": 2000, "duration_s": duration}]}
+    return plan.load(raw, default_seed=1)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_server_runs_prove_the_allocator_and_leave_nothing(target, found, tmp_path, before):
+    need(found, "jemalloc")
+    p = small_plan(target, ["glibc", "jemalloc"], test=["oltp_point_select", "oltp_read_only", "oltp_read_write"])
+    out = tmp_path / "res"
+    res = study.run(p, out, Progress(6, stream=io.StringIO(), live=False))
+    rows = Store(out).rows()
+    assert res.ok == 6, [(r.run_id, r.reason) for r in rows]
+    for r in rows:
+        assert r.allocator_verified and r.ops_per_s > 0 and r.p99_ns > 0 and r.peak_rss_bytes > 0
+        d = out / "runs" / r.run_id
+        assert (d / "server.log").exists() and (d / "client.log").exists() and (d / "client_samples.csv").exists()
+        proof = __import__("json").loads((d / "run.json").read_text())["proof"]
+        assert proof["server"]["verified"]
+        if target == "postgres":  # the backends that served the run are proved too
+            assert proof["backends"] and all(b["verified"] for b in proof["backends"])
+        if r.allocator == "jemalloc":
+            assert "libjemalloc" in proof["server"]["reason"]
+    assert Store(out).verify() == []
+    time.sleep(0.5)
+    pids_before, sockets_before = before
+    assert server_pids() <= pids_before, "a server was left running"
+    assert listeners() <= sockets_before, "a socket was left listening"
+
+
+def test_servers_listen_on_nothing_but_their_unix_socket(tmp_path):
+    t = targets.parse("mariadb-innodb")
+    srv = targets.Server(t, tmp_path / "d", tmp_path / "server.log",
+                         settings=targets.load_profile(t, "sysbench"))
+    srv.initialise()
+    srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    try:
+        inet = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout
+        assert f"pid={srv.pid}," not in inet, inet
+        unix = subprocess.run(["ss", "-Hlxp"], capture_output=True, text=True).stdout
+        assert str(srv.socket) in unix
+        assert "--password" not in " ".join(srv.argv())
+    finally:
+        assert srv.stop()
+
+
+def test_a_server_killed_mid_run_fails_that_run_and_the_next_starts_fresh(tmp_path, found):
+    p = small_plan("mariadb-innodb", ["glibc"], threads=(2,), duration=4.0, runs=2)
+    out = tmp_path / "res"
+
+    def killer():
+        # wait for the first run's server, then kill -9 it mid-run
+        for _ in range(600):
+            pids = server_pids()
+            runs = out / "runs"
+            if pids and runs.exists() and any((d / "client.log").exists() for d in runs.iterdir()):
+                time.sleep(1.5)
+                for pid in server_pids():
+                    os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    th = threading.Thread(target=killer)
+    th.start()
+    res = study.run(p, out, Progress(2, stream=io.StringIO(), live=False))
+    th.join()
+    rows = Store(out).rows()
+    assert res.total == 2 and res.failed == 1 and res.ok == 1, [(r.run_id, r.status, r.reason) for r in rows]
+    bad = next(r for r in rows if r.status == "failed")
+    assert "server exited" in bad.reason or "sysbench" in bad.reason
+    assert (out / "runs" / bad.run_id / "server.log").stat().st_size > 0
+    assert Store(out).verify() == []
+
+
+def test_sysbench_output_is_parsed():
+    from alloclab import sysbench
+    line = "[ {t}s ] thds: 4 tps: {tps} qps: 24691.20 (r/w/o: 1/2/3) lat (ms,99%): {lat} err/s: 0.00 reconn/s: 0.00"
+    text = line.format(t=1, tps="1234.56", lat="5.67") + "\n" + line.format(t=2, tps="1300.00", lat="5.00") + """
+SQL statistics:
+    transactions:                        2534   (1266.80 per sec.)
+    queries:                             50680  (25336.00 per sec.)
+    ignored errors:                      0      (0.00 per sec.)
+    reconnects:                          0      (0.00 per sec.)
+General statistics:
+    total time:                          2.0003s
+Latency (ms):
+         min:                                    0.50
+         avg:                                    3.15
+         max:                                   45.67
+         99th percentile:                        5.47
+"""
+    r = sysbench.parse(text)
+    assert (r.tps, r.qps, r.transactions, r.errors) == (1266.80, 25336.00, 2534, 0)
+    assert r.latency_ms == {"min": 0.5, "avg": 3.15, "max": 45.67, "p99": 5.47}
+    assert [i["tps"] for i in r.intervals] == [1234.56, 1300.0] and r.intervals[0]["lat_ms_p99"] == 5.67
+
+
+def test_unknown_targets_and_missing_plugins_are_refused_up_front():
+    from alloclab.errors import AlloclabError
+    with pytest.raises(AlloclabError, match="unknown server target"):
+        targets.parse("oracle")
+    t = targets.parse("mariadb:TIDESDB=ha_tidesdb.so")
+    assert (t.engine, t.plugin) == ("TIDESDB", "ha_tidesdb.so")
+    with pytest.raises(AlloclabError, match="ha_tidesdb.so"):
+        targets.check_available(t)
+    with pytest.raises(AlloclabError, match="runs against a server"):
+        plan.load({"engines": ["tidesdb"], "workloads": [{"workload": "sysbench", "test": "oltp_read_only"}]},
+                  default_seed=1)
+    assert servers  # imported for the study path
