@@ -21,6 +21,7 @@ from typing import Callable
 from alloclab import allocators, driver, events, noise, sampler
 from alloclab.datasets import Datasets
 from alloclab.errors import AlloclabError
+from alloclab.placement import parse_cpus
 from alloclab.plan import RunSpec
 from alloclab.store import RunRow, atomic_write, write_json
 
@@ -73,6 +74,17 @@ def die_with_parent() -> None:
     target outlives the study that started it."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _target_setup(cpus: str):
+    """preexec_fn of an in-process target: die with alloclab, run on the shape's CPU set."""
+    cpu_set = parse_cpus(cpus) if cpus else None
+
+    def setup():
+        die_with_parent()
+        if cpu_set:
+            os.sched_setaffinity(0, cpu_set)
+    return setup
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -131,7 +143,7 @@ def failed_row(spec: RunSpec, study: str, reason: str) -> RunRow:
         retries=0, peak_rss_bytes=0, cpu_user_s=0, cpu_sys_s=0, ctx_voluntary=0, ctx_involuntary=0, minor_faults=0,
         major_faults=0, wall_s=0.0, status=STATUS_FAILED, reason=reason,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), profile=c.profile,
-        warehouses=c.warehouses)
+        warehouses=c.warehouses, shape=c.shape)
 
 
 def _watch(proc: subprocess.Popen, r: int, raw, watch: Watch, timeline: sampler.Timeline, spec: RunSpec,
@@ -197,7 +209,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         try:
             proc = subprocess.Popen(driver.argv(exe, spec, db_path, w), env=env, stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=log, pass_fds=(w,), start_new_session=True,
-                                    preexec_fn=die_with_parent)
+                                    preexec_fn=_target_setup(spec.server_cpus))
         except OSError as e:
             os.close(r)
             os.close(w)
@@ -277,7 +289,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         ctx_voluntary=int(usage.get("ctx_voluntary", 0)), ctx_involuntary=int(usage.get("ctx_involuntary", 0)),
         minor_faults=int(usage.get("minor_faults", 0)), major_faults=int(usage.get("major_faults", 0)),
         wall_s=round(wall_s, 3), status=status, reason=reason, started_at=started_at,
-        other_busy_cores=round(run_noise.other_cores, 3), profile=c.profile, warehouses=c.warehouses,
+        other_busy_cores=round(run_noise.other_cores, 3), profile=c.profile, warehouses=c.warehouses, shape=c.shape,
         **tpcc_rates(summary),
     )
 

@@ -73,6 +73,7 @@ def to_html(t: Table) -> str:
 def params(cell: tuple) -> str:
     c = analyse.cell_dict(cell)
     prof = "" if c["profile"] == "default" else f" [{c['profile']}]"
+    prof += "" if c.get("shape", "default") == "default" else f" <{c['shape']}>"
     if c["workload"] == "tpcc":
         return f"tpcc w{c['warehouses']}{prof} vu{c['threads']}"
     if c["workload"] == "sysbench":

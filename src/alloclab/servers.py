@@ -207,7 +207,7 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         ctx_voluntary=delta("ctx_voluntary"), ctx_involuntary=delta("ctx_involuntary"),
         minor_faults=delta("minor_faults"), major_faults=delta("major_faults"), wall_s=round(wall, 3),
         status=status, reason=reason, started_at=started_at, other_busy_cores=round(run_noise.other_cores, 3),
-        profile=c.profile)
+        profile=c.profile, shape=c.shape)
     for name, tl in (("samples.csv", server_tl), ("client_samples.csv", client_tl)):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")

@@ -76,6 +76,7 @@ class RunRow:
     nopm: float = 0.0
     client_nopm: float = 0.0
     tpm: float = 0.0
+    shape: str = "default"
 
     @classmethod
     def columns(cls) -> list[str]:
