@@ -146,3 +146,31 @@ def test_unknown_targets_and_missing_plugins_are_refused_up_front():
         plan.load({"engines": ["tidesdb"], "workloads": [{"workload": "sysbench", "test": "oltp_read_only"}]},
                   default_seed=1)
     assert servers  # imported for the study path
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_tpcc_against_servers(target, found, tmp_path, before):
+    """TPC-C in the server's dialect, the allocator preloaded into the server and proved, the
+    consistency conditions checked, TPM read from the server's own counters."""
+    need(found, "jemalloc")
+    raw = {"engines": [target], "allocators": ["glibc", "jemalloc"], "runs": 1,
+           "workloads": [{"part": "tpcc", "workload": "tpcc", "warehouses": 1, "threads": 2, "loaders": 2,
+                          "rampup_s": 1, "duration_s": 4}]}
+    p = plan.load(raw, default_seed=2)
+    out = tmp_path / "res"
+    res = study.run(p, out, Progress(2, stream=io.StringIO(), live=False))
+    rows = Store(out).rows()
+    assert res.ok == 2, [(r.run_id, r.reason) for r in rows]
+    for r in rows:
+        assert r.allocator_verified and r.nopm > 0 and r.tpm > 0
+        # a 4 s window: orders in flight at its two edges weigh more than in a real run
+        assert abs(r.nopm - r.client_nopm) / r.client_nopm < 0.03
+        # the server counted at least the transactions the client committed
+        assert r.server_tpm >= 0.9 * r.tpm, (r.server_tpm, r.tpm)
+        run = __import__("json").loads((out / "runs" / r.run_id / "run.json").read_text())
+        assert run["check"]["ok"] and set(run["ops"]) == {"neword", "payment", "delivery", "slev", "ostat"}
+    assert len(list((out / "loads").iterdir())) == 1  # loaded once, copied per run
+    assert Store(out).verify() == []
+    time.sleep(0.5)
+    pids_before, sockets_before = before
+    assert server_pids() <= pids_before and listeners() <= sockets_before

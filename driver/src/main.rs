@@ -62,11 +62,21 @@ struct Channel {
 
 #[derive(Args, Debug)]
 struct Target {
+    /// tidesdb, rocksdb, sqlite, null; for TPC-C also mariadb and postgres (servers)
     #[arg(long)]
     engine: String,
     /// directory for the engine's files (created if missing)
-    #[arg(long)]
+    #[arg(long, default_value = ".")]
     db_path: PathBuf,
+    /// server engines: the server's unix socket (PostgreSQL: the socket file in its directory)
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// server engines: the database to use
+    #[arg(long, default_value = "tpcc")]
+    database: String,
+    /// MariaDB: the storage engine of the tables (InnoDB, ROCKSDB, ...)
+    #[arg(long, default_value = "InnoDB")]
+    table_engine: String,
     #[command(flatten)]
     engine_opts: EngineArgs,
 }
@@ -205,12 +215,26 @@ struct EngineArgs {
 }
 
 impl Target {
+    fn server(&self) -> Option<tpcc::sql::Server> {
+        self.socket.as_ref().map(|s| tpcc::sql::Server {
+            socket: s.clone(),
+            database: self.database.clone(),
+            table_engine: self.table_engine.clone(),
+        })
+    }
+
+    fn tpcc(&self) -> Result<Box<dyn tpcc::TpccDb>> {
+        tpcc::open(&self.engine, &self.options()?, self.server())
+    }
+
     fn options(&self) -> Result<EngineOptions> {
-        if !engines::ENGINES.contains(&self.engine.as_str()) {
+        let known = engines::ENGINES.contains(&self.engine.as_str())
+            || tpcc::ENGINES.contains(&self.engine.as_str());
+        if !known {
             bail!(
                 "unknown engine '{}'; choose one of {}",
                 self.engine,
-                engines::ENGINES.join(", ")
+                tpcc::ENGINES.join(", ")
             );
         }
         let e = &self.engine_opts;
@@ -311,7 +335,7 @@ fn run(a: RunArgs) -> Result<()> {
     }
     let start = json!({
         "engine": a.target.engine,
-        "engine_version": engines::versions()[a.target.engine.as_str()],
+        "engine_version": engines::versions().get(a.target.engine.as_str()).cloned().unwrap_or(serde_json::Value::Null),
         "engine_options": opts,
         "workload": if is_tpcc { json!("tpcc") } else { json!(kv_spec) },
         "threads": a.threads,
@@ -345,7 +369,7 @@ fn run(a: RunArgs) -> Result<()> {
                 json!({"phase": "close", "state": "end", "duration_s": t1.elapsed().as_secs_f64()}),
             )?;
         } else {
-            let db = tpcc::open(&a.target.engine, &opts)?;
+            let db = a.target.tpcc()?;
             sink.emit(
                 "phase",
                 json!({"phase": "open", "state": "end", "duration_s": t0.elapsed().as_secs_f64()}),
@@ -389,11 +413,11 @@ fn emit_check(db: &dyn tpcc::TpccDb, warehouses: u32, sink: &EventSink) -> Resul
 fn load(a: LoadArgs) -> Result<()> {
     let opts = a.target.options()?;
     let sink = a.channel.open()?;
-    let start = json!({"engine": a.target.engine, "engine_version": engines::versions()[a.target.engine.as_str()],
+    let start = json!({"engine": a.target.engine, "engine_version": engines::versions().get(a.target.engine.as_str()).cloned().unwrap_or(serde_json::Value::Null),
                        "engine_options": opts, "workload": "tpcc-load", "warehouses": a.warehouses,
                        "loaders": a.loaders});
     with_events(&sink, start, || {
-        let db = tpcc::open(&a.target.engine, &opts)?;
+        let db = a.target.tpcc()?;
         tpcc::load(&*db, a.warehouses, a.loaders, a.seed, &sink)?;
         let t1 = Instant::now();
         drop(db);
@@ -406,18 +430,18 @@ fn load(a: LoadArgs) -> Result<()> {
 }
 
 fn check(a: CheckArgs) -> Result<()> {
-    let opts = a.target.options()?;
+    a.target.options()?;
     let sink = a.channel.open()?;
     let start = json!({"engine": a.target.engine, "workload": "tpcc-check"});
     with_events(&sink, start, || {
-        let db = tpcc::open(&a.target.engine, &opts)?;
+        let db = a.target.tpcc()?;
         let meta = tpcc::read_meta(&*db)?;
         emit_check(&*db, meta.warehouses, &sink)
     })
 }
 
 fn corrupt(a: CorruptArgs) -> Result<()> {
-    let db = tpcc::open(&a.target.engine, &a.target.options()?)?;
+    let db = a.target.tpcc()?;
     let mut tx = db.session()?;
     let e = |e: engines::DbError| anyhow::anyhow!("{e}");
     tx.begin(true).map_err(e)?;

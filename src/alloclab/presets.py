@@ -79,10 +79,12 @@ def _tpcc_size(scale: str) -> dict:
 
 
 def tpcc_allocators(scale: str) -> dict:
-    """Study 1 (seed 000): how much the allocator moves TPC-C throughput, per engine."""
+    """Study 1 (seed 000): how much the allocator moves TPC-C throughput, per engine: the LSM
+    engines embedded (TidesDB, RocksDB) and inside MariaDB (MyRocks), InnoDB in MariaDB with the
+    allocator preloaded into the server, and SQLite; profile "small" everywhere."""
     return {
         "name": "tpcc-allocators",
-        "engines": ["tidesdb", "rocksdb", "sqlite"],
+        "engines": ["tidesdb", "rocksdb", "sqlite", "mariadb-innodb", "mariadb-myrocks"],
         "runs": {"smoke": 1, "quick": 1, "full": 2}[scale],
         "engine_options": dict(SMALL),
         "workloads": [{"part": "tpcc", "workload": "tpcc", "mix": "spec", **_tpcc_size(scale)}],
@@ -100,7 +102,7 @@ def engines_tpcc(scale: str) -> dict:
              "sync": "none", "compression": "none", "flush_threads": 8, "compaction_threads": 8}
     return {
         "name": "engines-tpcc",
-        "engines": ["tidesdb", "rocksdb", "sqlite"],
+        "engines": ["tidesdb", "rocksdb", "sqlite", "mariadb-innodb", "mariadb-myrocks", "postgres"],
         "allocators": ["glibc"],
         "runs": 3 if scale != "smoke" else 1,
         "profiles": {"small": dict(SMALL), "large": large},

@@ -17,9 +17,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab import allocators, noise, sampler, sysbench, targets
+from alloclab import allocators, events, noise, sampler, sysbench, targets
 from alloclab.errors import AlloclabError
-from alloclab.execute import STATUS_FAILED, STATUS_INVALID, STATUS_OK, die_with_parent
+from alloclab.execute import STATUS_FAILED, STATUS_INVALID, STATUS_OK, die_with_parent, tpcc_rates
 from alloclab.placement import MemoryLimit, parse_cpus
 from alloclab.plan import RunSpec
 from alloclab.store import RunRow, atomic_write, write_json
@@ -37,14 +37,18 @@ def _copy(src: Path, dst: Path) -> None:
 
 
 def profile_settings(spec: RunSpec) -> dict[str, str]:
+    """The server settings of a run: its named profile, else "small" for TPC-C (study 1) and
+    "sysbench" for sysbench (studies 3 and 5)."""
     t = targets.parse(spec.cell.engine)
-    return targets.load_profile(t, spec.cell.profile if spec.cell.profile != "default" else "sysbench")
+    default = "small" if spec.cell.workload == "tpcc" else "sysbench"
+    return targets.load_profile(t, spec.cell.profile if spec.cell.profile != "default" else default)
 
 
 class Golden:
     """Prepared datadirs, stopped, one per (target, dataset, profile)."""
 
-    def __init__(self, scratch: Path, study_root: Path, notify=None):
+    def __init__(self, scratch: Path, study_root: Path, exe: Path, notify=None):
+        self.exe = exe
         self.cache = scratch / "golden"
         self.study_root = study_root
         self.notify = notify or (lambda _t: None)
@@ -53,10 +57,16 @@ class Golden:
     @staticmethod
     def key(spec: RunSpec) -> str:
         c = spec.cell
-        ident = {"target": c.engine, "tables": c.tables, "table_size": c.table_size,
-                 "settings": profile_settings(spec)}
+        if c.workload == "tpcc":
+            ident = {"target": c.engine, "warehouses": c.warehouses, "loaders": c.loaders, "seed": spec.study_seed,
+                     "settings": profile_settings(spec)}
+            what = f"tpcc-w{c.warehouses}"
+        else:
+            ident = {"target": c.engine, "tables": c.tables, "table_size": c.table_size,
+                     "settings": profile_settings(spec)}
+            what = f"sb{c.tables}x{c.table_size}"
         digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
-        return f"{c.engine.replace(':', '_')}-sb{c.tables}x{c.table_size}-{digest}"
+        return f"{c.engine.replace(':', '_')}-{what}-{digest}"
 
     def datadir(self, spec: RunSpec) -> Path:
         key = self.key(spec)
@@ -77,19 +87,28 @@ class Golden:
         t = targets.parse(c.engine)
         logs = self.study_root / "loads" / key
         logs.mkdir(parents=True, exist_ok=True)
-        self.notify(f"preparing {c.tables} x {c.table_size} sysbench rows in {c.engine} ({key}), unmeasured")
+        what = (f"{c.warehouses} TPC-C warehouse(s)" if c.workload == "tpcc"
+                else f"{c.tables} x {c.table_size} sysbench rows")
+        self.notify(f"preparing {what} in {c.engine} ({key}), unmeasured")
         shutil.rmtree(path, ignore_errors=True)
         srv = targets.Server(t, path, logs / "server.log", settings=profile_settings(spec))
         t0 = time.monotonic()
         srv.initialise()
         srv.start(_clean_env())
         try:
-            srv.sql(f"CREATE DATABASE {sysbench.DATABASE}")
+            if c.workload == "tpcc":
+                srv.sql(f"CREATE DATABASE {TPCC_DATABASE}")
+                argv = [str(self.exe), "tpcc-load", *client_target(srv), "--warehouses", str(c.warehouses),
+                        "--loaders", str(c.loaders), "--seed", str(spec.study_seed), "--events",
+                        str(logs / "events.jsonl")]
+            else:
+                srv.sql(f"CREATE DATABASE {sysbench.DATABASE}")
+                argv = sysbench.prepare_argv(srv, c.tables, c.table_size)
             with open(logs / "prepare.log", "wb") as log:
-                p = subprocess.run(sysbench.prepare_argv(srv, c.tables, c.table_size), stdout=log, stderr=log,
-                                   timeout=spec.timeout_s, preexec_fn=die_with_parent)
+                p = subprocess.run(argv, stdout=log, stderr=log, timeout=spec.timeout_s, preexec_fn=die_with_parent,
+                                   env=_clean_env())
             if p.returncode != 0:
-                raise AlloclabError(f"sysbench prepare failed on {c.engine}: "
+                raise AlloclabError(f"preparing {key} failed: "
                                     f"{(logs / 'prepare.log').read_text(errors='replace').strip()[-300:]}")
         finally:
             clean = srv.stop()
@@ -101,11 +120,32 @@ class Golden:
         self.notify(f"prepared {key} in {time.monotonic() - t0:.1f}s")
 
 
+TPCC_DATABASE = "tpcc"
+
+
+def client_target(srv: targets.Server) -> list[str]:
+    """How the driver, as a client, reaches a server alloclab started."""
+    engine = "postgres" if srv.target.kind == "postgres" else "mariadb"
+    return ["--engine", engine, "--socket", str(srv.socket), "--database", TPCC_DATABASE,
+            "--table-engine", srv.target.engine]
+
+
+def tpcc_client_argv(exe: Path, srv: targets.Server, spec: RunSpec, events_path: Path) -> list[str]:
+    c = spec.cell
+    a = [str(exe), "run", "--workload", "tpcc", *client_target(srv), "--threads", str(c.threads),
+         "--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--seed", str(spec.seed), "--warmup-s",
+         repr(spec.warmup_s), "--interval-ms", str(spec.interval_ms), "--check", "--events", str(events_path)]
+    a += ["--all-warehouses"] if c.all_warehouses else []
+    a += ["--think"] if c.think else []
+    a += ["--duration-s", repr(c.duration_s)] if c.duration_s is not None else ["--ops", str(c.ops)]
+    return a
+
+
 def _proof(alloc: allocators.Allocator, pid: int) -> allocators.Proof:
     return allocators.prove(alloc, allocators.read_maps(pid), pid)
 
 
-def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, golden: Path,
+def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, golden: Path, exe: Path,
                    sample_hz: float = 20.0) -> RunRow:
     c = spec.cell
     t = targets.parse(c.engine)
@@ -120,7 +160,7 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
     client_cpus = parse_cpus(spec.client_cpus, "client_cpus") if spec.client_cpus else None
     limit = MemoryLimit(f"alloclab-{os.getpid()}-{spec.index}", spec.server_memory_bytes) \
         if spec.server_memory_bytes else None
-    failure, proofs, result = None, {}, None
+    failure, proofs, result, tpcc = None, {}, None, None
     server_tl, client_tl = sampler.Timeline(sample_hz), sampler.Timeline(sample_hz)
     cpu_watch = noise.CpuWatch()
     t0 = time.monotonic()
@@ -129,7 +169,10 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         srv.start(spec.allocator.target_env(dict(os.environ)), cpus=server_cpus,
                   preexec=limit.attach if limit else None)
         proofs["server"] = _proof(spec.allocator, srv.pid)
-        argv = sysbench.run_argv(srv, c.test, c.threads, c.duration_s or 10, c.tables, c.table_size, spec.seed)
+        if c.workload == "tpcc":
+            argv = tpcc_client_argv(exe, srv, spec, run_dir / ".events.jsonl.partial")
+        else:
+            argv = sysbench.run_argv(srv, c.test, c.threads, c.duration_s or 10, c.tables, c.table_size, spec.seed)
         with open(run_dir / "client.log", "wb") as out:
             client = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                       preexec_fn=_client_setup(client_cpus), env=_clean_env())
@@ -151,7 +194,9 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
                     failure = f"ran past its deadline of {spec.timeout_s:g}s and was killed"
                     client.kill()
         text = (run_dir / "client.log").read_text(errors="replace")
-        if failure is None:
+        if failure is None and c.workload == "tpcc":
+            tpcc, failure = _tpcc_outcome(run_dir, client.returncode, text)
+        elif failure is None:
             try:
                 result = sysbench.parse(text)
             except AlloclabError as e:
@@ -178,7 +223,7 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
     status, reason = STATUS_OK, ""
     if failure:
         status, reason = STATUS_FAILED, failure
-    elif client is not None and client.returncode != 0:
+    elif c.workload == "sysbench" and client is not None and client.returncode != 0:
         status, reason = STATUS_FAILED, f"sysbench exited with code {client.returncode}"
     elif not clean:
         status, reason = STATUS_FAILED, f"the server did not shut down cleanly: {srv.log_tail()}"
@@ -192,22 +237,17 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
     def delta(attr):
         return getattr(last, attr) - getattr(first, attr) if first else 0
 
-    lat = result.latency_ms if result else {}
     row = RunRow(
         run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine,
         allocator=spec.allocator.name, allocator_base=spec.allocator.base, allocator_verified=verified,
-        workload=c.workload, part=c.part, pattern=c.test, threads=c.threads, batch=1, key_bytes=0, value_bytes=0,
-        repeat=spec.repeat, seed=spec.seed, ops=result.transactions if result else 0,
-        duration_s=result.total_time_s if result else 0.0, ops_per_s=result.tps if result else 0.0,
-        p50_ns=0, p95_ns=0, p99_ns=lat.get("p99", 0) * 1e6, p999_ns=0, max_ns=lat.get("max", 0) * 1e6,
-        # sysbench's "ignored errors" (deadlocks and the like) are retried by sysbench: recorded, not fatal
-        mean_ns=lat.get("avg", 0) * 1e6, errors=0, retries=result.errors if result else 0,
+        workload=c.workload, part=c.part, pattern=c.test or "", threads=c.threads, batch=1, key_bytes=0,
+        value_bytes=0, repeat=spec.repeat, seed=spec.seed,
         peak_rss_bytes=max(server_tl.peak_rss(), server_tl.peak_hwm()),
         cpu_user_s=round(delta("cpu_user_s"), 3), cpu_sys_s=round(delta("cpu_sys_s"), 3),
         ctx_voluntary=delta("ctx_voluntary"), ctx_involuntary=delta("ctx_involuntary"),
         minor_faults=delta("minor_faults"), major_faults=delta("major_faults"), wall_s=round(wall, 3),
         status=status, reason=reason, started_at=started_at, other_busy_cores=round(run_noise.other_cores, 3),
-        profile=c.profile, shape=c.shape)
+        profile=c.profile, shape=c.shape, warehouses=c.warehouses, **_measures(result, tpcc))
     for name, tl in (("samples.csv", server_tl), ("client_samples.csv", client_tl)):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -221,11 +261,58 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
                   "reason": all_proofs[0].reason if all_proofs else "no proof"},
         "server_settings": srv.settings, "clean_shutdown": clean,
         "sysbench": result.__dict__ if result else None, "noise": run_noise.to_json(),
+        "summary": {k: v for k, v in (tpcc or {}).get("summary", {}).items() if k != "ops"} or None,
+        "ops": {n: {k: v for k, v in op.items() if k != "hist"}
+                for n, op in (tpcc or {}).get("summary", {}).get("ops", {}).items()},
+        "check": (tpcc or {}).get("check"),
         "placement": {"server_cpus": sorted(server_cpus) if server_cpus else None,
                       "client_cpus": sorted(client_cpus) if client_cpus else None,
                       "server_memory_bytes": spec.server_memory_bytes or None},
     })
     return row
+
+
+def _tpcc_outcome(run_dir: Path, exit_code: int, log_text: str) -> tuple[dict | None, str | None]:
+    """The driver's events as TPC-C client: its summary and consistency check, or why it failed."""
+    partial = run_dir / ".events.jsonl.partial"
+    if partial.exists():
+        os.replace(partial, run_dir / "events.jsonl")
+    try:
+        evs = list(events.parse_lines((run_dir / "events.jsonl").read_text().splitlines()))
+    except (OSError, AlloclabError) as e:
+        return None, f"the TPC-C client left no readable events ({e}): {log_text.strip()[-200:]}"
+    found = {e.type: e.data for e in evs}
+    end = found.get("end", {})
+    if exit_code != 0 or end.get("status") != "ok" or "summary" not in found:
+        return None, f"the TPC-C client failed (exit {exit_code}): {end.get('error') or log_text.strip()[-200:]}"
+    out = {"summary": found["summary"], "check": found.get("check")}
+    if found["summary"].get("total_errors"):
+        return out, f"{found['summary']['total_errors']} TPC-C transactions failed; first: " \
+                    f"{found['summary'].get('first_error')}"
+    check = found.get("check")
+    if not check:
+        return out, "the TPC-C consistency check did not run"
+    if not check.get("ok"):
+        bad = [x for x in check.get("conditions", []) if not x.get("ok")]
+        return out, "consistency " + "; ".join(f"condition {x.get('id')} failed: {x.get('detail')}" for x in bad)
+    return out, None
+
+
+def _measures(result: sysbench.Result | None, tpcc: dict | None) -> dict:
+    """The client-side numbers of a row, from sysbench or from the TPC-C driver."""
+    if tpcc:
+        summ = tpcc["summary"]
+        pct = events.percentiles_ns(events.merged_histogram(summ))
+        return {"ops": int(summ.get("total_ops", 0)), "duration_s": round(float(summ.get("duration_s", 0)), 6),
+                "ops_per_s": round(float(summ.get("ops_per_s", 0)), 2), **pct,
+                "errors": int(summ.get("total_errors", 0)), "retries": int(summ.get("total_retries", 0)),
+                **tpcc_rates(summ), "server_tpm": round(float((summ.get("workload") or {}).get("server_tpm") or 0), 1)}
+    lat = result.latency_ms if result else {}
+    return {"ops": result.transactions if result else 0, "duration_s": result.total_time_s if result else 0.0,
+            "ops_per_s": result.tps if result else 0.0, "p50_ns": 0, "p95_ns": 0, "p99_ns": lat.get("p99", 0) * 1e6,
+            "p999_ns": 0, "max_ns": lat.get("max", 0) * 1e6, "mean_ns": lat.get("avg", 0) * 1e6, "errors": 0,
+            # sysbench's "ignored errors" (deadlocks and the like) are retried by sysbench: recorded, not fatal
+            "retries": result.errors if result else 0}
 
 
 def _client_setup(cpus: set[int] | None):

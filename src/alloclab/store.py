@@ -77,6 +77,7 @@ class RunRow:
     client_nopm: float = 0.0
     tpm: float = 0.0
     shape: str = "default"
+    server_tpm: float = 0.0
 
     @classmethod
     def columns(cls) -> list[str]:

@@ -18,7 +18,7 @@ from alloclab import driver, machine, servers
 from alloclab.datasets import DatasetError, Datasets
 from alloclab.errors import AlloclabError
 from alloclab.execute import execute, failed_row
-from alloclab.plan import Plan, RunSpec
+from alloclab.plan import ENGINES, Plan, RunSpec
 from alloclab.progress import Progress
 from alloclab.store import Store
 
@@ -122,19 +122,19 @@ def _run_all(store: Store, study: str, specs: list[RunSpec], done: set[str], exe
              progress: Progress) -> StudyResult:
     counts = {"ok": 0, "failed": 0, "invalid": 0}
     datasets = Datasets(exe, scratch, store.root, notify=progress.message)
-    golden = servers.Golden(scratch, store.root, notify=progress.message)
+    golden = servers.Golden(scratch, store.root, exe, notify=progress.message)
     current: Path | None = None
     try:
         for spec in specs:
             progress.start(spec)
             current = store.run_dir(spec.run_id)
-            if spec.cell.workload == "sysbench":
+            if spec.cell.workload == "sysbench" or spec.cell.engine not in ENGINES:
                 try:
                     data = golden.datadir(spec)
                 except AlloclabError as e:
                     row = failed_row(spec, study, str(e))
                 else:
-                    row = servers.execute_server(spec, current, scratch, study, data)
+                    row = servers.execute_server(spec, current, scratch, study, data, exe)
             else:
                 try:
                     seed_data = datasets.pristine(spec)

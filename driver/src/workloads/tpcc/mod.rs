@@ -31,6 +31,11 @@ const OSTAT: usize = 4;
 
 pub trait TpccDb: Send + Sync {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>>;
+    /// The server's own count of committed plus rolled-back transactions, where there is a
+    /// server (MariaDB: Com_commit + Com_rollback; PostgreSQL: xact_commit + xact_rollback).
+    fn transaction_counter(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// Row-level access TPC-C needs, inside begin .. commit. `insert` tells SQL engines
@@ -71,12 +76,26 @@ pub trait TpccTx {
     fn district_order_line_count(&mut self, w: u32, d: u32) -> DbResult<u64>;
 }
 
-/// Key-value engines get the ordered-key encoding, SQLite gets SQL.
-pub fn open(engine: &str, opts: &EngineOptions) -> Result<Box<dyn TpccDb>> {
+pub const ENGINES: &[&str] = &["tidesdb", "rocksdb", "sqlite", "mariadb", "postgres"];
+
+/// Key-value engines get the ordered-key encoding; SQLite, MariaDB and PostgreSQL get SQL.
+/// `server` says where a server alloclab started listens (its unix socket).
+pub fn open(
+    engine: &str,
+    opts: &EngineOptions,
+    server: Option<sql::Server>,
+) -> Result<Box<dyn TpccDb>> {
+    let need_server = || {
+        server
+            .clone()
+            .context("--socket is needed to reach a server")
+    };
     Ok(match engine {
         "sqlite" => Box::new(sql::TpccSqlite::open(opts)?),
         "tidesdb" | "rocksdb" => Box::new(kv::TpccKv::new(engines::open(engine, opts)?)),
-        other => bail!("TPC-C runs on tidesdb, rocksdb and sqlite, not '{other}'"),
+        "mariadb" => Box::new(sql::TpccMariaDb::open(need_server()?)?),
+        "postgres" => Box::new(sql::TpccPostgres::open(need_server()?)?),
+        other => bail!("TPC-C runs on {}, not '{other}'", ENGINES.join(", ")),
     })
 }
 
@@ -374,6 +393,7 @@ pub struct TpccWorkload<'a> {
     spec: TpccSpec,
     c_run: Constants,
     next_o_start: Mutex<Option<u64>>,
+    server_txn_start: Mutex<Option<u64>>,
 }
 
 impl<'a> TpccWorkload<'a> {
@@ -393,6 +413,7 @@ impl<'a> TpccWorkload<'a> {
             spec,
             c_run,
             next_o_start: Mutex::new(None),
+            server_txn_start: Mutex::new(None),
         })
     }
 }
@@ -414,18 +435,25 @@ impl Workload for TpccWorkload<'_> {
     fn measure_begin(&self) -> Result<()> {
         *self.next_o_start.lock().expect("poisoned") =
             Some(next_order_sum(self.db, self.spec.warehouses)?);
+        *self.server_txn_start.lock().expect("poisoned") = self.db.transaction_counter()?;
         Ok(())
     }
     fn measure_end(&self, duration_s: f64) -> Result<serde_json::Value> {
         let start = self.next_o_start.lock().expect("poisoned").unwrap_or(0);
         let end = next_order_sum(self.db, self.spec.warehouses)?;
         let minutes = duration_s / 60.0;
+        let started = *self.server_txn_start.lock().expect("poisoned");
+        let server_tpm = match (started, self.db.transaction_counter()?) {
+            (Some(a), Some(b)) if minutes > 0.0 => Some(b.saturating_sub(a) as f64 / minutes),
+            _ => None,
+        };
         Ok(json!({
             "kind": "tpcc",
             "warehouses": self.spec.warehouses,
             "d_next_o_id_sum_start": start,
             "d_next_o_id_sum_end": end,
             "nopm": if minutes > 0.0 { (end - start) as f64 / minutes } else { 0.0 },
+            "server_tpm": server_tpm,
             "c_run": self.c_run,
             "mix": self.spec.mix,
         }))

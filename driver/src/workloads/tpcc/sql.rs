@@ -1,20 +1,19 @@
-//! TPC-C over SQL. SQLite runs here; the MariaDB and PostgreSQL dialects are the same
-//! statements with their placeholders and row locks (`FOR UPDATE`), for the server targets.
-//! Money is BIGINT cents and rates BIGINT ten-thousandths in every dialect, so that the
+//! TPC-C over SQL, written once for SQLite, MariaDB and PostgreSQL: the same statements with
+//! each dialect's placeholders and row locks (`FOR UPDATE`), through one small connection
+//! trait. Money is BIGINT cents and rates BIGINT ten-thousandths in every dialect, so that the
 //! consistency conditions compare exact integers.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::rows::*;
 use super::{TpccDb, TpccTx};
 use crate::engines::{DbError, DbResult, EngineOptions, SyncMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // MariaDb and Postgres: for the server targets
 pub enum Dialect {
     Sqlite,
     MariaDb,
@@ -106,12 +105,119 @@ const CHECK_ORDERS: &str = "SELECT COALESCE(MAX(o_id), 0), COALESCE(SUM(o_ol_cnt
 const CHECK_NEW_ORDERS: &str = "SELECT COALESCE(MIN(no_o_id), 0), COALESCE(MAX(no_o_id), 0), COUNT(*) FROM new_order WHERE no_w_id = ? AND no_d_id = ?";
 const CHECK_LINES: &str = "SELECT COUNT(*) FROM order_line WHERE ol_w_id = ? AND ol_d_id = ?";
 
+/// A value crossing the connection: everything TPC-C stores is an integer or text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum V {
+    Null,
+    I(i64),
+    T(String),
+}
+
+impl From<u32> for V {
+    fn from(x: u32) -> Self {
+        V::I(x as i64)
+    }
+}
+impl From<i32> for V {
+    fn from(x: i32) -> Self {
+        V::I(x as i64)
+    }
+}
+impl From<i64> for V {
+    fn from(x: i64) -> Self {
+        V::I(x)
+    }
+}
+impl From<bool> for V {
+    fn from(x: bool) -> Self {
+        V::I(x as i64)
+    }
+}
+impl From<&String> for V {
+    fn from(x: &String) -> Self {
+        V::T(x.clone())
+    }
+}
+impl From<&str> for V {
+    fn from(x: &str) -> Self {
+        V::T(x.to_string())
+    }
+}
+impl<T: Into<V>> From<Option<T>> for V {
+    fn from(x: Option<T>) -> Self {
+        x.map_or(V::Null, Into::into)
+    }
+}
+
+impl V {
+    fn i(&self) -> i64 {
+        match self {
+            V::I(x) => *x,
+            V::T(t) => t.trim().parse().unwrap_or(0),
+            V::Null => 0,
+        }
+    }
+    fn u(&self) -> u32 {
+        self.i() as u32
+    }
+    fn opt_u(&self) -> Option<u32> {
+        (*self != V::Null).then(|| self.u())
+    }
+    fn opt_i(&self) -> Option<i64> {
+        (*self != V::Null).then(|| self.i())
+    }
+    fn s(&self) -> String {
+        match self {
+            V::T(t) => t.clone(),
+            V::I(x) => x.to_string(),
+            V::Null => String::new(),
+        }
+    }
+}
+
+macro_rules! vals {
+    ($($x:expr),* $(,)?) => { [$(V::from($x)),*] };
+}
+
+/// One database connection, as narrow as TPC-C needs.
+pub trait SqlConn {
+    fn dialect(&self) -> Dialect;
+    /// Statements without parameters or results (BEGIN, COMMIT, DDL).
+    fn batch(&mut self, sql: &str) -> DbResult<()>;
+    fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>>;
+    fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()>;
+}
+
+/// The engine clause of CREATE TABLE for MariaDB (e.g. InnoDB, ROCKSDB).
+pub fn schema(dialect: Dialect, table_engine: &str) -> Vec<String> {
+    let clause = if dialect == Dialect::MariaDb {
+        format!(" ENGINE={table_engine}")
+    } else {
+        String::new()
+    };
+    SCHEMA
+        .iter()
+        .map(|s| {
+            s.replace(
+                "{engine}",
+                if s.starts_with("CREATE TABLE") {
+                    &clause
+                } else {
+                    ""
+                },
+            )
+        })
+        .collect()
+}
+
+// --- SQLite ------------------------------------------------------------------------------------
+
 pub struct TpccSqlite {
     file: PathBuf,
     pragmas: String,
 }
 
-fn map_err(e: rusqlite::Error) -> DbError {
+fn sqlite_err(e: rusqlite::Error) -> DbError {
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked) => {
             DbError::Conflict(e.to_string())
@@ -143,14 +249,16 @@ impl TpccSqlite {
             )
             .map(|n| n > 0)?;
         if !exists {
-            let ddl: Vec<String> = SCHEMA.iter().map(|s| s.replace("{engine}", "")).collect();
-            c.execute_batch(&format!("BEGIN; {}; COMMIT;", ddl.join("; ")))?;
+            c.execute_batch(&format!(
+                "BEGIN; {}; COMMIT;",
+                schema(Dialect::Sqlite, "").join("; ")
+            ))?;
         }
         Ok(db)
     }
 
-    fn connect(&self) -> Result<Connection> {
-        let c = Connection::open(&self.file)
+    fn connect(&self) -> Result<rusqlite::Connection> {
+        let c = rusqlite::Connection::open(&self.file)
             .with_context(|| format!("cannot open {}", self.file.display()))?;
         c.busy_timeout(Duration::from_secs(60))?;
         c.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
@@ -161,239 +269,562 @@ impl TpccSqlite {
 
 impl TpccDb for TpccSqlite {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
-        Ok(Box::new(SqlTx {
-            c: self.connect()?,
-            open: false,
-            d: Dialect::Sqlite,
-        }))
+        Ok(Box::new(SqlTx::new(SqliteConn(self.connect()?))))
     }
 }
 
-struct SqlTx {
-    c: Connection,
-    open: bool,
-    d: Dialect,
-}
+struct SqliteConn(rusqlite::Connection);
 
-fn o_u32(v: Option<i64>) -> Option<u32> {
-    v.map(|x| x as u32)
-}
-
-impl SqlTx {
-    fn q(&self, text: &str) -> String {
-        self.d.sql(&text.replace("{lock}", self.d.for_update()))
+impl SqlConn for SqliteConn {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
     }
-
-    fn one<T>(
-        &mut self,
-        text: &str,
-        p: impl rusqlite::Params,
-        f: impl FnOnce(&Row) -> rusqlite::Result<T>,
-    ) -> DbResult<T> {
-        let sql = self.q(text);
-        let mut st = self.c.prepare_cached(&sql).map_err(map_err)?;
-        st.query_row(p, f).map_err(map_err)
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        self.0.execute_batch(sql).map_err(sqlite_err)
     }
-
-    fn exec(&mut self, text: &str, p: impl rusqlite::Params) -> DbResult<()> {
-        let sql = self.q(text);
-        let mut st = self.c.prepare_cached(&sql).map_err(map_err)?;
-        st.execute(p).map_err(map_err)?;
+    fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
+        let mut st = self.0.prepare_cached(sql).map_err(sqlite_err)?;
+        let n = st.column_count();
+        let p = rusqlite::params_from_iter(params.iter().map(sqlite_value));
+        let mut rows = st.query(p).map_err(sqlite_err)?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(sqlite_err)? {
+            let mut row = Vec::with_capacity(n);
+            for i in 0..n {
+                row.push(match r.get_ref(i).map_err(sqlite_err)? {
+                    rusqlite::types::ValueRef::Null => V::Null,
+                    rusqlite::types::ValueRef::Integer(x) => V::I(x),
+                    rusqlite::types::ValueRef::Real(x) => V::I(x as i64),
+                    rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
+                        V::T(String::from_utf8_lossy(t).into_owned())
+                    }
+                });
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+    fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()> {
+        let mut st = self.0.prepare_cached(sql).map_err(sqlite_err)?;
+        st.execute(rusqlite::params_from_iter(params.iter().map(sqlite_value)))
+            .map_err(sqlite_err)?;
         Ok(())
     }
 }
 
-fn customer_from(r: &Row) -> rusqlite::Result<Customer> {
-    Ok(Customer {
-        w_id: r.get(0)?,
-        d_id: r.get(1)?,
-        c_id: r.get(2)?,
-        first: r.get(3)?,
-        middle: r.get(4)?,
-        last: r.get(5)?,
-        street_1: r.get(6)?,
-        street_2: r.get(7)?,
-        city: r.get(8)?,
-        state: r.get(9)?,
-        zip: r.get(10)?,
-        phone: r.get(11)?,
-        since: r.get(12)?,
-        credit: r.get(13)?,
-        credit_lim: r.get(14)?,
-        discount: r.get(15)?,
-        balance: r.get(16)?,
-        ytd_payment: r.get(17)?,
-        payment_cnt: r.get(18)?,
-        delivery_cnt: r.get(19)?,
-        data: r.get(20)?,
-    })
+fn sqlite_value(v: &V) -> rusqlite::types::Value {
+    match v {
+        V::Null => rusqlite::types::Value::Null,
+        V::I(x) => rusqlite::types::Value::Integer(*x),
+        V::T(t) => rusqlite::types::Value::Text(t.clone()),
+    }
 }
 
-fn order_from(r: &Row) -> rusqlite::Result<Order> {
-    Ok(Order {
-        w_id: r.get(0)?,
-        d_id: r.get(1)?,
-        o_id: r.get(2)?,
-        c_id: r.get(3)?,
-        entry_d: r.get(4)?,
-        carrier_id: o_u32(r.get(5)?),
-        ol_cnt: r.get(6)?,
-        all_local: r.get::<_, i64>(7)? != 0,
-    })
+// --- MariaDB ---------------------------------------------------------------------------------
+
+/// A MariaDB server alloclab started: its unix socket, the database, the tables' engine.
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub socket: PathBuf,
+    pub database: String,
+    pub table_engine: String,
 }
 
-fn line_from(r: &Row) -> rusqlite::Result<OrderLine> {
-    Ok(OrderLine {
-        w_id: r.get(0)?,
-        d_id: r.get(1)?,
-        o_id: r.get(2)?,
-        number: r.get(3)?,
-        i_id: r.get(4)?,
-        supply_w_id: r.get(5)?,
-        delivery_d: r.get(6)?,
-        quantity: r.get(7)?,
-        amount: r.get(8)?,
-        dist_info: r.get(9)?,
-    })
+pub struct TpccMariaDb {
+    server: Server,
 }
 
-impl TpccTx for SqlTx {
+fn mysql_err(e: mysql::Error) -> DbError {
+    match &e {
+        // deadlock, lock wait timeout: retry the transaction
+        mysql::Error::MySqlError(m) if m.code == 1213 || m.code == 1205 => {
+            DbError::Conflict(e.to_string())
+        }
+        _ => DbError::Other(anyhow::Error::new(e)),
+    }
+}
+
+impl TpccMariaDb {
+    pub fn open(server: Server) -> Result<Self> {
+        let db = TpccMariaDb { server };
+        let mut c = db.connect()?;
+        let tables = c
+            .query("SHOW TABLES LIKE 'warehouse'", &[])
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if tables.is_empty() {
+            for stmt in schema(Dialect::MariaDb, &db.server.table_engine) {
+                c.batch(&stmt).map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+        }
+        Ok(db)
+    }
+
+    fn connect(&self) -> Result<MariaConn> {
+        let opts = mysql::OptsBuilder::new()
+            .socket(Some(self.server.socket.to_string_lossy().into_owned()))
+            .user(Some("root"))
+            .db_name(Some(self.server.database.clone()))
+            .stmt_cache_size(Some(64));
+        let c = mysql::Conn::new(opts).with_context(|| {
+            format!(
+                "cannot connect to MariaDB at {}",
+                self.server.socket.display()
+            )
+        })?;
+        Ok(MariaConn(c))
+    }
+}
+
+impl TpccDb for TpccMariaDb {
+    fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
+        Ok(Box::new(SqlTx::new(self.connect()?)))
+    }
+    fn transaction_counter(&self) -> Result<Option<u64>> {
+        let mut c = self.connect()?;
+        let rows = c
+            .query(
+                "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback')",
+                &[],
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(Some(rows.iter().map(|r| r[1].i() as u64).sum()))
+    }
+}
+
+struct MariaConn(mysql::Conn);
+
+fn mysql_value(v: &V) -> mysql::Value {
+    match v {
+        V::Null => mysql::Value::NULL,
+        V::I(x) => mysql::Value::Int(*x),
+        V::T(t) => mysql::Value::Bytes(t.as_bytes().to_vec()),
+    }
+}
+
+impl SqlConn for MariaConn {
+    fn dialect(&self) -> Dialect {
+        Dialect::MariaDb
+    }
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        use mysql::prelude::Queryable;
+        self.0.query_drop(sql).map_err(mysql_err)
+    }
+    fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
+        use mysql::prelude::Queryable;
+        let p = mysql::Params::Positional(params.iter().map(mysql_value).collect());
+        let rows: Vec<mysql::Row> = if params.is_empty() {
+            self.0.query(sql)
+        } else {
+            self.0.exec(sql, p)
+        }
+        .map_err(mysql_err)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                r.unwrap()
+                    .into_iter()
+                    .map(|v| match v {
+                        mysql::Value::NULL => V::Null,
+                        mysql::Value::Int(x) => V::I(x),
+                        mysql::Value::UInt(x) => V::I(x as i64),
+                        mysql::Value::Bytes(b) => V::T(String::from_utf8_lossy(&b).into_owned()),
+                        other => V::T(other.as_sql(true)),
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+    fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()> {
+        use mysql::prelude::Queryable;
+        let p = mysql::Params::Positional(params.iter().map(mysql_value).collect());
+        self.0.exec_drop(sql, p).map_err(mysql_err)
+    }
+}
+
+// --- PostgreSQL ------------------------------------------------------------------------------
+
+pub struct TpccPostgres {
+    server: Server,
+}
+
+fn pg_err(e: postgres::Error) -> DbError {
+    use postgres::error::SqlState;
+    match e.code() {
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
+            DbError::Conflict(e.to_string())
+        }
+        _ => DbError::Other(anyhow::Error::new(e)),
+    }
+}
+
+impl TpccPostgres {
+    pub fn open(server: Server) -> Result<Self> {
+        let db = TpccPostgres { server };
+        let mut c = db.connect()?;
+        let tables = c
+            .query("SELECT 1 FROM pg_tables WHERE tablename = 'warehouse'", &[])
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if tables.is_empty() {
+            for stmt in schema(Dialect::Postgres, "") {
+                c.batch(&stmt).map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+        }
+        Ok(db)
+    }
+
+    fn connect(&self) -> Result<PgConn> {
+        let dir = self.server.socket.parent().unwrap_or(&self.server.socket);
+        let c = postgres::Config::new()
+            .host_path(dir)
+            .user("root")
+            .dbname(&self.server.database)
+            .connect(postgres::NoTls)
+            .with_context(|| format!("cannot connect to PostgreSQL in {}", dir.display()))?;
+        Ok(PgConn {
+            c,
+            stmts: HashMap::new(),
+        })
+    }
+}
+
+impl TpccDb for TpccPostgres {
+    fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
+        Ok(Box::new(SqlTx::new(self.connect()?)))
+    }
+    fn transaction_counter(&self) -> Result<Option<u64>> {
+        let mut c = self.connect()?;
+        let rows = c
+            .query("SELECT COALESCE(SUM(xact_commit + xact_rollback), 0)::bigint FROM pg_stat_database", &[])
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(rows.first().map(|r| r[0].i() as u64))
+    }
+}
+
+struct PgConn {
+    c: postgres::Client,
+    stmts: HashMap<String, postgres::Statement>,
+}
+
+impl PgConn {
+    fn prepared(&mut self, sql: &str) -> DbResult<postgres::Statement> {
+        if let Some(s) = self.stmts.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.c.prepare(sql).map_err(pg_err)?;
+        self.stmts.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    fn bind(st: &postgres::Statement, params: &[V]) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
+        use postgres::types::Type;
+        params
+            .iter()
+            .zip(st.params())
+            .map(|(v, ty)| -> Box<dyn postgres::types::ToSql + Sync> {
+                match v {
+                    V::Null if *ty == Type::INT4 => Box::new(None::<i32>),
+                    V::Null if *ty == Type::INT8 => Box::new(None::<i64>),
+                    V::Null => Box::new(None::<String>),
+                    V::I(x) if *ty == Type::INT4 => Box::new(*x as i32),
+                    V::I(x) if *ty == Type::INT2 => Box::new(*x as i16),
+                    V::I(x) => Box::new(*x),
+                    V::T(t) => Box::new(t.clone()),
+                }
+            })
+            .collect()
+    }
+}
+
+fn pg_value(row: &postgres::Row, i: usize) -> V {
+    use postgres::types::Type;
+    let ty = row.columns()[i].type_();
+    let r = if *ty == Type::INT4 {
+        row.try_get::<_, Option<i32>>(i)
+            .map(|x| x.map_or(V::Null, |x| V::I(x as i64)))
+    } else if *ty == Type::INT8 {
+        row.try_get::<_, Option<i64>>(i)
+            .map(|x| x.map_or(V::Null, V::I))
+    } else if *ty == Type::INT2 {
+        row.try_get::<_, Option<i16>>(i)
+            .map(|x| x.map_or(V::Null, |x| V::I(x as i64)))
+    } else {
+        row.try_get::<_, Option<String>>(i)
+            .map(|x| x.map_or(V::Null, V::T))
+    };
+    r.unwrap_or(V::Null)
+}
+
+impl SqlConn for PgConn {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        self.c.batch_execute(sql).map_err(pg_err)
+    }
+    fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
+        let st = self.prepared(sql)?;
+        let bound = Self::bind(&st, params);
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            bound.iter().map(|b| b.as_ref()).collect();
+        let rows = self.c.query(&st, &refs).map_err(pg_err)?;
+        Ok(rows
+            .iter()
+            .map(|r| (0..r.len()).map(|i| pg_value(r, i)).collect())
+            .collect())
+    }
+    fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()> {
+        let st = self.prepared(sql)?;
+        let bound = Self::bind(&st, params);
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            bound.iter().map(|b| b.as_ref()).collect();
+        self.c.execute(&st, &refs).map_err(pg_err)?;
+        Ok(())
+    }
+}
+
+// --- the transactions, once for every SQL engine ------------------------------------------------
+
+struct SqlTx<C: SqlConn> {
+    c: C,
+    open: bool,
+}
+
+impl<C: SqlConn> SqlTx<C> {
+    fn new(c: C) -> Self {
+        SqlTx { c, open: false }
+    }
+
+    fn q(&self, text: &str) -> String {
+        let d = self.c.dialect();
+        d.sql(&text.replace("{lock}", d.for_update()))
+    }
+
+    fn rows(&mut self, text: &str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
+        let sql = self.q(text);
+        self.c.query(&sql, params)
+    }
+
+    fn one(&mut self, text: &str, params: &[V], what: &str) -> DbResult<Vec<V>> {
+        self.rows(text, params)?.into_iter().next().ok_or_else(|| {
+            DbError::Other(anyhow::anyhow!(
+                "TPC-C row missing: {what} (is the database loaded?)"
+            ))
+        })
+    }
+
+    fn exec(&mut self, text: &str, params: &[V]) -> DbResult<()> {
+        let sql = self.q(text);
+        self.c.exec(&sql, params)
+    }
+}
+
+fn customer_from(r: &[V]) -> Customer {
+    Customer {
+        w_id: r[0].u(),
+        d_id: r[1].u(),
+        c_id: r[2].u(),
+        first: r[3].s(),
+        middle: r[4].s(),
+        last: r[5].s(),
+        street_1: r[6].s(),
+        street_2: r[7].s(),
+        city: r[8].s(),
+        state: r[9].s(),
+        zip: r[10].s(),
+        phone: r[11].s(),
+        since: r[12].i(),
+        credit: r[13].s(),
+        credit_lim: r[14].i(),
+        discount: r[15].i() as i32,
+        balance: r[16].i(),
+        ytd_payment: r[17].i(),
+        payment_cnt: r[18].u(),
+        delivery_cnt: r[19].u(),
+        data: r[20].s(),
+    }
+}
+
+fn order_from(r: &[V]) -> Order {
+    Order {
+        w_id: r[0].u(),
+        d_id: r[1].u(),
+        o_id: r[2].u(),
+        c_id: r[3].u(),
+        entry_d: r[4].i(),
+        carrier_id: r[5].opt_u(),
+        ol_cnt: r[6].u(),
+        all_local: r[7].i() != 0,
+    }
+}
+
+fn line_from(r: &[V]) -> OrderLine {
+    OrderLine {
+        w_id: r[0].u(),
+        d_id: r[1].u(),
+        o_id: r[2].u(),
+        number: r[3].u(),
+        i_id: r[4].u(),
+        supply_w_id: r[5].u(),
+        delivery_d: r[6].opt_i(),
+        quantity: r[7].u(),
+        amount: r[8].i(),
+        dist_info: r[9].s(),
+    }
+}
+
+impl<C: SqlConn> TpccTx for SqlTx<C> {
     fn begin(&mut self, write: bool) -> DbResult<()> {
-        self.c
-            .execute_batch(if write { "BEGIN IMMEDIATE" } else { "BEGIN" })
-            .map_err(map_err)?;
+        let stmt = match (self.c.dialect(), write) {
+            (Dialect::Sqlite, true) => "BEGIN IMMEDIATE",
+            (Dialect::Sqlite, false) | (Dialect::Postgres, _) => "BEGIN",
+            (Dialect::MariaDb, _) => "START TRANSACTION",
+        };
+        self.c.batch(stmt)?;
         self.open = true;
         Ok(())
     }
     fn commit(&mut self) -> DbResult<()> {
         self.open = false;
-        self.c.execute_batch("COMMIT").map_err(|e| {
-            let _ = self.c.execute_batch("ROLLBACK");
-            map_err(e)
+        self.c.batch("COMMIT").inspect_err(|_| {
+            let _ = self.c.batch("ROLLBACK");
         })
     }
     fn rollback(&mut self) -> DbResult<()> {
         if std::mem::take(&mut self.open) {
-            self.c.execute_batch("ROLLBACK").map_err(map_err)?;
+            self.c.batch("ROLLBACK")?;
         }
         Ok(())
     }
     fn meta(&mut self) -> DbResult<Option<String>> {
-        let sql = self.q("SELECT v FROM tpcc_meta WHERE k = 'tpcc'");
-        let mut st = self.c.prepare_cached(&sql).map_err(map_err)?;
-        st.query_row([], |r| r.get(0)).optional().map_err(map_err)
+        Ok(self
+            .rows("SELECT v FROM tpcc_meta WHERE k = 'tpcc'", &[])?
+            .first()
+            .map(|r| r[0].s()))
     }
     fn put_meta(&mut self, text: &str) -> DbResult<()> {
-        self.exec("DELETE FROM tpcc_meta WHERE k = 'tpcc'", [])?;
-        self.exec("INSERT INTO tpcc_meta VALUES ('tpcc', ?)", params![text])
+        self.exec("DELETE FROM tpcc_meta WHERE k = 'tpcc'", &[])?;
+        self.exec("INSERT INTO tpcc_meta VALUES ('tpcc', ?)", &vals![text])
     }
     fn warehouse(&mut self, w: u32) -> DbResult<Warehouse> {
-        self.one(WAREHOUSE_GET, params![w], |r| {
-            Ok(Warehouse {
-                w_id: r.get(0)?,
-                name: r.get(1)?,
-                street_1: r.get(2)?,
-                street_2: r.get(3)?,
-                city: r.get(4)?,
-                state: r.get(5)?,
-                zip: r.get(6)?,
-                tax: r.get(7)?,
-                ytd: r.get(8)?,
-            })
+        let r = self.one(WAREHOUSE_GET, &vals![w], "warehouse")?;
+        Ok(Warehouse {
+            w_id: r[0].u(),
+            name: r[1].s(),
+            street_1: r[2].s(),
+            street_2: r[3].s(),
+            city: r[4].s(),
+            state: r[5].s(),
+            zip: r[6].s(),
+            tax: r[7].i() as i32,
+            ytd: r[8].i(),
         })
     }
     fn put_warehouse(&mut self, r: &Warehouse, insert: bool) -> DbResult<()> {
         if insert {
             self.exec(
                 WAREHOUSE_INSERT,
-                params![
-                    r.w_id, r.name, r.street_1, r.street_2, r.city, r.state, r.zip, r.tax, r.ytd
+                &vals![
+                    r.w_id,
+                    &r.name,
+                    &r.street_1,
+                    &r.street_2,
+                    &r.city,
+                    &r.state,
+                    &r.zip,
+                    r.tax,
+                    r.ytd
                 ],
             )
         } else {
-            self.exec(WAREHOUSE_UPDATE, params![r.ytd, r.w_id])
+            self.exec(WAREHOUSE_UPDATE, &vals![r.ytd, r.w_id])
         }
     }
     fn district(&mut self, w: u32, d: u32) -> DbResult<District> {
-        self.one(DISTRICT_GET, params![w, d], |r| {
-            Ok(District {
-                w_id: r.get(0)?,
-                d_id: r.get(1)?,
-                name: r.get(2)?,
-                street_1: r.get(3)?,
-                street_2: r.get(4)?,
-                city: r.get(5)?,
-                state: r.get(6)?,
-                zip: r.get(7)?,
-                tax: r.get(8)?,
-                ytd: r.get(9)?,
-                next_o_id: r.get(10)?,
-            })
+        let r = self.one(DISTRICT_GET, &vals![w, d], "district")?;
+        Ok(District {
+            w_id: r[0].u(),
+            d_id: r[1].u(),
+            name: r[2].s(),
+            street_1: r[3].s(),
+            street_2: r[4].s(),
+            city: r[5].s(),
+            state: r[6].s(),
+            zip: r[7].s(),
+            tax: r[8].i() as i32,
+            ytd: r[9].i(),
+            next_o_id: r[10].u(),
         })
     }
     fn put_district(&mut self, r: &District, insert: bool) -> DbResult<()> {
         if insert {
             self.exec(
                 DISTRICT_INSERT,
-                params![
+                &vals![
                     r.w_id,
                     r.d_id,
-                    r.name,
-                    r.street_1,
-                    r.street_2,
-                    r.city,
-                    r.state,
-                    r.zip,
+                    &r.name,
+                    &r.street_1,
+                    &r.street_2,
+                    &r.city,
+                    &r.state,
+                    &r.zip,
                     r.tax,
                     r.ytd,
                     r.next_o_id
                 ],
             )
         } else {
-            self.exec(DISTRICT_UPDATE, params![r.ytd, r.next_o_id, r.w_id, r.d_id])
+            self.exec(DISTRICT_UPDATE, &vals![r.ytd, r.next_o_id, r.w_id, r.d_id])
         }
     }
     fn customer(&mut self, w: u32, d: u32, c: u32) -> DbResult<Customer> {
         let text = format!("SELECT {CUSTOMER_COLS} FROM customer WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?{{lock}}");
-        self.one(&text, params![w, d, c], customer_from)
+        Ok(customer_from(&self.one(
+            &text,
+            &vals![w, d, c],
+            "customer",
+        )?))
     }
     fn put_customer(&mut self, r: &Customer, insert: bool) -> DbResult<()> {
         if insert {
             self.exec(
                 CUSTOMER_INSERT,
-                params![
+                &vals![
                     r.w_id,
                     r.d_id,
                     r.c_id,
-                    r.first,
-                    r.middle,
-                    r.last,
-                    r.street_1,
-                    r.street_2,
-                    r.city,
-                    r.state,
-                    r.zip,
-                    r.phone,
+                    &r.first,
+                    &r.middle,
+                    &r.last,
+                    &r.street_1,
+                    &r.street_2,
+                    &r.city,
+                    &r.state,
+                    &r.zip,
+                    &r.phone,
                     r.since,
-                    r.credit,
+                    &r.credit,
                     r.credit_lim,
                     r.discount,
                     r.balance,
                     r.ytd_payment,
                     r.payment_cnt,
                     r.delivery_cnt,
-                    r.data
+                    &r.data
                 ],
             )
         } else {
             self.exec(
                 CUSTOMER_UPDATE,
-                params![
+                &vals![
                     r.balance,
                     r.ytd_payment,
                     r.payment_cnt,
                     r.delivery_cnt,
-                    r.data,
+                    &r.data,
                     r.w_id,
                     r.d_id,
                     r.c_id
@@ -402,48 +833,38 @@ impl TpccTx for SqlTx {
         }
     }
     fn customer_ids_by_last(&mut self, w: u32, d: u32, last: &str) -> DbResult<Vec<u32>> {
-        let sql = self.q(CUSTOMER_BY_LAST);
-        let mut st = self.c.prepare_cached(&sql).map_err(map_err)?;
-        let ids = st
-            .query_map(params![w, d, last], |r| r.get(0))
-            .map_err(map_err)?;
-        ids.collect::<rusqlite::Result<Vec<u32>>>().map_err(map_err)
+        Ok(self
+            .rows(CUSTOMER_BY_LAST, &vals![w, d, last])?
+            .iter()
+            .map(|r| r[0].u())
+            .collect())
     }
     fn item(&mut self, i: u32) -> DbResult<Option<Item>> {
-        let sql = self.q(ITEM_GET);
-        let mut st = self.c.prepare_cached(&sql).map_err(map_err)?;
-        st.query_row(params![i], |r| {
-            Ok(Item {
-                i_id: r.get(0)?,
-                im_id: r.get(1)?,
-                name: r.get(2)?,
-                price: r.get(3)?,
-                data: r.get(4)?,
-            })
-        })
-        .optional()
-        .map_err(map_err)
+        Ok(self.rows(ITEM_GET, &vals![i])?.first().map(|r| Item {
+            i_id: r[0].u(),
+            im_id: r[1].u(),
+            name: r[2].s(),
+            price: r[3].i(),
+            data: r[4].s(),
+        }))
     }
     fn put_item(&mut self, r: &Item) -> DbResult<()> {
         self.exec(
             ITEM_INSERT,
-            params![r.i_id, r.im_id, r.name, r.price, r.data],
+            &vals![r.i_id, r.im_id, &r.name, r.price, &r.data],
         )
     }
     fn stock(&mut self, w: u32, i: u32) -> DbResult<Stock> {
-        self.one(STOCK_GET, params![w, i], |r| {
-            Ok(Stock {
-                w_id: r.get(0)?,
-                i_id: r.get(1)?,
-                quantity: r.get(2)?,
-                dist: (3..13)
-                    .map(|k| r.get(k))
-                    .collect::<rusqlite::Result<Vec<String>>>()?,
-                ytd: r.get(13)?,
-                order_cnt: r.get(14)?,
-                remote_cnt: r.get(15)?,
-                data: r.get(16)?,
-            })
+        let r = self.one(STOCK_GET, &vals![w, i], "stock")?;
+        Ok(Stock {
+            w_id: r[0].u(),
+            i_id: r[1].u(),
+            quantity: r[2].i() as i32,
+            dist: (3..13).map(|k| r[k].s()).collect(),
+            ytd: r[13].i(),
+            order_cnt: r[14].u(),
+            remote_cnt: r[15].u(),
+            data: r[16].s(),
         })
     }
     fn put_stock(&mut self, r: &Stock, insert: bool) -> DbResult<()> {
@@ -451,30 +872,30 @@ impl TpccTx for SqlTx {
             let dd = &r.dist;
             self.exec(
                 STOCK_INSERT,
-                params![
+                &vals![
                     r.w_id,
                     r.i_id,
                     r.quantity,
-                    dd[0],
-                    dd[1],
-                    dd[2],
-                    dd[3],
-                    dd[4],
-                    dd[5],
-                    dd[6],
-                    dd[7],
-                    dd[8],
-                    dd[9],
+                    &dd[0],
+                    &dd[1],
+                    &dd[2],
+                    &dd[3],
+                    &dd[4],
+                    &dd[5],
+                    &dd[6],
+                    &dd[7],
+                    &dd[8],
+                    &dd[9],
                     r.ytd,
                     r.order_cnt,
                     r.remote_cnt,
-                    r.data
+                    &r.data
                 ],
             )
         } else {
             self.exec(
                 STOCK_UPDATE,
-                params![r.quantity, r.ytd, r.order_cnt, r.remote_cnt, r.w_id, r.i_id],
+                &vals![r.quantity, r.ytd, r.order_cnt, r.remote_cnt, r.w_id, r.i_id],
             )
         }
     }
@@ -482,13 +903,13 @@ impl TpccTx for SqlTx {
         let text = format!(
             "SELECT {ORDER_COLS} FROM orders WHERE o_w_id = ? AND o_d_id = ? AND o_id = ?{{lock}}"
         );
-        self.one(&text, params![w, d, o], order_from)
+        Ok(order_from(&self.one(&text, &vals![w, d, o], "order")?))
     }
     fn put_order(&mut self, r: &Order, insert: bool) -> DbResult<()> {
         if insert {
             self.exec(
                 ORDER_INSERT,
-                params![
+                &vals![
                     r.w_id,
                     r.d_id,
                     r.o_id,
@@ -496,46 +917,49 @@ impl TpccTx for SqlTx {
                     r.entry_d,
                     r.carrier_id,
                     r.ol_cnt,
-                    r.all_local as i64
+                    r.all_local
                 ],
             )
         } else {
-            self.exec(ORDER_UPDATE, params![r.carrier_id, r.w_id, r.d_id, r.o_id])
+            self.exec(ORDER_UPDATE, &vals![r.carrier_id, r.w_id, r.d_id, r.o_id])
         }
     }
     fn last_order_of(&mut self, w: u32, d: u32, c: u32) -> DbResult<Option<Order>> {
-        let sql = self.q(&format!(
+        let text = format!(
             "SELECT {ORDER_COLS} FROM orders WHERE o_w_id = ? AND o_d_id = ? AND o_c_id = ? ORDER BY o_id DESC LIMIT 1"
-        ));
-        let mut st = self.c.prepare_cached(&sql).map_err(map_err)?;
-        st.query_row(params![w, d, c], order_from)
-            .optional()
-            .map_err(map_err)
+        );
+        Ok(self
+            .rows(&text, &vals![w, d, c])?
+            .first()
+            .map(|r| order_from(r)))
     }
     fn insert_new_order(&mut self, w: u32, d: u32, o: u32) -> DbResult<()> {
-        self.exec(NEW_ORDER_INSERT, params![w, d, o])
+        self.exec(NEW_ORDER_INSERT, &vals![w, d, o])
     }
     fn oldest_new_order(&mut self, w: u32, d: u32) -> DbResult<Option<u32>> {
-        self.one(NEW_ORDER_OLDEST, params![w, d], |r| {
-            r.get::<_, Option<u32>>(0)
-        })
+        Ok(self
+            .rows(NEW_ORDER_OLDEST, &vals![w, d])?
+            .first()
+            .and_then(|r| r[0].opt_u()))
     }
     fn delete_new_order(&mut self, w: u32, d: u32, o: u32) -> DbResult<()> {
-        self.exec(NEW_ORDER_DELETE, params![w, d, o])
+        self.exec(NEW_ORDER_DELETE, &vals![w, d, o])
     }
     fn order_lines(&mut self, w: u32, d: u32, o: u32) -> DbResult<Vec<OrderLine>> {
-        let sql = self.q(&format!(
+        let text = format!(
             "SELECT {LINE_COLS} FROM order_line WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ? ORDER BY ol_number"
-        ));
-        let mut st = self.c.prepare_cached(&sql).map_err(map_err)?;
-        let rows = st.query_map(params![w, d, o], line_from).map_err(map_err)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(map_err)
+        );
+        Ok(self
+            .rows(&text, &vals![w, d, o])?
+            .iter()
+            .map(|r| line_from(r))
+            .collect())
     }
     fn put_order_line(&mut self, r: &OrderLine, insert: bool) -> DbResult<()> {
         if insert {
             self.exec(
                 LINE_INSERT,
-                params![
+                &vals![
                     r.w_id,
                     r.d_id,
                     r.o_id,
@@ -545,45 +969,39 @@ impl TpccTx for SqlTx {
                     r.delivery_d,
                     r.quantity,
                     r.amount,
-                    r.dist_info
+                    &r.dist_info
                 ],
             )
         } else {
             self.exec(
                 LINE_UPDATE,
-                params![r.delivery_d, r.w_id, r.d_id, r.o_id, r.number],
+                &vals![r.delivery_d, r.w_id, r.d_id, r.o_id, r.number],
             )
         }
     }
     fn recent_line_items(&mut self, w: u32, d: u32, o_lo: u32, o_hi: u32) -> DbResult<Vec<u32>> {
-        let sql = self.q(RECENT_ITEMS);
-        let mut st = self.c.prepare_cached(&sql).map_err(map_err)?;
-        let rows = st
-            .query_map(params![w, d, o_lo, o_hi], |r| r.get(0))
-            .map_err(map_err)?;
-        rows.collect::<rusqlite::Result<Vec<u32>>>()
-            .map_err(map_err)
+        Ok(self
+            .rows(RECENT_ITEMS, &vals![w, d, o_lo, o_hi])?
+            .iter()
+            .map(|r| r[0].u())
+            .collect())
     }
     fn insert_history(&mut self, r: &History) -> DbResult<()> {
         self.exec(
             HISTORY_INSERT,
-            params![r.c_id, r.c_d_id, r.c_w_id, r.d_id, r.w_id, r.date, r.amount, r.data],
+            &vals![r.c_id, r.c_d_id, r.c_w_id, r.d_id, r.w_id, r.date, r.amount, &r.data],
         )
     }
     fn district_order_stats(&mut self, w: u32, d: u32) -> DbResult<(u32, u64)> {
-        self.one(CHECK_ORDERS, params![w, d], |r| {
-            Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
-        })
+        let r = self.one(CHECK_ORDERS, &vals![w, d], "orders")?;
+        Ok((r[0].u(), r[1].i() as u64))
     }
     fn district_new_order_stats(&mut self, w: u32, d: u32) -> DbResult<(u32, u32, u64)> {
-        self.one(CHECK_NEW_ORDERS, params![w, d], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
-        })
+        let r = self.one(CHECK_NEW_ORDERS, &vals![w, d], "new orders")?;
+        Ok((r[0].u(), r[1].u(), r[2].i() as u64))
     }
     fn district_order_line_count(&mut self, w: u32, d: u32) -> DbResult<u64> {
-        self.one(CHECK_LINES, params![w, d], |r| {
-            Ok(r.get::<_, i64>(0)? as u64)
-        })
+        Ok(self.one(CHECK_LINES, &vals![w, d], "order lines")?[0].i() as u64)
     }
 }
 
@@ -607,6 +1025,8 @@ mod tests {
             Dialect::Postgres.sql(CUSTOMER_INSERT).matches('$').count(),
             21
         );
-        assert_eq!(SCHEMA.len(), 12);
+        let my = schema(Dialect::MariaDb, "ROCKSDB");
+        assert!(my[0].ends_with(" ENGINE=ROCKSDB") && !my[3].contains("ENGINE"));
+        assert_eq!(my.len(), 12);
     }
 }
