@@ -67,15 +67,18 @@ def test_server_runs_prove_the_allocator_and_leave_nothing(target, found, tmp_pa
     assert listeners() <= sockets_before, "a socket was left listening"
 
 
-def test_servers_listen_on_nothing_but_their_unix_socket(tmp_path):
-    t = targets.parse("mariadb-innodb")
-    srv = targets.Server(t, tmp_path / "d", tmp_path / "server.log",
-                         settings=targets.load_profile(t, "sysbench"))
+@pytest.mark.parametrize("target", ["mariadb-innodb", "postgres"])
+def test_servers_listen_on_nothing_but_their_unix_socket(target, tmp_path):
+    t = targets.parse(target)
+    base = tmp_path / "srv"
+    base.mkdir()
+    srv = targets.Server(t, base / "d", base / "server.log", settings=targets.load_profile(t, "sysbench"))
     srv.initialise()
     srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
     try:
-        inet = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout
-        assert f"pid={srv.pid}," not in inet, inet
+        pids = srv.pids()
+        inet = subprocess.run(["ss", "-Hltunp"], capture_output=True, text=True).stdout
+        assert not any(f"pid={p}," in inet for p in pids), inet
         unix = subprocess.run(["ss", "-Hlxp"], capture_output=True, text=True).stdout
         assert str(srv.socket) in unix
         assert "--password" not in " ".join(srv.argv())
@@ -170,6 +173,33 @@ def test_tpcc_against_servers(target, found, tmp_path, before):
         run = __import__("json").loads((out / "runs" / r.run_id / "run.json").read_text())
         assert run["check"]["ok"] and set(run["ops"]) == {"neword", "payment", "delivery", "slev", "ostat"}
     assert len(list((out / "loads").iterdir())) == 1  # loaded once, copied per run
+    assert Store(out).verify() == []
+    time.sleep(0.5)
+    pids_before, sockets_before = before
+    assert server_pids() <= pids_before and listeners() <= sockets_before
+
+
+@pytest.mark.parametrize("target", ["mariadb-innodb", "postgres"])
+def test_native_oltp_beside_the_real_sysbench(target, found, tmp_path, before):
+    """The driver runs sysbench's three OLTP tests natively on the same prepared tables as the
+    real sysbench binary; both clients give numbers of the same order."""
+    need(found, "jemalloc")
+    raw = {"engines": [target], "allocators": ["glibc", "jemalloc"], "runs": 1, "profiles": {"sysbench": {}},
+           "workloads": [{"part": "sb", "workload": "sysbench", "client": ["sysbench", "native"],
+                          "test": ["oltp_point_select", "oltp_read_only", "oltp_read_write"], "threads": 2,
+                          "tables": 2, "table_size": 2000, "duration_s": 2}]}
+    p = plan.load(raw, default_seed=3)
+    out = tmp_path / "res"
+    res = study.run(p, out, Progress(12, stream=io.StringIO(), live=False))
+    rows = Store(out).rows()
+    assert res.ok == 12, [(r.run_id, r.reason) for r in rows]
+    by = {(r.pattern, r.client): r for r in rows if r.allocator == "jemalloc"}
+    for test in ("oltp_point_select", "oltp_read_only", "oltp_read_write"):
+        real, native = by[(test, "sysbench")], by[(test, "native")]
+        assert real.allocator_verified and native.allocator_verified
+        assert native.ops_per_s > 0 and native.p99_ns > 0
+        ratio = native.ops_per_s / real.ops_per_s
+        assert 0.2 < ratio < 5, (test, native.ops_per_s, real.ops_per_s)
     assert Store(out).verify() == []
     time.sleep(0.5)
     pids_before, sockets_before = before

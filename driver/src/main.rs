@@ -12,13 +12,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use engines::{Compression, EngineOptions, SyncMode};
 use events::EventSink;
 use workloads::kv::{KvKind, KvSpec, KvWorkload, Pattern};
+use workloads::oltp::{OltpSpec, OltpWorkload};
 use workloads::tpcc::{self, Mix, TpccSpec, TpccWorkload};
 use workloads::Workload;
 
@@ -138,6 +139,12 @@ struct RunArgs {
     /// TPC-C: check consistency conditions 1-4 after the measured window
     #[arg(long)]
     check: bool,
+    /// OLTP: sysbench tables sbtest1..N (prepared by `sysbench prepare`)
+    #[arg(long, default_value_t = 10)]
+    tables: u32,
+    /// OLTP: rows per table
+    #[arg(long, default_value_t = 100_000)]
+    table_size: u32,
     #[command(flatten)]
     channel: Channel,
 }
@@ -306,13 +313,26 @@ fn run(a: RunArgs) -> Result<()> {
     };
     let opts = a.target.options()?;
     let is_tpcc = a.workload == "tpcc";
-    let kv_kind = if is_tpcc {
+    let is_oltp = a.workload.starts_with("oltp_");
+    let oltp_spec = if is_oltp {
+        Some(OltpSpec::new(
+            &a.workload,
+            a.tables,
+            a.table_size,
+            a.seed,
+            a.max_retries,
+        )?)
+    } else {
+        None
+    };
+    let kv_kind = if is_tpcc || is_oltp {
         None
     } else {
         Some(
             <KvKind as clap::ValueEnum>::from_str(&a.workload, true).map_err(|_| {
                 anyhow::anyhow!(
-                    "unknown workload '{}'; choose write, read, mixed, delete, seek, range or tpcc",
+                    "unknown workload '{}'; choose write, read, mixed, delete, seek, range, tpcc, \
+                     oltp_point_select, oltp_read_only or oltp_read_write",
                     a.workload
                 )
             })?,
@@ -337,7 +357,7 @@ fn run(a: RunArgs) -> Result<()> {
         "engine": a.target.engine,
         "engine_version": engines::versions().get(a.target.engine.as_str()).cloned().unwrap_or(serde_json::Value::Null),
         "engine_options": opts,
-        "workload": if is_tpcc { json!("tpcc") } else { json!(kv_spec) },
+        "workload": if is_tpcc { json!("tpcc") } else if let Some(o) = &oltp_spec { json!(o) } else { json!(kv_spec) },
         "threads": a.threads,
         "ops": ops,
         "duration_s": a.duration_s,
@@ -349,11 +369,22 @@ fn run(a: RunArgs) -> Result<()> {
         duration: a.duration_s.map(Duration::from_secs_f64),
         warmup: Duration::from_secs_f64(a.warmup_s),
         interval: Duration::from_millis(a.interval_ms),
-        ops_per_call: if is_tpcc { 1 } else { a.batch as u64 },
+        ops_per_call: if is_tpcc || is_oltp {
+            1
+        } else {
+            a.batch as u64
+        },
     };
     with_events(&sink, start, || {
         let t0 = Instant::now();
-        if let Some(spec) = kv_spec {
+        if let Some(spec) = oltp_spec {
+            let server = a
+                .target
+                .server()
+                .context("OLTP runs against a server: pass --socket")?;
+            let workload = OltpWorkload::new(&a.target.engine, server, spec)?;
+            runner::run(&workload, &cfg, &sink)?;
+        } else if let Some(spec) = kv_spec {
             let engine = engines::open(&a.target.engine, &opts)?;
             sink.emit(
                 "phase",

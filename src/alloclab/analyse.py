@@ -14,7 +14,7 @@ from alloclab.store import RunRow, Store
 
 # What identifies a cell apart from the allocator and the repeat.
 CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "profile", "warehouses",
-               "shape", "threads")
+               "shape", "client", "threads")
 NOISY_CV = 0.10  # a cell whose coefficient of variation is above this is flagged
 
 

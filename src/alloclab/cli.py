@@ -51,6 +51,10 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
             raw[key] = v
     if a.warmup is not None:
         raw["warmup_s"] = a.warmup
+    for flag, key in (("server_cpus", "server_cpus"), ("client_cpus", "client_cpus"),
+                      ("server_memory", "server_memory_bytes")):
+        if getattr(a, flag) is not None:
+            raw[key] = getattr(a, flag)
     wls = raw.get("workloads")
     if isinstance(wls, list):
         if a.workloads:
@@ -85,7 +89,8 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
 
 
 PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "threads", "batch", "runs", "duration",
-              "ops", "warmup", "seed", "baseline", "name", "warehouses", "loaders", "rampup", "out")
+              "ops", "warmup", "seed", "baseline", "name", "warehouses", "loaders", "rampup", "out", "server_cpus",
+              "client_cpus", "server_memory")
 
 
 def _finish(result: study.StudyResult, out: Path, baseline: str) -> int:
@@ -229,6 +234,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--warehouses", type=_csv(int), help="TPC-C warehouses, e.g. 40 or 10,40")
     r.add_argument("--loaders", type=int, help="TPC-C loader threads")
     r.add_argument("--rampup", help="TPC-C ramp-up before the measured window, e.g. 1m")
+    r.add_argument("--server-cpus", help="CPU set of the process under test (a server, or the driver), e.g. 0-3")
+    r.add_argument("--client-cpus", help="CPU set of the client of a server, e.g. 4-7")
+    r.add_argument("--server-memory", help="memory limit of a server (a cgroup), e.g. 2GiB")
     r.add_argument("--seed", type=int, help="seed of the run order and the key streams")
     r.add_argument("--baseline", help="allocator the others are compared to (default glibc)")
     r.add_argument("--name", help="study name")

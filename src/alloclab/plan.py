@@ -179,6 +179,7 @@ WORKLOAD_SCHEMA = {
     "think": _bool,
     # sysbench against a server target
     "test": _list_of(_choice(SYSBENCH_TESTS)),
+    "client": _list_of(_choice(("sysbench", "native"))),
     "tables": _int(1, 10_000),
     "table_size": _int(1),
 }
@@ -265,6 +266,7 @@ class Cell:
     think: bool = False
     # sysbench only
     test: str = ""
+    client: str = "sysbench"
     tables: int = 0
     table_size: int = 0
     shape: str = "default"
@@ -277,7 +279,8 @@ class Cell:
             return f"{base}/w{self.warehouses}/vu{self.threads}{prof}"
         if self.workload == "sysbench":
             shape = "" if self.shape == "default" else f"/{self.shape}"
-            return f"{base}/{self.test}/{self.tables}x{self.table_size}/t{self.threads}{prof}{shape}"
+            client = "" if self.client == "sysbench" else f"/{self.client}"
+            return f"{base}/{self.test}{client}/{self.tables}x{self.table_size}/t{self.threads}{prof}{shape}"
         return f"{base}/{self.pattern}/k{self.key_bytes}/v{self.value_bytes}/b{self.batch}/t{self.threads}{prof}"
 
 
@@ -347,9 +350,10 @@ class Plan:
                 for w in self.workloads:
                     w = {**WORKLOAD_DEFAULTS, **w}
                     tpcc = w["workload"] == "tpcc"
-                    for pattern, kb, vb, batch, threads, wh, test in itertools.product(
+                    for pattern, kb, vb, batch, threads, wh, test, client in itertools.product(
                             w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"],
-                            w.get("warehouses", [1 if tpcc else 0]), w.get("test", [""])):
+                            w.get("warehouses", [1 if tpcc else 0]), w.get("test", [""]),
+                            w.get("client", ["sysbench"])):
                         ops = w.get("ops")
                         if ops is None and "duration_s" not in w:
                             ops = 100_000
@@ -360,7 +364,7 @@ class Plan:
                             keyspace=w.get("keyspace"), range_len=w["range_len"], profile=profile,
                             warehouses=wh if tpcc else 0, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
                             mix=w.get("mix", "spec"), all_warehouses=w.get("all_warehouses", False),
-                            think=w.get("think", False), test=test, tables=w.get("tables", 10),
+                            think=w.get("think", False), test=test, client=client, tables=w.get("tables", 10),
                             table_size=w.get("table_size", 100_000), shape=shape))
         seen = set()
         for c in out:
@@ -460,7 +464,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             if bad:
                 raise AlloclabError(f"workloads[{i}]: TPC-C does not run on {', '.join(bad)}",
                                     "allowed engines for tpcc: " + ", ".join(TPCC_ENGINES) + " and the servers")
-        sb_keys = {"test", "tables", "table_size"}
+        sb_keys = {"test", "tables", "table_size", "client"}
         if w["workload"] != "sysbench" and sb_keys & set(w):
             raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(sb_keys & set(w)))} only apply to "
                                 "workload = \"sysbench\"")

@@ -28,7 +28,8 @@ def describe(spec: RunSpec) -> str:
     c = spec.cell
     prof = "" if c.profile == "default" else f" ({c.profile})"
     prof += "" if c.shape == "default" else f" <{c.shape}>"
-    what = {"tpcc": f"w{c.warehouses} vu{c.threads}", "sysbench": f"{c.test} t{c.threads}"}.get(
+    sb = c.test + ("" if c.client == "sysbench" else f" ({c.client})")
+    what = {"tpcc": f"w{c.warehouses} vu{c.threads}", "sysbench": f"{sb} t{c.threads}"}.get(
         c.workload, f"t{c.threads} b{c.batch}")
     return f"{c.engine} {c.part} {what}{prof} [{spec.allocator.name}] r{spec.repeat}"
 

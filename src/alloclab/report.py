@@ -77,7 +77,8 @@ def params(cell: tuple) -> str:
     if c["workload"] == "tpcc":
         return f"tpcc w{c['warehouses']}{prof} vu{c['threads']}"
     if c["workload"] == "sysbench":
-        return f"{c['pattern']}{prof} t{c['threads']}"
+        client = "" if c.get("client") in ("", "sysbench") else f" ({c['client']})"
+        return f"{c['pattern']}{client}{prof} t{c['threads']}"
     return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}{prof} t{c['threads']}"
 
 

@@ -130,6 +130,16 @@ def client_target(srv: targets.Server) -> list[str]:
             "--table-engine", srv.target.engine]
 
 
+def oltp_client_argv(exe: Path, srv: targets.Server, spec: RunSpec, events_path: Path) -> list[str]:
+    """The driver running sysbench's OLTP test natively against the server's sbtest tables."""
+    c = spec.cell
+    engine = "postgres" if srv.target.kind == "postgres" else "mariadb"
+    return [str(exe), "run", "--workload", c.test, "--engine", engine, "--socket", str(srv.socket), "--database",
+            sysbench.DATABASE, "--tables", str(c.tables), "--table-size", str(c.table_size), "--threads",
+            str(c.threads), "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s), "--interval-ms",
+            str(spec.interval_ms), "--events", str(events_path), "--duration-s", repr(c.duration_s or 10)]
+
+
 def tpcc_client_argv(exe: Path, srv: targets.Server, spec: RunSpec, events_path: Path) -> list[str]:
     c = spec.cell
     a = [str(exe), "run", "--workload", "tpcc", *client_target(srv), "--threads", str(c.threads),
@@ -160,7 +170,7 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
     client_cpus = parse_cpus(spec.client_cpus, "client_cpus") if spec.client_cpus else None
     limit = MemoryLimit(f"alloclab-{os.getpid()}-{spec.index}", spec.server_memory_bytes) \
         if spec.server_memory_bytes else None
-    failure, proofs, result, tpcc = None, {}, None, None
+    failure, proofs, result, driven = None, {}, None, None
     server_tl, client_tl = sampler.Timeline(sample_hz), sampler.Timeline(sample_hz)
     cpu_watch = noise.CpuWatch()
     t0 = time.monotonic()
@@ -171,6 +181,8 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         proofs["server"] = _proof(spec.allocator, srv.pid)
         if c.workload == "tpcc":
             argv = tpcc_client_argv(exe, srv, spec, run_dir / ".events.jsonl.partial")
+        elif c.client == "native":
+            argv = oltp_client_argv(exe, srv, spec, run_dir / ".events.jsonl.partial")
         else:
             argv = sysbench.run_argv(srv, c.test, c.threads, c.duration_s or 10, c.tables, c.table_size, spec.seed)
         with open(run_dir / "client.log", "wb") as out:
@@ -178,7 +190,17 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
                                       preexec_fn=_client_setup(client_cpus), env=_clean_env())
             deadline = t0 + spec.timeout_s
             backend_checked = t.kind != "postgres"
+            # the client reports every second (sysbench's --report-interval, the driver's interval
+            # events): output that stops growing means a hang
+            outputs = [run_dir / "client.log", run_dir / ".events.jsonl.partial"]
+            last_size, last_growth = -1, time.monotonic()
             while client.poll() is None:
+                size = sum(p.stat().st_size for p in outputs if p.exists())
+                if size != last_size:
+                    last_size, last_growth = size, time.monotonic()
+                elif time.monotonic() - last_growth > spec.hang_timeout_s and failure is None:
+                    failure = f"the client sent nothing for {spec.hang_timeout_s:g}s (hung) and was killed"
+                    client.kill()
                 time.sleep(max(0.0, min(server_tl.due(), client_tl.due())))
                 pids = srv.pids()
                 server_tl.take_tree(pids, "measure") if pids else None
@@ -194,8 +216,8 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
                     failure = f"ran past its deadline of {spec.timeout_s:g}s and was killed"
                     client.kill()
         text = (run_dir / "client.log").read_text(errors="replace")
-        if failure is None and c.workload == "tpcc":
-            tpcc, failure = _tpcc_outcome(run_dir, client.returncode, text)
+        if failure is None and (c.workload == "tpcc" or c.client == "native"):
+            driven, failure = _driver_outcome(run_dir, client.returncode, text, need_check=c.workload == "tpcc")
         elif failure is None:
             try:
                 result = sysbench.parse(text)
@@ -247,7 +269,8 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         ctx_voluntary=delta("ctx_voluntary"), ctx_involuntary=delta("ctx_involuntary"),
         minor_faults=delta("minor_faults"), major_faults=delta("major_faults"), wall_s=round(wall, 3),
         status=status, reason=reason, started_at=started_at, other_busy_cores=round(run_noise.other_cores, 3),
-        profile=c.profile, shape=c.shape, warehouses=c.warehouses, **_measures(result, tpcc))
+        profile=c.profile, shape=c.shape, warehouses=c.warehouses, client=c.client if c.workload == "sysbench" else "",
+        **_measures(result, driven))
     for name, tl in (("samples.csv", server_tl), ("client_samples.csv", client_tl)):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -261,10 +284,10 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
                   "reason": all_proofs[0].reason if all_proofs else "no proof"},
         "server_settings": srv.settings, "clean_shutdown": clean,
         "sysbench": result.__dict__ if result else None, "noise": run_noise.to_json(),
-        "summary": {k: v for k, v in (tpcc or {}).get("summary", {}).items() if k != "ops"} or None,
+        "summary": {k: v for k, v in (driven or {}).get("summary", {}).items() if k != "ops"} or None,
         "ops": {n: {k: v for k, v in op.items() if k != "hist"}
-                for n, op in (tpcc or {}).get("summary", {}).get("ops", {}).items()},
-        "check": (tpcc or {}).get("check"),
+                for n, op in (driven or {}).get("summary", {}).get("ops", {}).items()},
+        "check": (driven or {}).get("check"),
         "placement": {"server_cpus": sorted(server_cpus) if server_cpus else None,
                       "client_cpus": sorted(client_cpus) if client_cpus else None,
                       "server_memory_bytes": spec.server_memory_bytes or None},
@@ -272,8 +295,9 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
     return row
 
 
-def _tpcc_outcome(run_dir: Path, exit_code: int, log_text: str) -> tuple[dict | None, str | None]:
-    """The driver's events as TPC-C client: its summary and consistency check, or why it failed."""
+def _driver_outcome(run_dir: Path, exit_code: int, log_text: str, need_check: bool) -> tuple[dict | None, str | None]:
+    """The driver's events as a client (TPC-C or native OLTP): its summary and, for TPC-C, its
+    consistency check; or why it failed."""
     partial = run_dir / ".events.jsonl.partial"
     if partial.exists():
         os.replace(partial, run_dir / "events.jsonl")
@@ -284,11 +308,13 @@ def _tpcc_outcome(run_dir: Path, exit_code: int, log_text: str) -> tuple[dict | 
     found = {e.type: e.data for e in evs}
     end = found.get("end", {})
     if exit_code != 0 or end.get("status") != "ok" or "summary" not in found:
-        return None, f"the TPC-C client failed (exit {exit_code}): {end.get('error') or log_text.strip()[-200:]}"
+        return None, f"the driver client failed (exit {exit_code}): {end.get('error') or log_text.strip()[-200:]}"
     out = {"summary": found["summary"], "check": found.get("check")}
     if found["summary"].get("total_errors"):
-        return out, f"{found['summary']['total_errors']} TPC-C transactions failed; first: " \
+        return out, f"{found['summary']['total_errors']} transactions failed; first: " \
                     f"{found['summary'].get('first_error')}"
+    if not need_check:
+        return out, None
     check = found.get("check")
     if not check:
         return out, "the TPC-C consistency check did not run"
@@ -298,10 +324,10 @@ def _tpcc_outcome(run_dir: Path, exit_code: int, log_text: str) -> tuple[dict | 
     return out, None
 
 
-def _measures(result: sysbench.Result | None, tpcc: dict | None) -> dict:
-    """The client-side numbers of a row, from sysbench or from the TPC-C driver."""
-    if tpcc:
-        summ = tpcc["summary"]
+def _measures(result: sysbench.Result | None, driven: dict | None) -> dict:
+    """The client-side numbers of a row, from sysbench or from the driver as client."""
+    if driven:
+        summ = driven["summary"]
         pct = events.percentiles_ns(events.merged_histogram(summ))
         return {"ops": int(summ.get("total_ops", 0)), "duration_s": round(float(summ.get("duration_s", 0)), 6),
                 "ops_per_s": round(float(summ.get("ops_per_s", 0)), 2), **pct,

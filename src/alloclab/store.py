@@ -78,6 +78,7 @@ class RunRow:
     tpm: float = 0.0
     shape: str = "default"
     server_tpm: float = 0.0
+    client: str = ""
 
     @classmethod
     def columns(cls) -> list[str]:

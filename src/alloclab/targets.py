@@ -9,6 +9,7 @@ datadir (mode 0700), so only root and the server's own user can reach it.
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import re
@@ -220,6 +221,8 @@ class Server:
         log = open(self.log_path, "ab")
 
         def setup():
+            # the kernel kills the server if alloclab dies, even by kill -9
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
             if cpus:
                 os.sched_setaffinity(0, cpus)
             if preexec:

@@ -74,6 +74,17 @@ pub trait TpccTx {
     /// (min, max, count) of a district's new-order ids (0, 0, 0 when none)
     fn district_new_order_stats(&mut self, w: u32, d: u32) -> DbResult<(u32, u32, u64)>;
     fn district_order_line_count(&mut self, w: u32, d: u32) -> DbResult<u64>;
+    /// Sum of D_NEXT_O_ID over warehouses 1..=w, read without taking row locks (HammerDB's
+    /// NOPM counter must not queue behind running New-Orders).
+    fn next_order_sum(&mut self, warehouses: u32) -> DbResult<u64> {
+        let mut sum = 0u64;
+        for w in 1..=warehouses {
+            for d in 1..=DISTRICTS {
+                sum += self.district(w, d)?.next_o_id as u64;
+            }
+        }
+        Ok(sum)
+    }
 }
 
 pub const ENGINES: &[&str] = &["tidesdb", "rocksdb", "sqlite", "mariadb", "postgres"];
@@ -375,13 +386,7 @@ pub fn read_meta(db: &dyn TpccDb) -> Result<Meta> {
 pub fn next_order_sum(db: &dyn TpccDb, warehouses: u32) -> Result<u64> {
     let mut tx = db.session()?;
     let (_, r) = retry(&mut *tx, false, 100, &mut |tx| {
-        let mut sum = 0u64;
-        for w in 1..=warehouses {
-            for d in 1..=DISTRICTS {
-                sum += tx.district(w, d)?.next_o_id as u64;
-            }
-        }
-        Ok(sum)
+        tx.next_order_sum(warehouses)
     });
     r.map_err(|e| anyhow::anyhow!("cannot read d_next_o_id: {e}"))
 }

@@ -188,6 +188,25 @@ pub trait SqlConn {
     fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()>;
 }
 
+/// A connection to a server alloclab started (`mariadb` or `postgres`).
+pub fn connection(engine: &str, server: &Server) -> Result<Box<dyn SqlConn + Send>> {
+    Ok(match engine {
+        "mariadb" => Box::new(
+            TpccMariaDb {
+                server: server.clone(),
+            }
+            .connect()?,
+        ),
+        "postgres" => Box::new(
+            TpccPostgres {
+                server: server.clone(),
+            }
+            .connect()?,
+        ),
+        other => anyhow::bail!("no SQL server engine '{other}': use mariadb or postgres"),
+    })
+}
+
 /// The engine clause of CREATE TABLE for MariaDB (e.g. InnoDB, ROCKSDB).
 pub fn schema(dialect: Dialect, table_engine: &str) -> Vec<String> {
     let clause = if dialect == Dialect::MariaDb {
@@ -1002,6 +1021,10 @@ impl<C: SqlConn> TpccTx for SqlTx<C> {
     }
     fn district_order_line_count(&mut self, w: u32, d: u32) -> DbResult<u64> {
         Ok(self.one(CHECK_LINES, &vals![w, d], "order lines")?[0].i() as u64)
+    }
+    fn next_order_sum(&mut self, warehouses: u32) -> DbResult<u64> {
+        let q = "SELECT COALESCE(SUM(d_next_o_id), 0) FROM district WHERE d_w_id <= ?";
+        Ok(self.one(q, &vals![warehouses], "districts")?[0].i() as u64)
     }
 }
 
