@@ -179,7 +179,7 @@ def test_tpcc_against_servers(target, found, tmp_path, before):
     assert server_pids() <= pids_before and listeners() <= sockets_before
 
 
-@pytest.mark.parametrize("target", ["mariadb-innodb", "postgres"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_native_oltp_beside_the_real_sysbench(target, found, tmp_path, before):
     """The driver runs sysbench's three OLTP tests natively on the same prepared tables as the
     real sysbench binary; both clients give numbers of the same order."""
@@ -204,3 +204,47 @@ def test_native_oltp_beside_the_real_sysbench(target, found, tmp_path, before):
     time.sleep(0.5)
     pids_before, sockets_before = before
     assert server_pids() <= pids_before and listeners() <= sockets_before
+
+
+def test_ctrl_c_stops_the_server_and_resume_finishes(tmp_path, found, before):
+    import sys
+
+    from conftest import ROOT
+    plan_file = tmp_path / "plan.toml"
+    plan_file.write_text("""
+engines = ["mariadb-innodb"]
+allocators = ["glibc"]
+runs = 3
+[profiles.sysbench]
+[[workloads]]
+workload = "sysbench"
+test = "oltp_read_only"
+threads = 2
+tables = 2
+table_size = 2000
+duration_s = 4
+""")
+    out = tmp_path / "res"
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin:/usr/sbin"}
+    proc = subprocess.Popen([sys.executable, "-m", "alloclab", "run", "--plan", str(plan_file), "--out", str(out),
+                             "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(1200):  # until a run's client is going
+        runs = out / "runs"
+        if runs.exists() and any((d / "client.log").exists() for d in runs.iterdir()):
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "resume with" in err, err
+    time.sleep(0.5)
+    pids_before, sockets_before = before
+    assert server_pids() <= pids_before, "Ctrl-C left a server running"
+    assert listeners() <= sockets_before
+    assert Store(out).verify() == []
+    p = subprocess.run([sys.executable, "-m", "alloclab", "run", "--resume", str(out), "--quiet"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    rows = Store(out).rows()
+    assert len(rows) == len({r.run_id for r in rows}) == 3 and all(r.status == "ok" for r in rows)
+    assert Store(out).verify() == []

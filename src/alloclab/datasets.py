@@ -18,8 +18,33 @@ from alloclab.plan import RunSpec
 from alloclab.store import write_json
 
 
-class DatasetError(Exception):
+class DatasetError(AlloclabError):
     """A dataset could not be prepared; the runs that need it fail with this reason."""
+
+
+class Prepared:
+    """Data prepared once and reused: a folder per key, marked complete beside it. A failure is
+    remembered, so that the other runs needing that data fail at once with the same reason."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.failed: dict[str, str] = {}
+
+    def get(self, key: str, prepare) -> Path:
+        if key in self.failed:
+            raise DatasetError(self.failed[key])
+        path, marker = self.root / key, self.root / f"{key}.complete"
+        if marker.exists():
+            return path
+        shutil.rmtree(path, ignore_errors=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            prepare(path)
+        except AlloclabError as e:
+            self.failed[key] = e.message
+            raise DatasetError(e.message, e.hint) from e
+        marker.write_text(key)
+        return path
 
 
 def _clean_env() -> dict[str, str]:
@@ -30,9 +55,8 @@ class Datasets:
     def __init__(self, exe: Path, scratch: Path, study_root: Path, notify=None):
         self.notify = notify or (lambda _text: None)
         self.exe = exe
-        self.cache = scratch / "pristine"
+        self.cache = Prepared(scratch / "pristine")
         self.study_root = study_root
-        self.failed: dict[str, str] = {}
 
     @staticmethod
     def key(spec: RunSpec) -> str:
@@ -47,21 +71,10 @@ class Datasets:
         if spec.cell.workload != "tpcc":
             return None
         key = self.key(spec)
-        if key in self.failed:
-            raise DatasetError(self.failed[key])
-        path = self.cache / key
-        if (path / ".complete").exists():
-            return path
-        try:
-            self._load(spec, key, path)
-        except DatasetError as e:
-            self.failed[key] = str(e)
-            raise
-        return path
+        return self.cache.get(key, lambda path: self._load(spec, key, path))
 
     def _load(self, spec: RunSpec, key: str, path: Path) -> None:
         c = spec.cell
-        shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
         log_dir = self.study_root / "loads" / key
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -91,10 +104,9 @@ class Datasets:
         if p.returncode != 0 or not end:
             tail = (log_dir / "driver.log").read_text(errors="replace").strip().splitlines()[-3:]
             raise DatasetError(f"loading {key} failed (exit {p.returncode}): {' | '.join(tail)}")
-        (path / ".complete").write_text(key)
         self.notify(f"loaded {key} in {wall:.1f}s ({end.get('warehouses_per_min', 0):.1f} warehouses/min)")
 
     @staticmethod
     def copy_to(pristine: Path, db_path: Path) -> None:
         shutil.rmtree(db_path, ignore_errors=True)
-        shutil.copytree(pristine, db_path, ignore=shutil.ignore_patterns(".complete"))
+        shutil.copytree(pristine, db_path)

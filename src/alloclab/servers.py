@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from alloclab import allocators, events, noise, sampler, sysbench, targets
+from alloclab.datasets import Prepared
 from alloclab.errors import AlloclabError
 from alloclab.execute import STATUS_FAILED, STATUS_INVALID, STATUS_OK, die_with_parent, tpcc_rates
 from alloclab.placement import MemoryLimit, parse_cpus
@@ -49,10 +50,9 @@ class Golden:
 
     def __init__(self, scratch: Path, study_root: Path, exe: Path, notify=None):
         self.exe = exe
-        self.cache = scratch / "golden"
+        self.cache = Prepared(scratch / "golden")
         self.study_root = study_root
         self.notify = notify or (lambda _t: None)
-        self.failed: dict[str, str] = {}
 
     @staticmethod
     def key(spec: RunSpec) -> str:
@@ -70,17 +70,7 @@ class Golden:
 
     def datadir(self, spec: RunSpec) -> Path:
         key = self.key(spec)
-        if key in self.failed:
-            raise AlloclabError(self.failed[key])
-        path = self.cache / key
-        if (self.cache / f"{key}.complete").exists():
-            return path
-        try:
-            self._prepare(spec, key, path)
-        except AlloclabError as e:
-            self.failed[key] = str(e)
-            raise
-        return path
+        return self.cache.get(key, lambda path: self._prepare(spec, key, path))
 
     def _prepare(self, spec: RunSpec, key: str, path: Path) -> None:
         c = spec.cell
@@ -90,7 +80,6 @@ class Golden:
         what = (f"{c.warehouses} TPC-C warehouse(s)" if c.workload == "tpcc"
                 else f"{c.tables} x {c.table_size} sysbench rows")
         self.notify(f"preparing {what} in {c.engine} ({key}), unmeasured")
-        shutil.rmtree(path, ignore_errors=True)
         srv = targets.Server(t, path, logs / "server.log", settings=profile_settings(spec))
         t0 = time.monotonic()
         srv.initialise()
@@ -116,7 +105,6 @@ class Golden:
             raise AlloclabError(f"{c.engine} did not shut down cleanly after prepare: {srv.log_tail()}")
         write_json(logs / "prepare.json", {"key": key, "target": c.engine, "tables": c.tables,
                                            "table_size": c.table_size, "seconds": time.monotonic() - t0})
-        (self.cache / f"{key}.complete").write_text(key)
         self.notify(f"prepared {key} in {time.monotonic() - t0:.1f}s")
 
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 mod null;
 mod rocks;
-mod sqlite;
+pub mod sqlite;
 mod tides;
 
 /// What an engine call can fail with. `Conflict` is retryable (a write-write conflict or a

@@ -13,23 +13,15 @@ pub fn version() -> String {
     rusqlite::version().to_string()
 }
 
-pub struct Sqlite {
+/// A SQLite database file and the pragmas every connection to it gets (WAL journal, the run's
+/// sync mode and cache size). Shared by the key-value engine and TPC-C's SQL.
+pub struct SqliteFile {
     file: PathBuf,
     pragmas: String,
 }
 
-fn map_err(e: rusqlite::Error) -> DbError {
-    match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
-            DbError::Conflict(e.to_string())
-        }
-        _ => DbError::Other(anyhow::Error::new(e)),
-    }
-}
-
-impl Sqlite {
-    pub fn open(o: &EngineOptions) -> Result<Self> {
-        let file = o.path.join("kv.sqlite");
+impl SqliteFile {
+    pub fn new(file: PathBuf, o: &EngineOptions) -> Self {
         let sync = match o.sync {
             SyncMode::None => "OFF",
             SyncMode::Full => "FULL",
@@ -42,28 +34,47 @@ impl Sqlite {
             // the WAL plays the memtable's part: checkpoint once it holds this much
             pragmas += &format!("PRAGMA wal_autocheckpoint={};", (b / 4096).max(1));
         }
-        let e = Sqlite { file, pragmas };
-        let c = e.connect()?;
-        c.execute_batch(
-            "CREATE TABLE IF NOT EXISTS kv(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID;",
-        )?;
-        Ok(e)
+        SqliteFile { file, pragmas }
     }
 
-    fn connect(&self) -> Result<Connection> {
+    pub fn connect(&self) -> Result<Connection> {
         let c = Connection::open(&self.file)
             .with_context(|| format!("cannot open SQLite database {}", self.file.display()))?;
-        c.busy_timeout(Duration::from_secs(30))?;
+        c.busy_timeout(Duration::from_secs(60))?;
         c.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
         c.execute_batch(&self.pragmas)?;
         Ok(c)
     }
 }
 
+pub struct Sqlite {
+    db: SqliteFile,
+}
+
+/// Busy and locked are conflicts (retried); anything else is an error.
+pub fn map_err(e: rusqlite::Error) -> DbError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+            DbError::Conflict(e.to_string())
+        }
+        _ => DbError::Other(anyhow::Error::new(e)),
+    }
+}
+
+impl Sqlite {
+    pub fn open(o: &EngineOptions) -> Result<Self> {
+        let db = SqliteFile::new(o.path.join("kv.sqlite"), o);
+        db.connect()?.execute_batch(
+            "CREATE TABLE IF NOT EXISTS kv(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID;",
+        )?;
+        Ok(Sqlite { db })
+    }
+}
+
 impl Engine for Sqlite {
     fn session(&self) -> Result<Box<dyn Session + '_>> {
         Ok(Box::new(SqliteSession {
-            c: self.connect()?,
+            c: self.db.connect()?,
             open: false,
         }))
     }

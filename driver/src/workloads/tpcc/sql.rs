@@ -5,13 +5,13 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 
 use super::rows::*;
 use super::{TpccDb, TpccTx};
-use crate::engines::{DbError, DbResult, EngineOptions, SyncMode};
+use crate::engines::sqlite::{map_err as sqlite_map_err, SqliteFile};
+use crate::engines::{DbError, DbResult, EngineOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -232,33 +232,13 @@ pub fn schema(dialect: Dialect, table_engine: &str) -> Vec<String> {
 // --- SQLite ------------------------------------------------------------------------------------
 
 pub struct TpccSqlite {
-    file: PathBuf,
-    pragmas: String,
-}
-
-fn sqlite_err(e: rusqlite::Error) -> DbError {
-    match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked) => {
-            DbError::Conflict(e.to_string())
-        }
-        _ => DbError::Other(anyhow::Error::new(e)),
-    }
+    db: SqliteFile,
 }
 
 impl TpccSqlite {
     pub fn open(o: &EngineOptions) -> Result<Self> {
         std::fs::create_dir_all(&o.path)?;
-        let file = o.path.join("tpcc.sqlite");
-        let sync = if o.sync == SyncMode::Full {
-            "FULL"
-        } else {
-            "OFF"
-        };
-        let mut pragmas = format!("PRAGMA synchronous={sync};");
-        if let Some(b) = o.block_cache_bytes {
-            pragmas += &format!("PRAGMA cache_size=-{};", (b / 1024).max(1));
-        }
-        let db = TpccSqlite { file, pragmas };
+        let db = SqliteFile::new(o.path.join("tpcc.sqlite"), o);
         let c = db.connect()?;
         let exists: bool = c
             .query_row(
@@ -273,22 +253,13 @@ impl TpccSqlite {
                 schema(Dialect::Sqlite, "").join("; ")
             ))?;
         }
-        Ok(db)
-    }
-
-    fn connect(&self) -> Result<rusqlite::Connection> {
-        let c = rusqlite::Connection::open(&self.file)
-            .with_context(|| format!("cannot open {}", self.file.display()))?;
-        c.busy_timeout(Duration::from_secs(60))?;
-        c.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
-        c.execute_batch(&self.pragmas)?;
-        Ok(c)
+        Ok(TpccSqlite { db })
     }
 }
 
 impl TpccDb for TpccSqlite {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
-        Ok(Box::new(SqlTx::new(SqliteConn(self.connect()?))))
+        Ok(Box::new(SqlTx::new(SqliteConn(self.db.connect()?))))
     }
 }
 
@@ -299,18 +270,18 @@ impl SqlConn for SqliteConn {
         Dialect::Sqlite
     }
     fn batch(&mut self, sql: &str) -> DbResult<()> {
-        self.0.execute_batch(sql).map_err(sqlite_err)
+        self.0.execute_batch(sql).map_err(sqlite_map_err)
     }
     fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
-        let mut st = self.0.prepare_cached(sql).map_err(sqlite_err)?;
+        let mut st = self.0.prepare_cached(sql).map_err(sqlite_map_err)?;
         let n = st.column_count();
         let p = rusqlite::params_from_iter(params.iter().map(sqlite_value));
-        let mut rows = st.query(p).map_err(sqlite_err)?;
+        let mut rows = st.query(p).map_err(sqlite_map_err)?;
         let mut out = Vec::new();
-        while let Some(r) = rows.next().map_err(sqlite_err)? {
+        while let Some(r) = rows.next().map_err(sqlite_map_err)? {
             let mut row = Vec::with_capacity(n);
             for i in 0..n {
-                row.push(match r.get_ref(i).map_err(sqlite_err)? {
+                row.push(match r.get_ref(i).map_err(sqlite_map_err)? {
                     rusqlite::types::ValueRef::Null => V::Null,
                     rusqlite::types::ValueRef::Integer(x) => V::I(x),
                     rusqlite::types::ValueRef::Real(x) => V::I(x as i64),
@@ -324,9 +295,9 @@ impl SqlConn for SqliteConn {
         Ok(out)
     }
     fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()> {
-        let mut st = self.0.prepare_cached(sql).map_err(sqlite_err)?;
+        let mut st = self.0.prepare_cached(sql).map_err(sqlite_map_err)?;
         st.execute(rusqlite::params_from_iter(params.iter().map(sqlite_value)))
-            .map_err(sqlite_err)?;
+            .map_err(sqlite_map_err)?;
         Ok(())
     }
 }
