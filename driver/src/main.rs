@@ -230,6 +230,13 @@ impl Target {
         })
     }
 
+    fn engine_version(&self) -> serde_json::Value {
+        engines::versions()
+            .get(self.engine.as_str())
+            .cloned()
+            .unwrap_or_default()
+    }
+
     fn tpcc(&self) -> Result<Box<dyn tpcc::TpccDb>> {
         tpcc::open(&self.engine, &self.options()?, self.server())
     }
@@ -355,7 +362,7 @@ fn run(a: RunArgs) -> Result<()> {
     }
     let start = json!({
         "engine": a.target.engine,
-        "engine_version": engines::versions().get(a.target.engine.as_str()).cloned().unwrap_or(serde_json::Value::Null),
+        "engine_version": a.target.engine_version(),
         "engine_options": opts,
         "workload": if is_tpcc { json!("tpcc") } else if let Some(o) = &oltp_spec { json!(o) } else { json!(kv_spec) },
         "threads": a.threads,
@@ -386,25 +393,14 @@ fn run(a: RunArgs) -> Result<()> {
             runner::run(&workload, &cfg, &sink)?;
         } else if let Some(spec) = kv_spec {
             let engine = engines::open(&a.target.engine, &opts)?;
-            sink.emit(
-                "phase",
-                json!({"phase": "open", "state": "end", "duration_s": t0.elapsed().as_secs_f64()}),
-            )?;
+            phase_end(&sink, "open", t0)?;
             let workload = KvWorkload::new(spec, &*engine)?;
             workload.prepare(a.threads, &sink)?;
             runner::run(&workload, &cfg, &sink)?;
-            let t1 = Instant::now();
-            drop(engine);
-            sink.emit(
-                "phase",
-                json!({"phase": "close", "state": "end", "duration_s": t1.elapsed().as_secs_f64()}),
-            )?;
+            close(&sink, engine)?;
         } else {
             let db = a.target.tpcc()?;
-            sink.emit(
-                "phase",
-                json!({"phase": "open", "state": "end", "duration_s": t0.elapsed().as_secs_f64()}),
-            )?;
+            phase_end(&sink, "open", t0)?;
             let meta = tpcc::read_meta(&*db)?;
             let spec = TpccSpec {
                 warehouses: a.warehouses.unwrap_or(meta.warehouses),
@@ -419,15 +415,25 @@ fn run(a: RunArgs) -> Result<()> {
             if a.check {
                 emit_check(&*db, meta.warehouses, &sink)?;
             }
-            let t1 = Instant::now();
-            drop(db);
-            sink.emit(
-                "phase",
-                json!({"phase": "close", "state": "end", "duration_s": t1.elapsed().as_secs_f64()}),
-            )?;
+            close(&sink, db)?;
         }
         Ok(())
     })
+}
+
+fn phase_end(sink: &EventSink, phase: &str, since: Instant) -> Result<()> {
+    let secs = since.elapsed().as_secs_f64();
+    sink.emit(
+        "phase",
+        json!({"phase": phase, "state": "end", "duration_s": secs}),
+    )
+}
+
+/// Drop an engine, which closes it (flushing what it must), and say how long that took.
+fn close<T>(sink: &EventSink, engine: T) -> Result<()> {
+    let t = Instant::now();
+    drop(engine);
+    phase_end(sink, "close", t)
 }
 
 fn emit_check(db: &dyn tpcc::TpccDb, warehouses: u32, sink: &EventSink) -> Result<()> {
@@ -444,19 +450,13 @@ fn emit_check(db: &dyn tpcc::TpccDb, warehouses: u32, sink: &EventSink) -> Resul
 fn load(a: LoadArgs) -> Result<()> {
     let opts = a.target.options()?;
     let sink = a.channel.open()?;
-    let start = json!({"engine": a.target.engine, "engine_version": engines::versions().get(a.target.engine.as_str()).cloned().unwrap_or(serde_json::Value::Null),
+    let start = json!({"engine": a.target.engine, "engine_version": a.target.engine_version(),
                        "engine_options": opts, "workload": "tpcc-load", "warehouses": a.warehouses,
                        "loaders": a.loaders});
     with_events(&sink, start, || {
         let db = a.target.tpcc()?;
         tpcc::load(&*db, a.warehouses, a.loaders, a.seed, &sink)?;
-        let t1 = Instant::now();
-        drop(db);
-        sink.emit(
-            "phase",
-            json!({"phase": "close", "state": "end", "duration_s": t1.elapsed().as_secs_f64()}),
-        )?;
-        Ok(())
+        close(&sink, db)
     })
 }
 

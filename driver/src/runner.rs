@@ -265,14 +265,15 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
             let stop_at = cfg.duration.map(|d| start + d);
             let wake = stop_at.map_or(tick, |s| s.min(tick));
             nap(wake);
-            let finished = all_done();
-            if let Some(s) = stop_at {
-                if Instant::now() >= s {
-                    phase.store(STOP, Ordering::Release);
-                }
+            if stop_at.is_some_and(|s| Instant::now() >= s) {
+                phase.store(STOP, Ordering::Release);
             }
-            if finished || phase.load(Ordering::Acquire) == STOP {
-                break;
+            let last = all_done() || phase.load(Ordering::Acquire) == STOP;
+            if last {
+                // wait for the workers to finish their last call, then take everything left
+                while !all_done() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
             emit_interval(
                 sink,
@@ -284,21 +285,10 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                 start,
                 cfg.interval,
             )?;
+            if last {
+                break;
+            }
         }
-        // wait for the workers to finish their last call, then take everything left
-        while !all_done() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        emit_interval(
-            sink,
-            &names,
-            &mut syncs,
-            &mut cumulative,
-            &counters,
-            &mut prev,
-            start,
-            cfg.interval,
-        )?;
         let usage1 = rusage::current();
         let end_ns = last_finish_ns.load(Ordering::Acquire);
         let duration_s =

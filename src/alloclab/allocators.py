@@ -21,19 +21,15 @@ from alloclab.errors import AlloclabError
 class Known:
     sonames: tuple[str, ...]
     package: str
-    homepage: str
 
 
 # The allocators alloclab knows by name. "glibc" is the absence of any preload.
 KNOWN: dict[str, Known] = {
-    "glibc": Known((), "libc6", "https://sourceware.org/glibc/"),
-    "jemalloc": Known(("libjemalloc.so.2", "libjemalloc.so"), "libjemalloc2", "https://jemalloc.net"),
-    "mimalloc": Known(("libmimalloc.so.2", "libmimalloc.so.2.0", "libmimalloc.so"), "libmimalloc2.0",
-                      "https://github.com/microsoft/mimalloc"),
-    "tcmalloc": Known(("libtcmalloc.so.4", "libtcmalloc.so"), "libgoogle-perftools4",
-                      "https://github.com/gperftools/gperftools"),
-    "tcmalloc-minimal": Known(("libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so"), "libtcmalloc-minimal4",
-                              "https://github.com/gperftools/gperftools"),
+    "glibc": Known((), "libc6"),
+    "jemalloc": Known(("libjemalloc.so.2", "libjemalloc.so"), "libjemalloc2"),
+    "mimalloc": Known(("libmimalloc.so.2", "libmimalloc.so.2.0", "libmimalloc.so"), "libmimalloc2.0"),
+    "tcmalloc": Known(("libtcmalloc.so.4", "libtcmalloc.so"), "libgoogle-perftools4"),
+    "tcmalloc-minimal": Known(("libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so"), "libtcmalloc-minimal4"),
 }
 
 # Basenames that mean "some allocator other than glibc is mapped".
@@ -101,10 +97,6 @@ class Allocator:
     path: str | None
     env: tuple[tuple[str, str], ...] = ()
     version: str = ""
-
-    @property
-    def label(self) -> str:
-        return self.name
 
     def target_env(self, base_env: dict[str, str]) -> dict[str, str]:
         """The environment of the process under test: the caller's, cleaned of any preload and

@@ -6,10 +6,11 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from alloclab import stats
+from alloclab.noise import BUSY_OTHER_CORES
 from alloclab.store import RunRow, Store
 
 # What identifies a cell apart from the allocator and the repeat.
@@ -48,6 +49,8 @@ class Study:
     rows: list[RunRow]
     plan: dict
     machine: dict
+    # summaries per metric: each holds a bootstrap per cell, wanted by several tables
+    _summaries: dict = field(default_factory=dict, repr=False)
 
     @property
     def baseline(self) -> str:
@@ -127,6 +130,8 @@ class CellSummary:
 
 
 def summaries(study: Study, metric: Metric) -> list[CellSummary]:
+    if metric.column in study._summaries:
+        return study._summaries[metric.column]
     out = []
     groups = by_cell(study.valid(), metric.column)
     for cell in sorted(groups, key=sort_key):
@@ -134,6 +139,7 @@ def summaries(study: Study, metric: Metric) -> list[CellSummary]:
             vals = groups[cell].get(a)
             if vals:
                 out.append(CellSummary(cell, a, metric, tuple(vals), stats.describe(vals)))
+    study._summaries[metric.column] = out
     return out
 
 
@@ -156,7 +162,7 @@ def comparisons(study: Study, metric: Metric) -> list[VsBaseline]:
             if a == base or not v:
                 continue
             cmp = None
-            if b and stats.describe(b).median > 0:
+            if b and stats.median(b) > 0:
                 cmp = stats.compare(b, v, higher_is_better=metric.higher_is_better)
             out.append(VsBaseline(cell, a, metric, cmp))
     return out
@@ -167,7 +173,7 @@ def spreads(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str,
     out = []
     groups = by_cell(study.valid(), metric.column)
     for cell in sorted(groups, key=sort_key):
-        medians = {a: stats.describe(v).median for a, v in groups[cell].items()}
+        medians = {a: stats.median(v) for a, v in groups[cell].items()}
         if len(medians) < 2 or min(medians.values()) <= 0:
             continue
         if not metric.higher_is_better:
@@ -192,7 +198,7 @@ def profile_gains(study: Study, metric: Metric) -> list[tuple[tuple, str, str, s
             ocell = cell[:pi] + (other,) + cell[pi + 1:]
             for a in study.allocators:
                 b, v = groups[cell].get(a), groups.get(ocell, {}).get(a)
-                if b and v and stats.describe(b).median > 0:
+                if b and v and stats.median(b) > 0:
                     out.append((cell, a, other, names[0], stats.compare(b, v, higher_is_better=True)))
     return out
 
@@ -214,7 +220,7 @@ def engine_ratios(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple
                 continue
             for a in study.allocators:
                 b, v = groups[cell].get(a), groups[ocell].get(a)
-                if b and v and stats.describe(b).median > 0:
+                if b and v and stats.median(b) > 0:
                     out.append((cell[1:], a, other, ref, stats.compare(b, v, higher_is_better=True)))
     return out
 
@@ -230,7 +236,7 @@ def scalings(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str
         for a in study.allocators:
             pts = sweeps[key].get(a)
             if pts and len(pts) >= 2:
-                out.append((key, a, stats.scaling({t: stats.describe(v).median for t, v in pts.items()})))
+                out.append((key, a, stats.scaling({t: stats.median(v) for t, v in pts.items()})))
     return out
 
 
@@ -244,11 +250,12 @@ def warnings(study: Study) -> list[str]:
                    f"(e.g. {unverified[0].run_id}: {unverified[0].reason})")
     if failed:
         out.append(f"{len(failed)} run(s) failed and are excluded (e.g. {failed[0].run_id}: {failed[0].reason})")
-    few = sum(1 for s in summaries(study, THROUGHPUT) if not s.stats.enough)
+    cells = summaries(study, THROUGHPUT)
+    few = sum(1 for s in cells if not s.stats.enough)
     if few:
         out.append(f"{few} cell x allocator combination(s) have fewer than 3 valid runs: their numbers are single "
                    "measurements without an interval, and differences under ~10 % are within run-to-run noise")
-    for s in summaries(study, THROUGHPUT):
+    for s in cells:
         c = cell_dict(s.cell)
         label = f"{c['engine']} {c['part']} t{c['threads']} b{c['batch']} [{s.allocator}]"
         if s.stats.cv is not None and s.stats.cv > NOISY_CV:
@@ -256,7 +263,7 @@ def warnings(study: Study) -> list[str]:
         if s.stats.outliers:
             out.append(f"outlier run(s) in {label}: repeat(s) {', '.join(str(i + 1) for i in s.stats.outliers)} "
                        "(kept, marked here)")
-    busy = [r for r in study.rows if r.other_busy_cores > 0.25]
+    busy = [r for r in study.rows if r.other_busy_cores > BUSY_OTHER_CORES]
     if busy:
         worst = max(busy, key=lambda r: r.other_busy_cores)
         out.append(f"the machine was busy during {len(busy)} run(s): other processes used up to "

@@ -53,7 +53,7 @@ def compare(a: analyse.Study, b: analyse.Study, force: bool = False) -> list[Tab
         for cell in sorted(set(ga) & set(gb), key=analyse.sort_key):
             for alloc in sorted(set(ga[cell]) & set(gb[cell])):
                 va, vb = ga[cell][alloc], gb[cell][alloc]
-                ma, mb = stats.describe(va).median, stats.describe(vb).median
+                ma, mb = stats.median(va), stats.median(vb)
                 cmp = stats.compare(va, vb, higher_is_better=m.higher_is_better) if ma > 0 else None
                 t.add([cell[0], cell[1], params(cell), alloc, m.fmt(ma), m.fmt(mb), fmt_cmp(cmp)],
                       [cell[0], cell[1], params(cell), alloc, ma, mb] +

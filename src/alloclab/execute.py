@@ -13,7 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -41,14 +41,10 @@ class Watch:
     end: dict | None = None
     maps_at_start: list[str] | None = None
     maps_at_summary: list[str] | None = None
-    last_interval: dict | None = None
     check: dict | None = None
     parse_error: str | None = None
-    events: int = 0
-    extra: dict = field(default_factory=dict)
 
     def handle(self, ev: events.Event) -> None:
-        self.events += 1
         d = ev.data
         if ev.type == "start":
             self.start = d
@@ -57,8 +53,6 @@ class Watch:
             self.phase = "open"
         elif ev.type == "phase":
             self.phase = d.get("phase", self.phase) if d.get("state") == "begin" else self.phase
-        elif ev.type == "interval":
-            self.last_interval = d
         elif ev.type == "summary":
             self.summary = d
             self.maps_at_summary = allocators.read_maps(self.pid)

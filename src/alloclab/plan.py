@@ -28,7 +28,6 @@ except ModuleNotFoundError:  # Python < 3.11
 
 ENGINES = ("tidesdb", "rocksdb", "sqlite", "null")
 WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range", "tpcc", "sysbench")
-KV_WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range")
 SYSBENCH_TESTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write")
 TPCC_ENGINES = ("tidesdb", "rocksdb", "sqlite")
 TPCC_MIXES = ("spec", "hammerdb")
@@ -189,21 +188,11 @@ SHAPE_SCHEMA = {"server_cpus": _cpus, "client_cpus": _cpus, "server_memory_bytes
 
 def _named_tables(key, v, schema):
     if not isinstance(v, dict) or not v:
-        raise AlloclabError(f"{key}: expected a table of named tables, e.g. [{key}.small]")
+        raise AlloclabError(f"{key}: expected a table of named settings, e.g. [{key}.small]")
     for name in v:
         if not re.match(r"^[A-Za-z0-9_-]+$", str(name)):
             raise AlloclabError(f"{key}: name {name!r} may hold only letters, digits, '_' and '-'")
     return {name: _check_table(f"{key}.{name}", table, schema) for name, table in v.items()}
-
-
-def _profiles(key, v):
-    """Named sets of engine settings, e.g. [profiles.small] and [profiles.large]."""
-    if not isinstance(v, dict) or not v:
-        raise AlloclabError(f"{key}: expected a table of named engine settings, e.g. [profiles.small]")
-    for name in v:
-        if not re.match(r"^[A-Za-z0-9_-]+$", str(name)):
-            raise AlloclabError(f"{key}: profile name {name!r} may hold only letters, digits, '_' and '-'")
-    return {name: _check_table(f"{key}.{name}", table, ENGINE_OPTIONS) for name, table in v.items()}
 
 
 def _workloads(key, v):
@@ -226,7 +215,7 @@ TOP_SCHEMA = {
     "run_timeout_s": _seconds(0.0, strict=True),
     "hang_timeout_s": _seconds(0.0, strict=True),
     "engine_options": lambda k, v: _check_table(k, v, ENGINE_OPTIONS),
-    "profiles": _profiles,
+    "profiles": lambda k, v: _named_tables(k, v, ENGINE_OPTIONS),
     "shapes": lambda k, v: _named_tables(k, v, SHAPE_SCHEMA),
     "server_cpus": _cpus,
     "client_cpus": _cpus,

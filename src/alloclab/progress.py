@@ -41,7 +41,6 @@ class Progress:
         self.live = stream.isatty() if live is None else live
         self.done = 0
         self.t0 = time.monotonic()
-        self.spent = 0.0
         self.current: RunSpec | None = None
         self.rate = ""
         self._last_draw = 0.0

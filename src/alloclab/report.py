@@ -149,7 +149,7 @@ def spread_table(study: analyse.Study) -> Table:
         per_engine[cell[0]].append(pct)
         t.add([cell[0], cell[1], params(cell), best, worst, f"{pct:.1f}"], [cell[0], cell[1], params(cell), best,
                                                                              worst, pct])
-    t.note = "; ".join(f"{e}: median spread {stats.describe(v).median:.1f}% over {len(v)} cells"
+    t.note = "; ".join(f"{e}: median spread {stats.median(v):.1f}% over {len(v)} cells"
                        for e, v in per_engine.items())
     return t
 
@@ -184,12 +184,12 @@ def sweep_table(study: analyse.Study, m: Metric = THROUGHPUT) -> Table:
             continue
         for cell in cells:
             b = groups[cell].get(base)
-            bm = stats.describe(b).median if b else None
+            bm = stats.median(b) if b else None
             row = [cell[0], cell[1], params(cell).rsplit(" ", 1)[0], str(cell[-1]), m.fmt(bm)]
             raw = [cell[0], cell[1], params(cell).rsplit(" ", 1)[0], cell[-1], bm]
             for a in allocs:
                 v = groups[cell].get(a)
-                vm = stats.describe(v).median if v else None
+                vm = stats.median(v) if v else None
                 d = analyse.delta_pct(vm, bm)
                 row += [m.fmt(vm), f"{d:+.1f}%" if d is not None else "–"]
                 raw += [vm, d]
@@ -247,7 +247,7 @@ def chart_table(study: analyse.Study, spec: Chart) -> Table | None:
     for r in rows:
         groups[(r.engine, getattr(r, spec.x))][r.allocator].append(getattr(r, spec.metric.column))
     for (engine, x) in sorted(groups, key=analyse.sort_key):
-        meds = [stats.describe(groups[(engine, x)][a]).median if groups[(engine, x)].get(a) else None
+        meds = [stats.median(groups[(engine, x)][a]) if groups[(engine, x)].get(a) else None
                 for a in allocs]
         t.add([engine, str(x)] + [spec.metric.fmt(v) for v in meds], [engine, x] + meds)
     return t
@@ -296,7 +296,7 @@ def draw_chart(study: analyse.Study, spec: Chart, out: Path) -> tuple[Path, Path
                 for g in groups:
                     vals = [getattr(r, spec.metric.column) / spec.metric.scale for r in er
                             if r.allocator == a and getattr(r, spec.x) == g]
-                    ys.append(stats.describe(vals).median if vals else 0)
+                    ys.append(stats.median(vals) if vals else 0)
                 ax.bar([g + i * width for g in range(len(groups))], ys, width, label=a)
             ax.set_xticks([g + width * (len(allocs) - 1) / 2 for g in range(len(groups))])
             ax.set_xticklabels(groups)
@@ -391,7 +391,7 @@ def tpcc_txn_table(study: analyse.Study) -> Table:
         ops = groups[(label, alloc, txn)]
 
         def med(key, ops=ops):
-            return stats.describe([float(o.get(key, 0)) for o in ops]).median
+            return stats.median([float(o.get(key, 0)) for o in ops])
 
         vals = [med("calls")] + [med(k) / 1e6 for k in ("mean_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns", "stdev_ns")]
         causes = [med("retries"), med("rollbacks"), med("errors")]

@@ -7,7 +7,6 @@ import time
 from dataclasses import asdict, dataclass, fields
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass

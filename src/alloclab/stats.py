@@ -108,6 +108,11 @@ def modified_z_scores(values: Iterable[float]) -> np.ndarray:
     return np.zeros_like(arr)
 
 
+def median(values: Iterable[float]) -> float:
+    """The median alone, for where no interval is wanted (describe() also bootstraps)."""
+    return float(np.median(_finite_array(values)))
+
+
 def describe(values: Iterable[float], *, seed: int = 0, resamples: int = 10000,
              confidence: float = 0.95) -> CellStats:
     """Summary of one cell's runs; the interval is a seeded bootstrap CI of the median."""
@@ -123,7 +128,7 @@ def describe(values: Iterable[float], *, seed: int = 0, resamples: int = 10000,
         ci_low, ci_high = bootstrap_ci(arr, seed=seed, resamples=resamples, confidence=confidence)
     outliers = tuple(int(i) for i in np.flatnonzero(np.abs(modified_z_scores(arr)) > _Z_CUTOFF))
     note = "" if enough else f"n={n}: fewer than {MIN_RUNS} valid runs, no interval"
-    return CellStats(n=n, median=float(np.median(arr)), mean=mean, ci_low=ci_low, ci_high=ci_high,
+    return CellStats(n=n, median=median(arr), mean=mean, ci_low=ci_low, ci_high=ci_high,
                      cv=cv, stdev=stdev, outliers=outliers, enough=enough, note=note)
 
 

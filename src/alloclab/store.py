@@ -128,6 +128,7 @@ class Store:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._hash_cache: dict[str, tuple[int, int, str]] = {}
+        self._rows: list[RunRow] | None = None  # runs.csv as this Store last wrote it
 
     # --- writing ---
     def create(self, plan_json: dict, machine: dict) -> None:
@@ -152,10 +153,12 @@ class Store:
         for r in rows:
             w.writerow(r.to_csv())
         atomic_write(self.root / RUNS_CSV, buf.getvalue())
+        self._rows = list(rows)
 
     def append(self, row: RunRow) -> None:
         """Add a finished run (rewrites runs.csv atomically, so a crash never leaves half a row)."""
-        rows = [r for r in self.rows() if r.run_id != row.run_id]
+        known = self._rows if self._rows is not None else self.rows()
+        rows = [r for r in known if r.run_id != row.run_id]
         rows.append(row)
         self._write_rows(rows)
 

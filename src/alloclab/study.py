@@ -32,7 +32,6 @@ class StudyResult:
     ok: int
     failed: int
     invalid: int
-    skipped: int = 0  # finished before a resume
 
 
 class Interrupted(Exception):
@@ -114,7 +113,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     # count every run of the study, not only this sitting's
     for r in rows:
         setattr(result, r.status, getattr(result, r.status, 0) + 1)
-    result.total, result.skipped = len(specs), len(done)
+    result.total = len(specs)
     return result
 
 
