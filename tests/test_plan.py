@@ -83,7 +83,7 @@ def test_tuning_variants_are_their_own_allocator():
     assert p.allocators[2].target_env({"MALLOC_ARENA_MAX": "8"}) == {"MALLOC_ARENA_MAX": "2"}
 
 
-@pytest.mark.parametrize("scale", ["smoke", "quick", "full"])
+@pytest.mark.parametrize("scale", ["smoke", "full"])
 def test_kv_preset_has_the_nine_parts_of_study_2(scale):
     p = load(preset("kv-allocators", scale) | {"allocators": ["glibc", "jemalloc"]})
     parts = {c.part for c in p.cells()}
@@ -96,8 +96,59 @@ def test_kv_preset_has_the_nine_parts_of_study_2(scale):
         assert {c.ops for c in p.cells() if c.part == "churn_small"} == {5_000_000}
 
 
+def test_quick_kv_preset_asks_the_main_question_in_windows_of_at_least_5s():
+    p = load(preset("kv-allocators", "quick") | {"allocators": ["glibc", "jemalloc"]})
+    assert {c.engine for c in p.cells()} == {"tidesdb"}
+    assert {c.part for c in p.cells()} == {"churn_small", "contention", "large_4kb"}
+    assert all(c.duration_s >= 5 and c.ops is None for c in p.cells())
+    assert p.adaptive and p.budget == 600 and p.min_window_s == 5
+
+
+def test_windows_shorter_than_the_scale_floor_are_refused_naming_the_key():
+    raw = {"engines": ["null"], "workloads": [{"workload": "write", "duration_s": "1s"}]}
+    with pytest.raises(AlloclabError) as e:
+        load(raw)
+    assert "workloads[0].duration_s" in str(e.value) and "5 s floor" in str(e.value) and "--scale smoke" in str(e.value)
+    assert load(raw | {"scale": "smoke"}).cells()[0].duration_s == 1
+    assert load(raw | {"min_window_s": "0.5s"}).min_window_s == 0.5
+
+
+@pytest.mark.parametrize("raw, words", [
+    (minimal(target_ci_pct=0), ["target_ci_pct", "above 0"]),
+    (minimal(target_ci_pct=True), ["target_ci_pct", "percentage"]),
+    (minimal(margin_pct=-1), ["margin_pct"]),
+    (minimal(budget="soon"), ["budget", "not a duration"]),
+    (minimal(budget=0), ["budget", "> 0"]),
+    (minimal(runs=3, target_ci_pct=2), ["runs = 3", "target_ci_pct", "drop runs"]),
+    (minimal(min_runs=5, max_rounds=4), ["min_runs", "max_rounds"]),
+    (minimal(questions=["weather"]), ["questions[0]", "allowed values", "allocators"]),
+    (minimal(baseline_engine="oracle"), ["baseline_engine", "allowed values", "null"]),
+])
+def test_bad_round_settings_are_refused(raw, words):
+    with pytest.raises(AlloclabError) as e:
+        load(raw)
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+def test_adaptive_rounds_cover_only_the_active_units_in_a_fresh_order_per_round():
+    p = load(minimal(allocators=["glibc", "jemalloc", "mimalloc"]))
+    assert p.adaptive and p.runs is None and p.min_runs == 3
+    units = p.units()
+    assert len(units) == 2 * 3
+    active = {units[0], units[4]}
+    r2 = p.round_specs(2, active, 10)
+    assert {(s.cell.key, s.allocator.name) for s in r2} == active
+    assert [s.index for s in r2] == [10, 11] and all(s.repeat == 2 for s in r2)
+    orders = {tuple(s.cell.key for s in p.round_specs(r, None, 1)) for r in range(1, 9)}
+    assert len(orders) > 1  # rounds are drawn afresh
+    assert p.round_specs(3, None, 1) == p.round_specs(3, None, 1)  # and reproducibly
+    again = plan.Plan.from_json(p.to_json())
+    assert again.round_specs(4, None, 1) == p.round_specs(4, None, 1)
+
+
 def test_sizes_and_durations_accept_units():
-    p = load({"engines": ["null"], "engine_options": {"memtable_bytes": "64MiB"},
+    p = load({"engines": ["null"], "scale": "smoke", "engine_options": {"memtable_bytes": "64MiB"},
               "workloads": [{"workload": "write", "duration_s": "1.5s", "value_bytes": "4KiB"}], "warmup_s": "500ms"})
     assert p.engine_options["memtable_bytes"] == 64 << 20
     assert p.warmup_s == 0.5

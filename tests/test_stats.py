@@ -147,7 +147,7 @@ HIGH = [120.0, 121.0, 119.0, 120.5, 119.5]
 def test_compare_identical_constant_groups():
     c = stats.compare([3.0] * 4, [3.0] * 4)
     assert c.ratio == 1.0 and (c.ci_low, c.ci_high) == (1.0, 1.0)
-    assert c.verdict == "no difference detected"
+    assert c.verdict == "equivalent"
     assert c.delta_pct == 0.0
 
 
@@ -169,7 +169,7 @@ def test_compare_overlapping_noisy_groups():
     rng = np.random.default_rng(7)
     a, b = rng.normal(100, 15, 8), rng.normal(101, 15, 8)
     c = stats.compare(a, b)
-    assert c.verdict == "no difference detected"
+    assert c.verdict == "undecided"
     assert c.ci_low < 1 < c.ci_high
 
 

@@ -9,13 +9,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from alloclab import stats
+from alloclab import decide, stats
+from alloclab.decide import CELL_FIELDS, cell_of
 from alloclab.noise import BUSY_OTHER_CORES
 from alloclab.store import RunRow, Store
 
-# What identifies a cell apart from the allocator and the repeat.
-CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "profile", "warehouses",
-               "shape", "client", "threads")
 NOISY_CV = 0.10  # a cell whose coefficient of variation is above this is flagged
 
 
@@ -49,8 +47,28 @@ class Study:
     rows: list[RunRow]
     plan: dict
     machine: dict
+    schedule: dict = field(default_factory=dict)  # rounds.json: rounds, wall time, why it stopped
     # summaries per metric: each holds a bootstrap per cell, wanted by several tables
     _summaries: dict = field(default_factory=dict, repr=False)
+    _verdicts: list | None = field(default=None, repr=False)
+
+    @property
+    def policy(self) -> decide.Policy:
+        return decide.Policy.from_plan(self.plan)
+
+    def verdicts(self) -> list[decide.Verdict]:
+        """Every comparison the study asks, decided as the study decided while it ran."""
+        if self._verdicts is None:
+            self._verdicts = decide.verdicts(self.rows, self.policy)
+        return self._verdicts
+
+    def unit_walls(self) -> dict:
+        """(cell key, allocator) -> median wall seconds of its runs."""
+        walls: dict = defaultdict(list)
+        for r in self.rows:
+            if r.wall_s > 0:
+                walls[(r.cell, r.allocator)].append(r.wall_s)
+        return {u: stats.median(w) for u, w in walls.items()}
 
     @property
     def baseline(self) -> str:
@@ -91,11 +109,9 @@ class Study:
 
 def load(root: Path) -> Study:
     s = Store(root)
-    return Study(root=Path(root), rows=s.rows(), plan=s.read_json("plan.json"), machine=s.read_json("machine.json"))
-
-
-def cell_of(r: RunRow) -> tuple:
-    return tuple(getattr(r, f) for f in CELL_FIELDS)
+    sched = s.read_json("rounds.json") if (Path(root) / "rounds.json").exists() else {}
+    return Study(root=Path(root), rows=s.rows(), plan=s.read_json("plan.json"), machine=s.read_json("machine.json"),
+                 schedule=sched)
 
 
 def cell_dict(cell: tuple) -> dict:
@@ -151,9 +167,32 @@ class VsBaseline:
     comparison: stats.Comparison | None  # None where the baseline has no valid run or a zero median
 
 
+def by_cell_rounds(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:
+    """cell -> allocator -> round -> value of `metric` (positive values only)."""
+    out: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in sorted(rows, key=lambda r: r.index):
+        v = float(getattr(r, metric))
+        if v > 0:
+            out[cell_of(r)][r.allocator].setdefault(r.repeat, v)
+    return out
+
+
+def paired(study: Study, base: dict[int, float] | None, var: dict[int, float] | None,
+           higher_is_better: bool) -> stats.Comparison | None:
+    """variant/baseline paired by round, at the study's confidence, with its verdict word."""
+    if not base or not var:
+        return None
+    pol = study.policy
+    iv = stats.ratio_interval(base, var, confidence=pol.confidence)
+    if iv.ci_low is None:
+        return stats.Comparison(iv.ratio, None, None, "undecided", (iv.ratio - 1) * 100)
+    word = stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, pol.margin)
+    return stats.Comparison(iv.ratio, iv.ci_low, iv.ci_high, word, (iv.ratio - 1) * 100)
+
+
 def comparisons(study: Study, metric: Metric) -> list[VsBaseline]:
     out = []
-    groups = by_cell(study.valid(), metric.column)
+    groups = by_cell_rounds(study.valid(), metric.column)
     base = study.baseline
     for cell in sorted(groups, key=sort_key):
         b = groups[cell].get(base)
@@ -161,10 +200,7 @@ def comparisons(study: Study, metric: Metric) -> list[VsBaseline]:
             v = groups[cell].get(a)
             if a == base or not v:
                 continue
-            cmp = None
-            if b and stats.median(b) > 0:
-                cmp = stats.compare(b, v, higher_is_better=metric.higher_is_better)
-            out.append(VsBaseline(cell, a, metric, cmp))
+            out.append(VsBaseline(cell, a, metric, paired(study, b, v, metric.higher_is_better)))
     return out
 
 
@@ -189,7 +225,7 @@ def profile_gains(study: Study, metric: Metric) -> list[tuple[tuple, str, str, s
     if len(names) < 2:
         return []
     pi = CELL_FIELDS.index("profile")
-    groups = by_cell(study.valid(), metric.column)
+    groups = by_cell_rounds(study.valid(), metric.column)
     out = []
     for cell in sorted(groups, key=sort_key):
         if cell[pi] != names[0]:
@@ -197,31 +233,31 @@ def profile_gains(study: Study, metric: Metric) -> list[tuple[tuple, str, str, s
         for other in names[1:]:
             ocell = cell[:pi] + (other,) + cell[pi + 1:]
             for a in study.allocators:
-                b, v = groups[cell].get(a), groups.get(ocell, {}).get(a)
-                if b and v and stats.median(b) > 0:
-                    out.append((cell, a, other, names[0], stats.compare(b, v, higher_is_better=True)))
+                c = paired(study, groups[cell].get(a), groups.get(ocell, {}).get(a), True)
+                if c:
+                    out.append((cell, a, other, names[0], c))
     return out
 
 
 def engine_ratios(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str, str, str, stats.Comparison]]:
-    """Each engine against the plan's first engine, on the same workload cell and allocator."""
+    """Each engine against the plan's baseline engine (the first unless named), same cell and allocator."""
     engines = study.engines
     if len(engines) < 2:
         return []
-    ref = engines[0]
-    groups = by_cell(study.valid(), metric.column)
+    ref = study.plan.get("baseline_engine") or engines[0]
+    groups = by_cell_rounds(study.valid(), metric.column)
     out = []
     for cell in sorted(groups, key=sort_key):
         if cell[0] != ref:
             continue
-        for other in engines[1:]:
+        for other in [e for e in engines if e != ref]:
             ocell = (other, *cell[1:])
             if ocell not in groups:
                 continue
             for a in study.allocators:
-                b, v = groups[cell].get(a), groups[ocell].get(a)
-                if b and v and stats.median(b) > 0:
-                    out.append((cell[1:], a, other, ref, stats.compare(b, v, higher_is_better=True)))
+                c = paired(study, groups[cell].get(a), groups[ocell].get(a), True)
+                if c:
+                    out.append((cell[1:], a, other, ref, c))
     return out
 
 
@@ -263,6 +299,23 @@ def warnings(study: Study) -> list[str]:
         if s.stats.outliers:
             out.append(f"outlier run(s) in {label}: repeat(s) {', '.join(str(i + 1) for i in s.stats.outliers)} "
                        "(kept, marked here)")
+    stop = (study.schedule.get("stop") or {})
+    pol = study.policy
+    if pol.adaptive and stop.get("reason") in ("budget", None) and study.rows:
+        counts: dict = defaultdict(int)
+        for r in study.valid():
+            counts[(r.cell, r.allocator)] += 1
+        units = {(r.cell, r.allocator) for r in study.rows}
+        short = [u for u in units if counts.get(u, 0) < pol.min_runs]
+        if short:
+            out.append(f"the budget could not afford {pol.min_runs} valid runs of {len(short)} cell x allocator "
+                       f"combination(s) (e.g. {short[0][0]} [{short[0][1]}]): their comparisons stay undecided")
+    floor = float(study.plan.get("min_window_s") or 0)
+    shortw = [r for r in study.valid() if 0 < r.duration_s < floor]
+    if shortw:
+        w = min(shortw, key=lambda r: r.duration_s)
+        out.append(f"{len(shortw)} run(s) measured a window shorter than the {floor:g} s floor of this scale "
+                   f"(shortest {w.duration_s:.2f} s, {w.run_id}): give those cells a duration or more operations")
     busy = [r for r in study.rows if r.other_busy_cores > BUSY_OTHER_CORES]
     if busy:
         worst = max(busy, key=lambda r: r.other_busy_cores)

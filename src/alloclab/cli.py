@@ -12,6 +12,7 @@ from alloclab import plan as plan_mod
 from alloclab.errors import AlloclabError
 from alloclab.progress import Progress
 from alloclab.store import Store
+from alloclab.units import fmt_duration
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE = 0, 3, 2
 
@@ -51,6 +52,13 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
             raw[key] = v
     if a.warmup is not None:
         raw["warmup_s"] = a.warmup
+    if a.runs is not None:  # exactly N runs: the preset's adaptive settings do not apply
+        for k in ("budget", "min_runs", "max_rounds", "target_ci_pct"):
+            raw.pop(k, None)
+    for flag, key in (("target_ci", "target_ci_pct"), ("margin", "margin_pct"), ("budget", "budget"),
+                      ("max_rounds", "max_rounds")):
+        if getattr(a, flag) is not None:
+            raw[key] = getattr(a, flag)
     for flag, key in (("server_cpus", "server_cpus"), ("client_cpus", "client_cpus"),
                       ("server_memory", "server_memory_bytes")):
         if getattr(a, flag) is not None:
@@ -90,17 +98,24 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
 
 PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "threads", "batch", "runs", "duration",
               "ops", "warmup", "seed", "baseline", "name", "warehouses", "loaders", "rampup", "out", "server_cpus",
-              "client_cpus", "server_memory")
+              "client_cpus", "server_memory", "target_ci", "margin", "max_rounds")
+
+
+def _percent(text: str) -> float:
+    try:
+        return float(text.rstrip("%").strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 2 or 2.5, got {text!r}") from None
 
 
 def _finish(result: study.StudyResult, out: Path, baseline: str) -> int:
     md = report.build(out)
-    for name in (f"nopm_vs_{baseline}.md", f"ops_per_s_vs_{baseline}.md"):  # TPC-C studies lead with NOPM
-        table = md.parent / "tables" / name
-        if table.exists():
-            print(table.read_text())
-            break
-    print(f"\n{result.ok} ok, {result.failed} failed, {result.invalid} invalid of {result.total} runs")
+    answers = md.parent / "answers.md"
+    if answers.exists():
+        print(answers.read_text())
+    print(f"{result.ok} ok, {result.failed} failed, {result.invalid} invalid of {result.total} runs"
+          f"{f' in {result.rounds} round(s)' if result.rounds else ''}"
+          f"{f'; stopped: {result.stop}' if result.stop else ''}")
     print(f"report: {md.with_suffix('.html')} (also {md.name}, charts/, tables/)")
     print(f"verify: alloclab verify {out}")
     if result.failed or result.invalid:
@@ -116,7 +131,8 @@ def cmd_resume(a: argparse.Namespace) -> int:
                             "drop those flags, or start a new study with --out")
     out = Path(a.resume)
     live = False if a.quiet else None
-    result = study.resume(out, Progress(0, live=live))
+    budget = plan_mod.parse_duration(a.budget, "--budget") if a.budget is not None else None
+    result = study.resume(out, Progress(0, live=live), budget=budget)
     plan_json = Store(out).read_json("plan.json")
     return _finish(result, out, plan_json.get("baseline", "glibc"))
 
@@ -127,13 +143,19 @@ def cmd_run(a: argparse.Namespace) -> int:
     raw = build_plan_dict(a)
     plan = plan_mod.load(raw)
     out = Path(a.out) if a.out else study.default_out(plan.name)
-    specs = plan.expand()
     live = False if a.quiet else None
-    progress = Progress(len(specs), live=live)
-    progress.message(f"alloclab {__version__}: study '{plan.name}' ({plan.scale}), {len(specs)} runs: "
+    progress = Progress(0, live=live)
+    units = len(plan.units())
+    if plan.adaptive:
+        how = (f"rounds until every comparison is decided (95 % CI within ±{plan.target_ci_pct:g} % or a verdict; "
+               f"margin ±{plan.margin_pct:g} %), at least {plan.min_runs} and at most {plan.max_rounds} rounds"
+               + (f", budget {fmt_duration(plan.budget)}" if plan.budget else ", no time budget"))
+    else:
+        how = f"exactly {plan.runs} round(s) = {units * (plan.runs or 0)} runs"
+    progress.message(f"alloclab {__version__}: study '{plan.name}' ({plan.scale}): "
                      f"{len(plan.engines)} engine(s) x {len(plan.allocators)} allocator(s) "
                      f"[{', '.join(x.name for x in plan.allocators)}] x {len(plan.cells()) // len(plan.engines)} "
-                     f"workload cell(s) x {plan.runs} repeat(s); seed {plan.seed}")
+                     f"workload cell(s) = {units} cell x allocator; {how}; seed {plan.seed}")
     progress.message(f"results: {out}")
     result = study.run(plan, out, progress)
     return _finish(result, out, plan.baseline)
@@ -226,7 +248,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--workloads", type=_csv(str), help="workload kinds or preset parts, e.g. write,read")
     r.add_argument("--threads", type=_csv(int), help="e.g. 1,4,8")
     r.add_argument("--batch", type=_csv(int), help="e.g. 1,100,1000")
-    r.add_argument("--runs", type=int, help="repeats of every cell")
+    r.add_argument("--runs", type=int, help="exactly this many runs of every cell (default: rounds until decided)")
+    r.add_argument("--target-ci", type=_percent, metavar="PCT",
+                   help="stop running a cell once its 95%% CI half-width is within PCT %% (default 2)")
+    r.add_argument("--margin", type=_percent, metavar="PCT",
+                   help="'equivalent' when the whole CI of a ratio is within ±PCT %% (default 2)")
+    r.add_argument("--budget", metavar="DURATION",
+                   help="wall time for the whole study, e.g. 10m, 2h; with --resume, the new total")
+    r.add_argument("--max-rounds", type=int, metavar="N", help="at most N rounds (default 30)")
     dur = r.add_mutually_exclusive_group()
     dur.add_argument("--duration", help="measured time per run, e.g. 10s, 2m")
     dur.add_argument("--ops", type=int, help="measured operations per run")

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from alloclab import allocators as alloc_mod
+from alloclab import decide
 from alloclab.errors import AlloclabError
-from alloclab.presets import SCALES
+from alloclab.presets import MIN_WINDOW_S, SCALES
 from alloclab.units import parse_duration, parse_size
 
 try:
@@ -79,6 +80,16 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
         if v not in options:
             raise AlloclabError(f"{key}: {v!r} is not allowed", "allowed values: " + ", ".join(options))
         return v
+    return check
+
+
+def _pct(lo: float, hi: float) -> Callable[[str, Any], float]:
+    def check(key, v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise AlloclabError(f"{key}: expected a percentage between {lo:g} and {hi:g}, got {v!r}")
+        if not lo < v <= hi:
+            raise AlloclabError(f"{key}: must be above {lo:g} and at most {hi:g} (a percentage), got {v!r}")
+        return float(v)
     return check
 
 
@@ -207,6 +218,15 @@ TOP_SCHEMA = {
     "scale": _choice(SCALES),
     "seed": _int(0),
     "runs": _int(1, 10_000),
+    # adaptive rounds (when `runs` is not given): see decide.py
+    "target_ci_pct": _pct(0, 100),
+    "margin_pct": _pct(0, 100),
+    "budget": _seconds(0.0, strict=True),
+    "min_runs": _int(2, 1000),
+    "max_rounds": _int(2, 1000),
+    "min_window_s": _seconds(0.0),
+    "questions": _list_of(_choice(decide.QUESTIONS)),
+    "baseline_engine": _text,
     "engines": _list_of(_engine),
     "allocators": _list_of(_text),
     "baseline": _text,
@@ -316,7 +336,7 @@ class Plan:
     preset: str | None
     scale: str
     seed: int
-    runs: int
+    runs: int | None  # exactly this many rounds; None: rounds until decided or out of budget
     engines: list[str]
     allocators: list[alloc_mod.Allocator]
     baseline: str
@@ -331,6 +351,25 @@ class Plan:
     interval_ms: int = 1000
     run_timeout_s: float = 1800.0
     hang_timeout_s: float = 300.0
+    target_ci_pct: float = 100 * decide.DEFAULT_TARGET_CI
+    margin_pct: float = 2.0
+    budget: float | None = None  # seconds of wall time for the whole study, over every sitting
+    min_runs: int = decide.DEFAULT_MIN_RUNS
+    max_rounds: int = decide.DEFAULT_MAX_ROUNDS
+    min_window_s: float = 0.0
+    questions: list[str] = field(default_factory=lambda: ["allocators"])
+    baseline_engine: str = ""
+
+    @property
+    def adaptive(self) -> bool:
+        return self.runs is None
+
+    def policy(self) -> decide.Policy:
+        return decide.Policy.from_plan(self.to_json())
+
+    def units(self) -> list[tuple[str, str]]:
+        """(cell key, allocator): what one run of a round measures."""
+        return [(c.key, a.name) for c in self.cells() for a in self.allocators]
 
     def cells(self) -> list[Cell]:
         out = []
@@ -364,29 +403,40 @@ class Plan:
         return out
 
     def expand(self) -> list[RunSpec]:
-        """Interleaved order: each repeat visits every cell (shuffled with the seed) and runs
-        every allocator on it back to back (A B C, A B C, ...), rotating which goes first."""
-        cells = self.cells()
-        rng = random.Random(self.seed)
+        """Every run of a fixed study (`runs` rounds of every unit), in the order they run."""
         specs: list[RunSpec] = []
-        for rep in range(self.runs):
-            order = cells[:]
-            rng.shuffle(order)
-            for ci, cell in enumerate(order):
-                k = (rep + ci) % len(self.allocators)
-                for alloc in self.allocators[k:] + self.allocators[:k]:
-                    i = len(specs) + 1
-                    specs.append(RunSpec(
-                        index=i,
-                        run_id=(f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}"
-                                f"-{_safe(alloc.name)}-r{rep + 1}"),
-                        cell=cell, allocator=alloc, repeat=rep + 1,
-                        seed=_derive_seed(self.seed, cell.key, rep),
-                        warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
-                        interval_ms=self.interval_ms,
-                        engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
-                        timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
-                        **self.placement(cell.shape)))
+        for rnd in range(1, (self.runs or self.min_runs) + 1):
+            specs += self.round_specs(rnd, None, len(specs) + 1)
+        return specs
+
+    def round_seed(self, rnd: int) -> int:
+        return _derive_seed(self.seed, "round", rnd)
+
+    def round_specs(self, rnd: int, active: set | None, first_index: int) -> list[RunSpec]:
+        """One round: every active (cell, allocator) once. Cells in a fresh order drawn from the
+        round's seed; on each cell its allocators back to back (A B C), starting from a different
+        allocator each round, so that drift and warm caches do not favour one allocator."""
+        rng = random.Random(self.round_seed(rnd))
+        order = self.cells()
+        rng.shuffle(order)
+        specs: list[RunSpec] = []
+        for ci, cell in enumerate(order):
+            k = (rnd - 1 + ci) % len(self.allocators)
+            for alloc in self.allocators[k:] + self.allocators[:k]:
+                if active is not None and (cell.key, alloc.name) not in active:
+                    continue
+                i = first_index + len(specs)
+                specs.append(RunSpec(
+                    index=i,
+                    run_id=(f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}"
+                            f"-{_safe(alloc.name)}-r{rnd}"),
+                    cell=cell, allocator=alloc, repeat=rnd,
+                    seed=_derive_seed(self.seed, cell.key, rnd - 1),
+                    warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
+                    interval_ms=self.interval_ms,
+                    engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
+                    timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
+                    **self.placement(cell.shape)))
         return specs
 
     def placement(self, shape: str) -> dict:
@@ -398,6 +448,15 @@ class Plan:
         d = asdict(self)
         d["allocators"] = [a.to_json() for a in self.allocators]
         return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Plan:
+        """The inverse of to_json, for --resume: the stored plan makes the next rounds."""
+        allocs = [alloc_mod.Allocator(name=a["name"], base=a["base"], path=a.get("path"),
+                                      env=tuple((a.get("env") or {}).items()), version=a.get("version", ""))
+                  for a in d["allocators"]]
+        names = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in d.items() if k in names}, "allocators": allocs})
 
 
 def _safe(s: str) -> str:
@@ -470,13 +529,32 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             servers = [e for e in engines if e not in ENGINES]
             raise AlloclabError(f"workloads[{i}]: {w['workload']} runs in-process on an embedded engine, not on "
                                 f"{', '.join(servers)} (yet)", "use workload = \"sysbench\" against servers")
+    scale = d.get("scale", "quick")
+    floor = d.get("min_window_s", MIN_WINDOW_S[scale])
+    for i, w in enumerate(d["workloads"]):
+        if "duration_s" in w and w["duration_s"] < floor:
+            raise AlloclabError(
+                f"workloads[{i}].duration_s: {w['duration_s']:g} s is shorter than the {floor:g} s floor of a measured "
+                f"window at scale {scale} (shorter windows measure noise)",
+                f"use --duration {floor:g}s or more, --scale smoke for a quick check, or set min_window_s")
+    engines_all = d.get("engines", ["tidesdb", "rocksdb", "sqlite"])
+    if "baseline_engine" in d and d["baseline_engine"] not in engines_all:
+        raise AlloclabError(f"baseline_engine: '{d['baseline_engine']}' is not among the plan's engines",
+                            "allowed values: " + ", ".join(engines_all))
+    if "runs" in d and {"target_ci_pct", "min_runs", "max_rounds"} & set(d):
+        given = ", ".join(sorted({"target_ci_pct", "min_runs", "max_rounds"} & set(d)))
+        raise AlloclabError(f"runs = {d['runs']} fixes the number of runs; {given} only apply to a study that runs "
+                            "rounds until it is decided", "drop runs (or --runs) for adaptive rounds, or drop " + given)
+    if d.get("min_runs", 0) > d.get("max_rounds", decide.DEFAULT_MAX_ROUNDS):
+        raise AlloclabError(f"min_runs ({d['min_runs']}) is more than max_rounds "
+                            f"({d.get('max_rounds', decide.DEFAULT_MAX_ROUNDS)})", "raise max_rounds or lower min_runs")
     seed = d.get("seed", default_seed if default_seed is not None else random.SystemRandom().randrange(1 << 31))
     plan = Plan(
         name=d.get("name", d.get("preset", "study")),
         preset=d.get("preset"),
-        scale=d.get("scale", "quick"),
+        scale=scale,
         seed=seed,
-        runs=d.get("runs", 1),
+        runs=d.get("runs"),
         engines=d.get("engines", ["tidesdb", "rocksdb", "sqlite"]),
         allocators=allocs,
         baseline=baseline,
@@ -491,6 +569,14 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         interval_ms=d.get("interval_ms", 1000),
         run_timeout_s=d.get("run_timeout_s", 1800.0),
         hang_timeout_s=d.get("hang_timeout_s", 300.0),
+        target_ci_pct=d.get("target_ci_pct", 100 * decide.DEFAULT_TARGET_CI),
+        margin_pct=d.get("margin_pct", 2.0),
+        budget=d.get("budget"),
+        min_runs=d.get("min_runs", decide.DEFAULT_MIN_RUNS),
+        max_rounds=d.get("max_rounds", decide.DEFAULT_MAX_ROUNDS),
+        min_window_s=floor,
+        questions=d.get("questions") or decide.default_questions(labels, engines_all),
+        baseline_engine=d.get("baseline_engine", engines_all[0]),
     )
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:
@@ -501,7 +587,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             for prof in plan.profiles or {"small": {}, "sysbench": {}}:
                 targets.load_profile(t, prof)
         sysbench.binary()
-    n_runs = len(plan.cells()) * len(allocs) * plan.runs  # duplicate cells are an error here too
+    n_runs = len(plan.cells()) * len(allocs) * (plan.runs or plan.max_rounds)  # duplicate cells are an error here too
     if n_runs > MAX_RUNS:
         raise AlloclabError(f"the plan expands to {n_runs} runs, more than {MAX_RUNS}",
                             "split it into several studies, or use fewer parameters, allocators or repeats")

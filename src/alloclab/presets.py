@@ -11,13 +11,28 @@ from alloclab.errors import AlloclabError
 
 SCALES = ("smoke", "quick", "full")
 
+# The shortest measured window each scale accepts (plan key min_window_s): shorter windows
+# measure start-up and noise. `smoke` is for tests of the harness and has none.
+MIN_WINDOW_S = {"smoke": 0.0, "quick": 5.0, "full": 10.0}
+
+# Studies run in rounds until every comparison is decided (see decide.py); a quick study stops
+# at its budget of wall time with what it has, and says how much more would decide the rest.
+# `smoke` runs each cell once, for tests.
+
+
+def _rounds(scale: str, quick_budget: str, smoke_runs: int = 1) -> dict:
+    if scale == "smoke":
+        return {"runs": smoke_runs}
+    return {"budget": quick_budget} if scale == "quick" else {}
+
 
 def kv_allocators(scale: str) -> dict:
     """Study 2 (seed 001): TidesDB's benchtool allocator suite, nine parts.
 
     `full` uses the benchtool script's standard operation count (5,000,000 per test, large
-    values /10 and /50, deletes /2); `quick` keeps the design with far fewer operations so
-    that 3 engines x 5 allocators finish in minutes on 2 cores; `smoke` is for tests.
+    values /10 and /50, deletes /2) on TidesDB, RocksDB and SQLite. `quick` asks the seed's main
+    question only (TidesDB: 8-thread small-value puts, contention at batch 100, 4 KiB values) in
+    5 s windows, rounds until decided within a 10 minute budget; `smoke` is for tests.
     """
     n = {"smoke": 2_000, "quick": 50_000, "full": 5_000_000}[scale]
     threads = [1, 4, 8, 16]
@@ -47,11 +62,17 @@ def kv_allocators(scale: str) -> dict:
         dict(part="delete", workload="delete", pattern="seq", batch=1000, threads=8, ops=n // 2,
              keyspace=n // 2),
     ]
+    engines = ["tidesdb", "rocksdb", "sqlite"]
+    if scale == "quick":
+        engines = ["tidesdb"]
+        keep = {"churn_small", "contention", "large_4kb"}
+        parts = [{**{k: v for k, v in p.items() if k != "ops"}, "threads": 8, "duration_s": 5.0}
+                 for p in parts if p["part"] in keep]
     return {
         "name": "kv-allocators",
-        "engines": ["tidesdb", "rocksdb", "sqlite"],
-        "runs": {"smoke": 1, "quick": 1, "full": 3}[scale],
-        "warmup_s": {"smoke": 0.0, "quick": 0.2, "full": 2.0}[scale],
+        "engines": engines,
+        **_rounds(scale, "10m"),
+        "warmup_s": {"smoke": 0.0, "quick": 1.0, "full": 2.0}[scale],
         "engine_options": {
             "memtable_bytes": "64MiB",
             "block_cache_bytes": "64MiB",
@@ -82,10 +103,12 @@ def tpcc_allocators(scale: str) -> dict:
     """Study 1 (seed 000): how much the allocator moves TPC-C throughput, per engine: the LSM
     engines embedded (TidesDB, RocksDB) and inside MariaDB (MyRocks), InnoDB in MariaDB with the
     allocator preloaded into the server, and SQLite; profile "small" everywhere."""
+    engines = ["tidesdb", "rocksdb", "sqlite", "mariadb-innodb", "mariadb-myrocks"]
     return {
         "name": "tpcc-allocators",
-        "engines": ["tidesdb", "rocksdb", "sqlite", "mariadb-innodb", "mariadb-myrocks"],
-        "runs": {"smoke": 1, "quick": 1, "full": 2}[scale],
+        # quick: the seeds' question, the LSM engine against InnoDB
+        "engines": ["tidesdb", "mariadb-innodb"] if scale == "quick" else engines,
+        **_rounds(scale, "25m"),
         "engine_options": dict(SMALL),
         "workloads": [{"part": "tpcc", "workload": "tpcc", "mix": "spec", **_tpcc_size(scale)}],
     }
@@ -102,9 +125,13 @@ def engines_tpcc(scale: str) -> dict:
              "sync": "none", "compression": "none", "flush_threads": 8, "compaction_threads": 8}
     return {
         "name": "engines-tpcc",
-        "engines": ["tidesdb", "rocksdb", "sqlite", "mariadb-innodb", "mariadb-myrocks", "postgres"],
+        "engines": (["tidesdb", "mariadb-innodb"] if scale == "quick" else
+                    ["tidesdb", "rocksdb", "sqlite", "mariadb-innodb", "mariadb-myrocks", "postgres"]),
         "allocators": ["glibc"],
-        "runs": 3 if scale != "smoke" else 1,
+        # the study's question: each engine against InnoDB, and each engine's gain from small to large
+        "questions": ["engines", "profiles"],
+        "baseline_engine": "mariadb-innodb",
+        **_rounds(scale, "20m"),
         "profiles": {"small": dict(SMALL), "large": large},
         "workloads": [{"part": "tpcc", "workload": "tpcc", "mix": "spec", **size}],
     }
@@ -113,13 +140,14 @@ def engines_tpcc(scale: str) -> dict:
 def sysbench_scaling(scale: str) -> dict:
     """Study 3 (seed 002): does throughput collapse at high concurrency, and is the allocator the
     cause? sysbench OLTP against MariaDB, threads doubling up to 1024, every allocator found."""
-    threads = {"smoke": [1, 4], "quick": [1, 4, 16, 64, 256], "full": [2**i for i in range(11)]}[scale]
+    threads = {"smoke": [1, 4], "quick": [1, 8, 64, 256], "full": [2**i for i in range(11)]}[scale]
+    tests = ["oltp_read_only"] if scale == "quick" else list(_SB_TESTS)  # quick: the study's headline test
     return {
         "name": "sysbench-scaling",
         "engines": ["mariadb-innodb"],
-        "runs": 1,
+        **_rounds(scale, "20m"),
         "profiles": {"sysbench": {}},
-        "workloads": [{"part": "scaling", "workload": "sysbench", "test": list(_SB_TESTS), "threads": threads,
+        "workloads": [{"part": "scaling", "workload": "sysbench", "test": tests, "threads": threads,
                        "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],
                        "table_size": {"smoke": 1000, "quick": 10_000, "full": 100_000}[scale],
                        "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 60.0}[scale]}],
@@ -144,7 +172,8 @@ def sysbench_allocators(scale: str) -> dict:
     return {
         "name": "sysbench-allocators",
         "engines": ["mariadb-innodb"],
-        "runs": {"smoke": 1, "quick": 3, "full": 4}[scale],
+        **_rounds(scale, "20m"),
+        **({"min_runs": 4} if scale != "smoke" else {}),  # the study's 4 runs per cell, at least
         "profiles": {"sysbench": {}},
         "shapes": {
             "1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),

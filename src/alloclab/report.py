@@ -23,7 +23,7 @@ matplotlib.rcParams["svg.hashsalt"] = "alloclab"  # stable ids: the same data gi
 matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever fetched
 import matplotlib.pyplot as plt  # noqa: E402
 
-from alloclab import analyse, stats  # noqa: E402
+from alloclab import analyse, answers, decide, stats  # noqa: E402
 from alloclab.analyse import NOPM, P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
 from alloclab.store import atomic_write  # noqa: E402
 
@@ -101,11 +101,12 @@ def vs_baseline_table(study: analyse.Study, m: Metric) -> Table:
     allocs = [a for a in study.allocators if a != base]
     t = Table(f"{m.column}_vs_{base}", f"{m.title}: median per cell, each allocator against {base}",
               ["engine", "part", "parameters", "n", f"{base} ({m.unit}) [95% CI]"]
-              + [f"{a}: median, Δ% vs {base} [95% CI] verdict" for a in allocs],
+              + [f"{a}: median; paired Δ% vs {base} [95% CI] verdict" for a in allocs],
               raw_headers=["engine", "part", "parameters", "n", f"{base}_median", f"{base}_ci_low", f"{base}_ci_high"]
               + [f"{a}_{k}" for a in allocs for k in ("median", "ratio", "ratio_ci_low", "ratio_ci_high", "verdict")],
-              note="Intervals: 95 % seeded bootstrap of the median (cells) and of the ratio of medians "
-                   "(comparisons); a verdict needs the interval to exclude 1.")
+              note="Cells: median with a 95 % seeded bootstrap CI of the median. Comparisons: Δ% is the geometric "
+                   "mean of the per-round ratios (runs paired by round), so it can differ from the ratio of the "
+                   "medians; its 95 % CI and verdict are those of the Verdicts table.")
     summ = {(s.cell, s.allocator): s.stats for s in analyse.summaries(study, m)}
     cmps = {(c.cell, c.allocator): c.comparison for c in analyse.comparisons(study, m)}
     for cell in sorted({c for c, _ in summ}, key=analyse.sort_key):
@@ -210,6 +211,95 @@ def scaling_table(study: analyse.Study) -> Table:
     return t
 
 
+def verdict_table(ans: answers.Answers) -> Table:
+    t = Table("verdicts", "Verdicts: every comparison, sorted by effect (throughput, then p99 latency, then peak RSS)",
+              ["metric", "comparison", "engine", "workload", "threads", "settings", "variant vs baseline", "n",
+               "ratio", "95% CI", "verdict", "rounds to decide"],
+              raw_headers=list(decide.CSV_COLUMNS), note=ans.note)
+    for v in ans.verdicts:
+        ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "–"
+        todo = "" if v.rounds_to_decide is None else (
+            ">1000" if v.rounds_to_decide >= 1000 else str(v.rounds_to_decide))
+        t.add([answers.METRIC_TITLE.get(v.metric, v.metric), v.comparison, v.engine, v.workload, str(v.threads),
+               v.settings, f"{v.variant} vs {v.baseline}", f"{v.n_variant}/{v.n_baseline}",
+               f"{v.ratio:.3f}" if v.ratio is not None else "–", ci, v.verdict, todo],
+              [getattr(v, k) for k in decide.CSV_COLUMNS])
+    return t
+
+
+VERDICT_COLOURS = {"faster": "#2a9d4b", "lower": "#2a9d4b", "slower": "#c0392b", "higher": "#c0392b",
+                   "equivalent": "#2c6fbb", "undecided": "#888888"}
+
+
+def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", limit: int = 40) -> tuple | None:
+    """Forest plot: each comparison's change in % with its 95 % CI, the equivalence band shaded."""
+    vs = [v for v in ans.verdicts if v.metric == metric and v.ratio is not None][:limit]
+    if not vs:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * len(vs)))
+    ys = list(range(len(vs)))[::-1]
+    margin = ans.margin_pct
+    for y, v in zip(ys, vs):
+        d = v.delta_pct
+        if v.ci_low is not None:
+            ax.errorbar([d], [y], xerr=[[d - (v.ci_low - 1) * 100], [(v.ci_high - 1) * 100 - d]], fmt="o",
+                        color=VERDICT_COLOURS.get(v.verdict, "#888"), capsize=3)
+        else:
+            ax.plot([d], [y], "o", mfc="none", color="#888")
+    ax.axvspan(-margin, margin, color="#2c6fbb", alpha=0.08)
+    ax.axvline(0, color="#333", lw=0.8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{v.engine} {v.workload} t{v.threads}: {v.variant} vs {v.baseline}" for v in vs], fontsize=7)
+    ax.set_xlabel(f"change in {answers.METRIC_TITLE.get(metric, metric)} vs baseline (%)")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.set_title(f"{answers.METRIC_TITLE.get(metric, metric).capitalize()}: each comparison with its 95 % CI")
+    fig.tight_layout()
+    png, svg = _save(fig, out, f"verdicts_{metric}")
+    n = [v.n_pairs or min(v.n_baseline, v.n_variant) for v in vs]
+    cap = (f"Change of each variant against its baseline in % (0 = no change; the x axis is centred on 0, not "
+           f"started at it), dot = ratio of the paired runs, bar = 95 % CI, colour = verdict (green better, red "
+           f"worse, blue equivalent, grey undecided; hollow: no interval yet), shaded band = equivalence margin "
+           f"±{margin:g} %. {len(vs)} comparison(s), {min(n)}–{max(n)} rounds each.")
+    return png, svg, cap
+
+
+def draw_cell_bars(study: analyse.Study, out: Path, m: Metric = THROUGHPUT, limit: int = 12) -> tuple | None:
+    """Per cell, one bar per allocator: the median with its 95 % CI, y axis from zero."""
+    summ = analyse.summaries(study, m)
+    cells = list(dict.fromkeys(s.cell for s in summ))[:limit]
+    if not cells:
+        return None
+    allocs = [a for a in study.allocators if any(s.allocator == a for s in summ)]
+    by = {(s.cell, s.allocator): s for s in summ}
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(cells) * max(len(allocs), 1) ** 0.6 + 2), 4.4))
+    width = 0.8 / max(len(allocs), 1)
+    ns = []
+    for i, a in enumerate(allocs):
+        meds, lo, hi = [], [], []
+        for c in cells:
+            s = by.get((c, a))
+            st = s.stats if s else None
+            ns += [st.n] if st else []
+            meds.append(st.median / m.scale if st else 0)
+            lo.append((st.median - st.ci_low) / m.scale if st and st.enough else 0)
+            hi.append((st.ci_high - st.median) / m.scale if st and st.enough else 0)
+        ax.bar([x + i * width for x in range(len(cells))], meds, width, yerr=[lo, hi], capsize=3, label=a)
+    ax.set_xticks([x + width * (len(allocs) - 1) / 2 for x in range(len(cells))])
+    ax.set_xticklabels([f"{c[0]}\n{c[1]} t{c[-1]}" for c in cells], fontsize=7)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel(f"{m.title} ({m.unit})")
+    ax.set_title(f"{m.title} by allocator, per cell (median, 95 % CI)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    png, svg = _save(fig, out, f"cells_{m.column}")
+    cap = (f"{m.title} in {m.unit}: bar = median of n runs per cell and allocator (n = {min(ns)}–{max(ns)}), error bar "
+           f"= 95 % bootstrap CI of the median (none where n < 3); y axis starts at 0."
+           + (f" First {limit} of {len(set(s.cell for s in summ))} cells." if len(set(s.cell for s in summ)) > limit
+              else ""))
+    return png, svg, cap
+
+
 # --- charts (study 2's five, plus RSS timelines) ------------------------------------------
 
 @dataclass(frozen=True)
@@ -288,6 +378,7 @@ def draw_chart(study: analyse.Study, spec: Chart, out: Path) -> tuple[Path, Path
             ticks = sorted({getattr(r, spec.x) for r in er})
             ax.set_xticks(ticks)
             ax.set_xticklabels([str(t) for t in ticks])
+            ax.set_ylim(bottom=0)
         else:
             groups = list(dict.fromkeys(getattr(r, spec.x) for r in er))
             width = 0.8 / max(len(allocs), 1)
@@ -488,13 +579,24 @@ def environment(study: analyse.Study) -> list[str]:
 CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}
 th{background:#f0f0f0}tr:nth-child(even){background:#fafafa}.warn{background:#fff4e0;padding:.5em 1em}
-svg{max-width:100%;height:auto}details{margin:1em 0}.note{color:#555;font-size:12px}"""
+svg{max-width:100%;height:auto}details{margin:1em 0}.note{color:#555;font-size:12px}
+.headline{font-size:17px;font-weight:bold}.answers li{margin:.3em 0}
+figcaption{color:#444;font-size:12px;max-width:900px}"""
 
 
 def _inline_svg(path: Path) -> str:
     """The SVG file as an element to embed: no XML prolog, no RDF metadata block."""
     text = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>)?\s*", "", path.read_text())
     return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+
+
+def _caption(spec_title: str, rows: list) -> str:
+    counts: dict = defaultdict(int)
+    for r in rows:
+        counts[(analyse.cell_of(r), r.allocator)] += 1
+    n = sorted(counts.values()) or [0]
+    return (f"{spec_title}: median of n runs per point (n = {n[0]}–{n[-1]}), error bars = 95 % bootstrap CI of the "
+            "median (none where n < 3); y axis starts at 0.")
 
 
 def build(root: Path) -> Path:
@@ -506,6 +608,11 @@ def build(root: Path) -> Path:
     title = f"alloclab report: {study.plan.get('name', 'study')}"
     env = environment(study)
     warns = analyse.warnings(study)
+    ans = answers.build(study)
+    verdicts = verdict_table(ans)
+    atomic_write(out / "verdicts.csv", to_csv(verdicts))
+    atomic_write(out / "verdicts.json", answers.to_json(ans))
+    atomic_write(out / "answers.md", answers.to_markdown(ans))
 
     has_tpcc = bool(tpcc_valid(study))
     main_tables = [vs_baseline_table(study, m) for m in ((NOPM,) if has_tpcc else ()) + (THROUGHPUT, P99, PEAK_RSS)]
@@ -518,32 +625,52 @@ def build(root: Path) -> Path:
     for r in study.not_valid():
         excluded.add([r.run_id, r.status, str(r.allocator_verified).lower(), r.reason])
     cells = cells_table(study)
-    tables = main_tables + shaped + other + [excluded, cells]
+    tables = [verdicts] + main_tables + shaped + other + [excluded, cells]
     for t in tables:
         atomic_write(out / "tables" / f"{t.name}.csv", to_csv(t))
         atomic_write(out / "tables" / f"{t.name}.md", f"## {t.title}\n\n{to_markdown(t)}\n")
 
-    charts = draw_tpcc_charts(study, out / "charts")
-    charts += [c for c in (draw_chart(study, spec, out / "charts") for spec in KV_CHARTS) if c]
+    charts = [c for c in (draw_verdicts(ans, out / "charts"), draw_cell_bars(study, out / "charts")) if c]
+    tp = tpcc_valid(study)
+    charts += [(png, svg, _caption(name, tp)) for (png, svg), name in
+               zip(draw_tpcc_charts(study, out / "charts"), ("TPC-C NOPM by allocator, per engine",
+                                                            "TPC-C NEW-ORDER average latency (ms)"))]
+    for spec in KV_CHARTS:
+        c = draw_chart(study, spec, out / "charts")
+        if c:
+            rows = [r for r in study.valid() if r.part in spec.parts]
+            charts.append((*c, _caption(f"{spec.title} ({spec.metric.unit})", rows)))
     rss = draw_rss_timelines(study, out / "charts")
     if rss:
-        charts.append(rss)
+        charts.append((*rss, "RSS of the process under test over its run (MiB, sampled at 20 Hz from /proc), repeat 1 "
+                             "of the cell with the largest peak per engine; y axis starts at 0."))
 
-    md = [f"# {title}", "", "## Environment", ""] + [f"- {x}" for x in env] + [""]
+    later = main_tables + shaped + other + ([excluded] if excluded.rows else [])
+    md = [f"# {title}", "", answers.to_markdown(ans), f"## {verdicts.title}", "", to_markdown(verdicts), ""]
+    md += ["## Charts", ""]
+    for png, _svg, cap in charts:
+        md += [f"![{png.stem}](charts/{png.name})", "", f"_{cap}_", ""]
     md += ["## Warnings", ""] + ([f"- {w}" for w in warns] or ["- none"]) + [""]
-    for t in main_tables + shaped + other + ([excluded] if excluded.rows else []):
+    md += ["## Environment", ""] + [f"- {x}" for x in env] + [""]
+    for t in later:
         md += [f"## {t.title}", ""] + ([f"_{t.note}_", ""] if t.note else []) + [to_markdown(t), ""]
-    md += ["## Charts", ""] + [f"![{png.stem}](charts/{png.name})" for png, _svg in charts]
-    md += ["", "All per-cell statistics: [tables/cells.md](tables/cells.md) (CSV: tables/cells.csv)", ""]
+    md += ["", "All per-cell statistics: [tables/cells.md](tables/cells.md) (CSV: tables/cells.csv); every verdict: "
+           "[verdicts.csv](verdicts.csv), [verdicts.json](verdicts.json)", ""]
     md_path = out / "report.md"
     atomic_write(md_path, "\n".join(md))
 
     h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>", "<h2>Environment</h2><ul>"]
-    h += [f"<li>{html.escape(x)}</li>" for x in env] + ["</ul><h2>Warnings</h2><div class='warn'><ul>"]
-    h += [f"<li>{html.escape(w)}</li>" for w in warns] or ["<li>none</li>"]
-    h += ["</ul></div><h2>Charts</h2>"] + [f"<figure>{_inline_svg(svg)}</figure>" for _png, svg in charts]
-    for t in main_tables + shaped + other + ([excluded] if excluded.rows else []):
+         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>", "<h2>Answers</h2>",
+         f"<p class='headline'>{html.escape(ans.headline)}</p><ul class='answers'>"]
+    h += [f"<li>{html.escape(x)}</li>" for x in ans.sentences] or ["<li>(no comparison)</li>"]
+    h += [f"</ul><p class='note'>{html.escape(ans.note)}</p>", f"<h2>{html.escape(verdicts.title)}</h2>",
+          to_html(verdicts), "<h2>Charts</h2>"]
+    h += [f"<figure>{_inline_svg(svg)}<figcaption>{html.escape(cap)}</figcaption></figure>"
+          for _png, svg, cap in charts]
+    h += ["<h2>Warnings</h2><div class='warn'><ul>"] + ([f"<li>{html.escape(w)}</li>" for w in warns]
+                                                       or ["<li>none</li>"]) + ["</ul></div>"]
+    h += ["<h2>Environment</h2><ul>"] + [f"<li>{html.escape(x)}</li>" for x in env] + ["</ul>"]
+    for t in later:
         h += [f"<h2>{html.escape(t.title)}</h2>"] + ([f"<p class='note'>{html.escape(t.note)}</p>"] if t.note else [])
         h.append(to_html(t))
     h += [f"<details><summary>{html.escape(cells.title)} ({len(cells.rows)} rows)</summary>{to_html(cells)}"

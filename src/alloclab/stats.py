@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from scipy import stats as _scipy_stats
 
 MIN_RUNS = 3
+DEFAULT_MARGIN = 0.02  # "equivalent" when the whole interval sits inside 1 +- this
 _Z_CUTOFF = 3.5  # Iglewicz & Hoaglin
 _BATCH_CELLS = 1_000_000  # bound on resamples * n held in memory at once
 
@@ -132,13 +134,23 @@ def describe(values: Iterable[float], *, seed: int = 0, resamples: int = 10000,
                      cv=cv, stdev=stdev, outliers=outliers, enough=enough, note=note)
 
 
-def _verdict(ci_low: float, ci_high: float, higher_is_better: bool) -> str:
+def verdict_word(ci_low: float, ci_high: float, higher_is_better: bool = True,
+                 margin: float = DEFAULT_MARGIN) -> str:
+    """One word for an interval of a ratio variant/baseline: the direction when it excludes 1
+    (faster/slower for throughput, higher/lower for latency and memory), `equivalent` when it
+    lies wholly inside [1 - margin, 1 + margin], else `undecided`."""
     up, down = ("faster", "slower") if higher_is_better else ("higher", "lower")
     if ci_low > 1:
         return up
     if ci_high < 1:
         return down
-    return "no difference detected"
+    if ci_low >= 1 - margin and ci_high <= 1 + margin:
+        return "equivalent"
+    return "undecided"
+
+
+def _verdict(ci_low: float, ci_high: float, higher_is_better: bool) -> str:
+    return verdict_word(ci_low, ci_high, higher_is_better)
 
 
 def compare(baseline: Iterable[float], variant: Iterable[float], *, higher_is_better: bool = True,
@@ -148,7 +160,8 @@ def compare(baseline: Iterable[float], variant: Iterable[float], *, higher_is_be
     The verdict describes the variant relative to the baseline, and only when the CI excludes 1:
     with higher_is_better=True (throughput) "faster" (CI above 1) or "slower" (CI below 1);
     with higher_is_better=False (latency, RSS) "higher" (CI above 1) or "lower" (CI below 1).
-    Otherwise "no difference detected", or "insufficient data" when either group has n < 3.
+    "equivalent" when it lies inside 1 +- 2 %, else "undecided"; "insufficient data" when either
+    group has n < 3.
     Raises ValueError when the baseline median, or a resampled one, is not positive."""
     base = _finite_array(baseline, "baseline")
     var = _finite_array(variant, "variant")
@@ -221,3 +234,133 @@ def scaling(points: Mapping[float, float] | Iterable[tuple[float, float]], *, to
     collapse = next(((x, y) for x, y in pts[peak_i + 1:] if y < collapse_fraction * peak_y), (None, None))
     return Scaling(peak_x=peak_x, peak_y=peak_y, last_linear_x=last_linear_x, collapse_x=collapse[0],
                    collapse_y=collapse[1], collapse_fraction=collapse_fraction)
+
+
+# --- verdicts from rounds: paired log ratios, adjusted for repeated looks ------------------
+#
+# A study that stops when a comparison is decided looks at its data after every round; a
+# plain 95 % interval looked at 30 times calls a true difference of 0 "faster" or "slower" in
+# about a quarter of studies (tests/test_verdicts.py shows it). Adaptive studies therefore use,
+# at every look, the per-look level of Pocock's group-sequential design for the largest number
+# of looks the study may take: the intervals then hold together, over all looks, with about
+# 95 % probability. A study with a fixed number of runs looks once and uses plain 95 %.
+
+# Pocock's nominal two-sided per-look alpha for an overall 0.05, by number of looks
+# (Jennison & Turnbull, Group Sequential Methods, table 2.1; 50 and 100 extrapolated as
+# log-linear, and lowered a little: our first looks have 2-4 degrees of freedom).
+_POCOCK = ((1, 0.05), (2, 0.0294), (3, 0.0221), (4, 0.0182), (5, 0.0158), (6, 0.0142), (8, 0.0120),
+           (10, 0.0106), (15, 0.0086), (20, 0.0075), (30, 0.0060), (50, 0.0048), (100, 0.0036))
+
+
+def look_alpha(looks: int, overall: float = 0.05) -> float:
+    """Per-look two-sided alpha so that `looks` looks keep the overall error near `overall`."""
+    if looks < 1:
+        raise ValueError(f"looks must be >= 1, got {looks!r}")
+    xs = [k for k, _ in _POCOCK]
+    ys = [a for _, a in _POCOCK]
+    if looks >= xs[-1]:
+        a = ys[-1] * (xs[-1] / looks) ** 0.25
+    else:
+        a = float(np.exp(np.interp(np.log(looks), np.log(xs), np.log(ys))))
+    return a * overall / 0.05
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """variant/baseline: the ratio (geometric mean of the per-round ratios when paired, else the
+    ratio of geometric means) and its interval, with what it rests on."""
+
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_baseline: int
+    n_variant: int
+    n_pairs: int
+    paired: bool
+    mean_log: float | None  # mean log ratio and its standard deviation (per pair or pooled)
+    sd_log: float | None
+    confidence: float
+
+
+def _t(confidence: float, df: float) -> float:
+    return float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, df))
+
+
+def ratio_interval(baseline: Mapping[int, float], variant: Mapping[int, float], *,
+                   confidence: float = 0.95) -> RatioInterval:
+    """Interval of variant/baseline from runs keyed by round. With 3 rounds or more in which both
+    ran, a paired t interval on the log ratios (each round's runs are interleaved, so the round's
+    machine state cancels); otherwise Welch's interval on the logs of each group (n >= 2 each);
+    otherwise no interval. Values must be positive."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    b = {k: float(v) for k, v in baseline.items()}
+    v = {k: float(x) for k, x in variant.items()}
+    for name, g in (("baseline", b), ("variant", v)):
+        vals = np.array(list(g.values()), dtype=float)
+        if vals.size and (not np.all(np.isfinite(vals)) or np.any(vals <= 0)):
+            raise ValueError(f"{name}: ratios need positive finite values")
+    pairs = sorted(set(b) & set(v))
+    nb, nv = len(b), len(v)
+    if not b or not v:
+        return RatioInterval(None, None, None, nb, nv, len(pairs), False, None, None, confidence)
+    if len(pairs) >= MIN_RUNS:
+        d = np.log([v[k] / b[k] for k in pairs])
+        n = d.size
+        m, sd = float(d.mean()), float(d.std(ddof=1))
+        half = _t(confidence, n - 1) * sd / np.sqrt(n)
+        return RatioInterval(float(np.exp(m)), float(np.exp(m - half)), float(np.exp(m + half)), nb, nv, n, True, m,
+                             sd, confidence)
+    lb, lv = np.log(list(b.values())), np.log(list(v.values()))
+    m = float(lv.mean() - lb.mean())
+    if nb < 2 or nv < 2:
+        return RatioInterval(float(np.exp(m)), None, None, nb, nv, len(pairs), False, m, None, confidence)
+    vb, vv = lb.var(ddof=1) / nb, lv.var(ddof=1) / nv
+    se = float(np.sqrt(vb + vv))
+    if se == 0:
+        df = float(nb + nv - 2)
+    else:
+        df = (vb + vv) ** 2 / (vb ** 2 / (nb - 1) + vv ** 2 / (nv - 1))
+    half = _t(confidence, df) * se
+    sd = se * np.sqrt(min(nb, nv))  # per-run spread that would give this standard error
+    return RatioInterval(float(np.exp(m)), float(np.exp(m - half)), float(np.exp(m + half)), nb, nv, len(pairs),
+                         False, m, float(sd), confidence)
+
+
+def rounds_to_decide(mean_log: float | None, sd_log: float | None, n: int, *, confidence: float,
+                     margin: float = DEFAULT_MARGIN, limit: int = 10_000) -> int | None:
+    """Further rounds after which an interval of this spread would be expected to decide: exclude
+    1 (when the estimate is outside the margin) or sit inside the margin (when it is inside).
+    None when nothing is known about the spread; `limit` when it would take longer than that."""
+    if mean_log is None or sd_log is None:
+        return None
+    if sd_log == 0:
+        return 0 if n >= MIN_RUNS else MIN_RUNS - n
+    lm = float(np.log1p(margin))
+    effect = abs(mean_log)
+    # the interval must shrink below the effect (to exclude 1) or below the room left inside
+    # the margin (to be equivalent), whichever is larger
+    need_half = max(effect, lm - effect)
+    if need_half <= 0:
+        return limit
+    def decides(total: int) -> bool:
+        return _t(confidence, total - 1) * sd_log / np.sqrt(total) < need_half
+
+    lo, hi = max(n, MIN_RUNS), n + limit
+    if not decides(hi):
+        return limit
+    while lo < hi:  # the half-width shrinks as rounds grow: the first total that decides
+        mid = (lo + hi) // 2
+        if decides(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo - n
+
+
+def mean_ci_half_width(values: Iterable[float], confidence: float = 0.95) -> float | None:
+    """Half-width of the t interval of the mean, relative to the mean (0.02 = +-2 %)."""
+    arr = _finite_array(values)
+    if arr.size < 2 or arr.mean() == 0:
+        return None
+    return float(_t(confidence, arr.size - 1) * arr.std(ddof=1) / np.sqrt(arr.size) / abs(arr.mean()))

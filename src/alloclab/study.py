@@ -1,4 +1,12 @@
-"""A study: plan -> execute every run -> store each as it finishes. Resumable.
+"""A study: plan -> rounds of runs -> store each run as it finishes. Resumable.
+
+A study runs in rounds. Each round runs every (cell, allocator) that still needs runs once, in
+a fresh order drawn from the round's seed (rounds.json records each round: its seed and its
+runs in order). A study with a fixed `runs` runs exactly that many rounds of everything; an
+adaptive one (no `runs`) asks decide.active_units after every round which units still need
+runs, and stops when none does, at max_rounds, or when its budget of wall time would be
+exceeded by the next run. Wall time is counted over every sitting (rounds.json keeps it), so
+`--resume DIR --budget LARGER` continues the same rounds.
 
 A finished run is in runs.csv (whatever its status) and is never run again. Anything else
 under runs/ is a run that was cut short: `resume` removes it and runs it again.
@@ -9,20 +17,24 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import statistics
 import tempfile
-from dataclasses import dataclass
-from datetime import datetime
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab import driver, machine, servers
+from alloclab import decide, driver, machine, servers
 from alloclab.datasets import DatasetError, Datasets
 from alloclab.errors import AlloclabError
 from alloclab.execute import execute, failed_row
 from alloclab.plan import ENGINES, Plan, RunSpec
 from alloclab.progress import Progress
-from alloclab.store import Store
+from alloclab.store import RunRow, Store, write_json
+from alloclab.units import fmt_duration
 
 DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+ROUNDS = "rounds.json"
 
 
 @dataclass
@@ -32,14 +44,45 @@ class StudyResult:
     ok: int
     failed: int
     invalid: int
+    rounds: int = 0
+    stop: str = ""
 
 
 class Interrupted(Exception):
     """The user stopped the study (Ctrl-C or SIGTERM); finished runs are kept."""
 
-    def __init__(self, out: Path, done: int, total: int):
-        super().__init__(f"interrupted after {done} of {total} runs")
-        self.out, self.done, self.total = out, done, total
+    def __init__(self, out: Path, done: int):
+        super().__init__(f"interrupted after {done} finished run(s)")
+        self.out, self.done = out, done
+
+
+@dataclass
+class Schedule:
+    """rounds.json: the rounds as they were drawn, the wall time spent, why the study stopped."""
+
+    rounds: list[dict] = field(default_factory=list)  # {round, seed, runs: [spec json], started_at}
+    elapsed_s: float = 0.0
+    sittings: list[dict] = field(default_factory=list)  # {started_at, budget_s}
+    stop: dict | None = None  # {reason: decided|budget|max_rounds|runs, text, at}
+
+    @classmethod
+    def load(cls, store: Store) -> Schedule | None:
+        if not (store.root / ROUNDS).exists():
+            return None
+        d = store.read_json(ROUNDS)
+        return cls(rounds=d.get("rounds", []), elapsed_s=float(d.get("elapsed_s", 0.0)),
+                   sittings=d.get("sittings", []), stop=d.get("stop"))
+
+    def save(self, store: Store) -> None:
+        write_json(store.root / ROUNDS, {"version": 1, "rounds": self.rounds, "elapsed_s": round(self.elapsed_s, 3),
+                                         "sittings": self.sittings, "stop": self.stop})
+
+    def specs(self) -> list[RunSpec]:
+        return [RunSpec.from_json(d) for r in self.rounds for d in r["runs"]]
+
+    @property
+    def budget_s(self) -> float | None:
+        return self.sittings[-1].get("budget_s") if self.sittings else None
 
 
 def default_out(name: str) -> Path:
@@ -66,28 +109,45 @@ def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: P
     exe = driver.locate()
     info = driver.info(str(exe))
     check_plan_against_driver(plan.engines, info)
-    specs = plan.expand()
     os.umask(0o022)  # results are never world-writable
     scratch = _scratch(scratch_root)
     store = Store(out)
-    plan_json = plan.to_json() | {"runs_in_order": [s.to_json() for s in specs], "scratch_dir": str(scratch)}
-    store.create(plan_json, machine.describe(scratch, info))
-    return _run_all(store, plan.name, specs, set(), exe, scratch, progress or Progress(len(specs)))
+    store.create(plan.to_json() | {"scratch_dir": str(scratch)}, machine.describe(scratch, info))
+    sched = Schedule()
+    sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
+    sched.save(store)
+    progress = progress or Progress(0)
+    return _run_rounds(store, plan, sched, [], exe, scratch, progress)
 
 
-def resume(out: Path, progress: Progress | None = None, scratch_root: Path | None = None) -> StudyResult:
-    """Finish a study that was cut short: keep finished runs, redo partial ones."""
+def resume(out: Path, progress: Progress | None = None, scratch_root: Path | None = None,
+           budget: float | None = None) -> StudyResult:
+    """Finish a study that was cut short: keep finished runs, redo partial ones, then go on with
+    the rounds (with a new budget of total wall time, if given)."""
     store = Store(out)
     if not (store.root / "plan.json").exists():
         raise AlloclabError(f"{out} holds no study (no plan.json)", "pass the folder `alloclab run` wrote")
     plan_json = store.read_json("plan.json")
     try:
-        specs = [RunSpec.from_json(d) for d in plan_json["runs_in_order"]]
+        plan = Plan.from_json(plan_json)
     except (KeyError, TypeError, ValueError) as e:
         raise AlloclabError(f"{out}/plan.json is damaged ({e})", "this folder cannot be resumed") from e
+    sched = Schedule.load(store) or _legacy_schedule(plan_json)
+    try:
+        specs = sched.specs()
+    except (KeyError, TypeError, ValueError) as e:
+        raise AlloclabError(f"{out}/{ROUNDS} is damaged ({e})", "this folder cannot be resumed") from e
+    if budget is not None:
+        if budget <= sched.elapsed_s:
+            raise AlloclabError(f"--budget {fmt_duration(budget)} is already spent: this study has used "
+                                f"{fmt_duration(sched.elapsed_s)}",
+                                "give a larger --budget (it counts the whole study)")
+        plan.budget = budget
+    else:
+        plan.budget = sched.budget_s if sched.sittings else plan.budget
     exe = driver.locate()
-    check_plan_against_driver(sorted({s.cell.engine for s in specs}), driver.info(str(exe)))
-    missing = sorted({s.allocator.path for s in specs if s.allocator.path and not os.path.exists(s.allocator.path)})
+    check_plan_against_driver(plan.engines, driver.info(str(exe)))
+    missing = sorted({a.path for a in plan.allocators if a.path and not os.path.exists(a.path)})
     if missing:
         raise AlloclabError(f"allocator libraries of this study are gone: {', '.join(missing)}",
                             "reinstall them, then resume")
@@ -101,72 +161,154 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     old = plan_json.get("scratch_dir")
     if old and Path(old).name.startswith("alloclab-"):
         shutil.rmtree(old, ignore_errors=True)
+    sched.stop = None
+    sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
+    sched.save(store)
     store.write_manifest()
     scratch = _scratch(scratch_root)
-    remaining = [s for s in specs if s.run_id not in done]
-    progress = progress or Progress(len(remaining))
-    progress.total = len(remaining)
+    progress = progress or Progress(0)
+    left = sum(1 for s in specs if s.run_id not in done)
     progress.message(f"resuming {out}: {len(done)} finished run(s) kept, {len(partial)} partial run(s) removed"
                      f"{f', {dropped} damaged line(s) of runs.csv dropped' if dropped else ''}; "
-                     f"{len(remaining)} to run")
-    result = _run_all(store, plan_json.get("name", "study"), remaining, done, exe, scratch, progress)
-    # count every run of the study, not only this sitting's
-    for r in rows:
-        setattr(result, r.status, getattr(result, r.status, 0) + 1)
-    result.total = len(specs)
-    return result
+                     f"{left} run(s) left in round {len(sched.rounds)}, then "
+                     + ("the rounds go on until decided" if plan.adaptive else f"up to {plan.runs} round(s)"))
+    return _run_rounds(store, plan, sched, rows, exe, scratch, progress)
 
 
-def _run_all(store: Store, study: str, specs: list[RunSpec], done: set[str], exe: Path, scratch: Path,
-             progress: Progress) -> StudyResult:
-    counts = {"ok": 0, "failed": 0, "invalid": 0}
+def _legacy_schedule(plan_json: dict) -> Schedule:
+    """A folder from before rounds.json: its runs_in_order, one round per repeat."""
+    rounds: dict[int, list] = {}
+    for d in plan_json.get("runs_in_order", []):
+        rounds.setdefault(int(d["repeat"]), []).append(d)
+    return Schedule(rounds=[{"round": r, "seed": None, "runs": rounds[r]} for r in sorted(rounds)])
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _estimate(spec: RunSpec, rows: list[RunRow]) -> float:
+    """Expected wall time of a run: the median of this cell's earlier runs (0 when none)."""
+    walls = [r.wall_s for r in rows if r.cell == spec.cell.key and r.wall_s > 0]
+    return statistics.median(walls) if walls else 0.0
+
+
+def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progress) -> list[RunSpec] | None:
+    """Draw the next round, or record why there is none and return None."""
+    rnd = len(sched.rounds) + 1
+    active = None
+    if not plan.adaptive:
+        if rnd > (plan.runs or 0):
+            sched.stop = {"reason": "runs", "text": f"all {plan.runs} round(s) ran", "at": _now()}
+            return None
+    else:
+        if rnd > plan.max_rounds:
+            sched.stop = {"reason": "max_rounds", "text": f"max_rounds ({plan.max_rounds}) reached", "at": _now()}
+            return None
+        active, _why = decide.active_units(plan.units(), rows, plan.policy())
+        if not active:
+            sched.stop = {"reason": "decided", "text": "every comparison is decided or precise enough", "at": _now()}
+            return None
+    first = 1 + max((s.index for s in sched.specs()), default=0)
+    specs = plan.round_specs(rnd, active, first)
+    sched.rounds.append({"round": rnd, "seed": plan.round_seed(rnd), "started_at": _now(),
+                         "runs": [s.to_json() for s in specs]})
+    n_units = len(plan.units())
+    progress.message(f"round {rnd}: {len(specs)} run(s)"
+                     + (f" ({len(specs)} of {n_units} cell x allocator still undecided)" if active is not None else ""))
+    return specs
+
+
+def _run_rounds(store: Store, plan: Plan, sched: Schedule, rows: list[RunRow], exe: Path, scratch: Path,
+                progress: Progress) -> StudyResult:
+    rows = list(rows)
+    done = {r.run_id for r in rows}
     datasets = Datasets(exe, scratch, store.root, notify=progress.message)
     golden = servers.Golden(scratch, store.root, exe, notify=progress.message)
     current: Path | None = None
+    t0, spent_before = time.monotonic(), sched.elapsed_s
+
+    def elapsed() -> float:
+        return spent_before + time.monotonic() - t0
+
     try:
-        for spec in specs:
-            progress.start(spec)
-            current = store.run_dir(spec.run_id)
-            if spec.cell.workload == "sysbench" or spec.cell.engine not in ENGINES:
-                try:
-                    data = golden.datadir(spec)
-                except AlloclabError as e:
-                    row = failed_row(spec, study, str(e))
-                else:
-                    row = servers.execute_server(spec, current, scratch, study, data, exe)
-            else:
-                try:
-                    seed_data = datasets.pristine(spec)
-                except DatasetError as e:
-                    row = failed_row(spec, study, str(e))
-                else:
-                    row = execute(spec, current, scratch, exe, study, on_event=progress.event, seed_data=seed_data)
-            store.append(row)
-            current = None
-            store.write_manifest()
-            counts[row.status] = counts.get(row.status, 0) + 1
-            progress.finish(spec, row)
+        while sched.stop is None:
+            todo = [s for s in (RunSpec.from_json(d) for d in sched.rounds[-1]["runs"])
+                    if s.run_id not in done] if sched.rounds else []
+            if not todo:
+                todo = _next_round(plan, sched, rows, progress)
+                if todo is None:
+                    break
+                sched.save(store)
+            progress.total = progress.done + len(todo)
+            for spec in todo:
+                need = _estimate(spec, rows)
+                if plan.budget is not None and elapsed() + need > plan.budget:
+                    sched.stop = {"reason": "budget", "at": _now(),
+                                  "text": f"the budget of {fmt_duration(plan.budget)} is spent "
+                                          f"({fmt_duration(elapsed())} used; the next run needs about "
+                                          f"{fmt_duration(need)})"}
+                    break
+                progress.start(spec)
+                current = store.run_dir(spec.run_id)
+                row = _execute_one(spec, current, scratch, exe, plan.name, datasets, golden, progress)
+                store.append(row)
+                rows.append(row)
+                done.add(spec.run_id)
+                current = None
+                sched.elapsed_s = elapsed()
+                sched.save(store)
+                store.write_manifest()
+                progress.finish(spec, row)
+                if row.status == "ok" and 0 < row.duration_s < plan.min_window_s:
+                    progress.message(f"  warning: the measured window was {row.duration_s:.2f} s, shorter than the "
+                                     f"{plan.min_window_s:g} s floor of scale {plan.scale}: give the cell a "
+                                     "duration (--duration) or more operations")
+        sched.elapsed_s = elapsed()
+        sched.save(store)
+        store.write_manifest()
     except KeyboardInterrupt:
-        _discard(store, current)
-        raise Interrupted(store.root, sum(counts.values()) + len(done), len(specs) + len(done)) from None
+        sched.elapsed_s = elapsed()
+        _discard(store, current, sched)
+        raise Interrupted(store.root, len(done)) from None
     except OSError as e:
         if e.errno not in DISK_FULL:
             raise
-        _discard(store, current)
+        _discard(store, current, sched)
         raise AlloclabError(f"no space left for the results in {store.root} ({e.strerror}); the run in progress "
                             "was discarded, finished runs are kept",
                             f"free some space, then: alloclab run --resume {store.root}") from e
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return StudyResult(out=store.root, total=len(specs), ok=counts["ok"], failed=counts["failed"],
-                       invalid=counts["invalid"])
+    total = {"ok": 0, "failed": 0, "invalid": 0}
+    for r in rows:
+        total[r.status] = total.get(r.status, 0) + 1
+    return StudyResult(out=store.root, total=len(rows), ok=total["ok"], failed=total["failed"],
+                       invalid=total["invalid"], rounds=max((r.repeat for r in rows), default=0),
+                       stop=(sched.stop or {}).get("text", ""))
 
 
-def _discard(store: Store, run_dir: Path | None) -> None:
+def _execute_one(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str, datasets: Datasets,
+                 golden: servers.Golden, progress: Progress) -> RunRow:
+    if spec.cell.workload == "sysbench" or spec.cell.engine not in ENGINES:
+        try:
+            data = golden.datadir(spec)
+        except AlloclabError as e:
+            return failed_row(spec, study, str(e))
+        return servers.execute_server(spec, run_dir, scratch, study, data, exe)
+    try:
+        seed_data = datasets.pristine(spec)
+    except DatasetError as e:
+        return failed_row(spec, study, str(e))
+    return execute(spec, run_dir, scratch, exe, study, on_event=progress.event, seed_data=seed_data)
+
+
+def _discard(store: Store, run_dir: Path | None, sched: Schedule) -> None:
     """Remove a run that did not finish, and bring the manifest back in line."""
     if run_dir is not None:
         shutil.rmtree(run_dir, ignore_errors=True)
     try:
+        sched.save(store)
         store.write_manifest()
     except OSError:
         pass  # the disk may still be full: resume rebuilds the manifest

@@ -1,0 +1,178 @@
+"""The answers a study gives: one sentence per question, the verdict table sorted by effect,
+and what it would take to decide what is still undecided. Built from analyse.Study alone."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from alloclab import analyse, decide
+from alloclab.units import fmt_duration
+
+METRIC_TITLE = {"throughput": "throughput", "p99_latency": "p99 latency", "peak_rss": "peak RSS"}
+COMPARISON_NOUN = {"allocators": "allocator", "engines": "engine", "profiles": "profile"}
+
+
+@dataclass
+class Answers:
+    headline: str  # the first line: what is decided, or that nothing is and what would decide it
+    sentences: list[str]  # one per question (cell), throughput first
+    note: str  # how the intervals were made
+    verdicts: list[decide.Verdict]  # every comparison, sorted by effect within each metric
+    to_decide: str  # budget that would decide the rest ("" when nothing is left)
+    margin_pct: float = 2.0
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1f}".replace("-", "−")
+
+
+def _ci_pct(v: decide.Verdict) -> str:
+    lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
+    return f"{_pct(lo)} to +{_pct(hi)} %" if lo < 0 < hi else f"{_pct(lo)}–{_pct(hi)} %"
+
+
+def _rounds(v: decide.Verdict) -> str:
+    n = v.n_pairs or min(v.n_baseline, v.n_variant)
+    return f"{n} round{'s' if n != 1 else ''}"
+
+
+def phrase(v: decide.Verdict) -> str:
+    """"jemalloc is faster than glibc by 6.1 % (95 % CI 3.2–9.0 %, 7 rounds)" and the like."""
+    if v.ratio is None:
+        return f"{v.variant} against {v.baseline}: no valid runs to compare"
+    big = v.ratio >= 1.5 or v.ratio <= 1 / 1.5
+    if v.ci_low is None:
+        return (f"{v.variant} against {v.baseline}: undecided ({_pct(v.delta_pct):s} % from "
+                f"{_rounds(v)}, too few for an interval)")
+    if v.verdict in ("faster", "slower", "higher", "lower"):
+        if big:
+            return (f"{v.variant} is {v.ratio:.2f}× {v.baseline} ({v.verdict}; 95 % CI {v.ci_low:.2f}–"
+                    f"{v.ci_high:.2f}×, {_rounds(v)})")
+        lo, hi = sorted((abs(v.ci_low - 1) * 100, abs(v.ci_high - 1) * 100))
+        return (f"{v.variant} is {v.verdict} than {v.baseline} by {abs(v.delta_pct):.1f} % "
+                f"(95 % CI {lo:.1f}–{hi:.1f} %, {_rounds(v)})")
+    if v.verdict == "equivalent":
+        return (f"{v.variant} is equivalent to {v.baseline} ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} %, "
+                f"95 % CI {_ci_pct(v)}, {_rounds(v)})")
+    more = ""
+    if v.rounds_to_decide is not None:
+        more = (", more than 1,000 further rounds would be needed" if v.rounds_to_decide >= 1000 else
+                f", about {v.rounds_to_decide} more round{'s' if v.rounds_to_decide != 1 else ''} would decide")
+    return (f"{v.variant} against {v.baseline}: undecided ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} %, "
+            f"95 % CI {_ci_pct(v)}, {_rounds(v)}{more})")
+
+
+def _question(v: decide.Verdict) -> tuple:
+    return (v.comparison, v.engine if v.comparison == "allocators" else "", v.workload, v.threads, v.settings,
+            v.allocator if v.comparison != "allocators" else "")
+
+
+def _where(v: decide.Verdict) -> str:
+    threads = f"{v.threads} thread{'s' if v.threads != 1 else ''}"
+    if v.comparison == "allocators":
+        return f"On {v.engine}, {v.workload} ({v.settings}, {threads})"
+    return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator})"
+
+
+def _effect(v: decide.Verdict) -> float:
+    return abs(math.log(v.ratio)) if v.ratio else 0.0
+
+
+def build(study: analyse.Study) -> Answers:
+    vs = study.verdicts()
+    pol = study.policy
+    primary = [v for v in vs if v.metric == "throughput"]
+    by_q: dict[tuple, list[decide.Verdict]] = defaultdict(list)
+    for v in primary:
+        by_q[_question(v)].append(v)
+    sentences = []
+    for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
+        items = sorted(by_q[q], key=lambda v: -_effect(v))
+        what = "NOPM" if items[0].settings.startswith("w") and items[0].workload == "tpcc" else "throughput"
+        sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) for v in items) + ".")
+    # latency and memory: a sentence where something is decided (the table holds the rest)
+    for metric in ("p99_latency", "peak_rss"):
+        by_m: dict[tuple, list[decide.Verdict]] = defaultdict(list)
+        for v in vs:
+            if v.metric == metric and v.verdict != "undecided":
+                by_m[_question(v)].append(v)
+        for q in sorted(by_m, key=lambda q: (-max(_effect(v) for v in by_m[q]), [str(x) for x in q])):
+            items = sorted(by_m[q], key=lambda v: -_effect(v))
+            sentences.append(f"{_where(items[0])}, {METRIC_TITLE[metric]}: " + "; ".join(phrase(v) for v in items)
+                             + ".")
+    decided = [v for v in primary if v.verdict != "undecided"]
+    undecided = [v for v in primary if v.verdict == "undecided"]
+    counts = defaultdict(int)
+    for v in decided:
+        counts[v.verdict] += 1
+    stop = (study.schedule.get("stop") or {}).get("text", "")
+    rounds = max((r.repeat for r in study.rows), default=0)  # rounds in which a run finished
+    spent = study.schedule.get("elapsed_s")
+    to_decide = _to_decide(study, undecided)
+    if not primary:
+        headline = ("Nothing to compare: the study has no pair of " +
+                    " or ".join(COMPARISON_NOUN[q] + "s" for q in pol.questions) + " with valid runs in the same cell.")
+    elif not decided:
+        others = [v for v in vs if v.metric != "throughput" and v.verdict != "undecided"]
+        headline = (f"Nothing is decided yet on throughput: all {len(primary)} comparison(s) are undecided after "
+                    f"{rounds} round(s)" + (f" ({stop})" if stop else "") + ". "
+                    + (to_decide or "More rounds are needed.")
+                    + (f" Decided on latency or memory: {len(others)} (below)." if others else ""))
+    else:
+        parts = ", ".join(f"{n} {w}" for w, n in sorted(counts.items()))
+        headline = (f"{len(decided)} of {len(primary)} comparison(s) decided on throughput ({parts})"
+                    + (f"; {len(undecided)} undecided" if undecided else "")
+                    + f", after {rounds} round(s)" + (f" in {fmt_duration(spent)}" if spent else "")
+                    + (f"; stopped: {stop}" if stop else "") + "."
+                    + (f" {to_decide}" if undecided and to_decide else ""))
+    look = (f"per-look level {100 * pol.confidence:.2f} %, widened for looking after every round so that, over up to "
+            f"{pol.max_rounds} rounds, the intervals hold together with about 95 % probability"
+            if pol.adaptive else "one look after a fixed number of runs")
+    note = (f"Ratios are variant ÷ baseline, paired by round (runs of one round are interleaved); 95 % CI: t interval "
+            f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
+            f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided.")
+    order = {m.name: i for i, m in enumerate(decide.METRICS)}
+    table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
+    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin)
+
+
+def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
+    """How many more rounds, and how much wall time at this study's pace, would decide the rest."""
+    todo = [v for v in undecided if v.rounds_to_decide is not None]
+    if not todo:
+        return ""
+    rounds = max(min(v.rounds_to_decide, 1000) for v in todo)
+    walls = study.unit_walls()
+    units = {u for v in todo for u in (v.base_unit, v.var_unit)}
+    per_round = sum(walls.get(u, 0.0) for u in units)
+    if rounds >= 1000:
+        return ("Some differences are too small for this noise: more than 1,000 further rounds would be needed; "
+                "a quieter machine or longer windows would help more than rounds.")
+    text = f"About {rounds} more round(s) would decide the rest"
+    if not study.policy.adaptive:
+        return (text + f" (this study ran a fixed number of runs: run it again without --runs, and with a budget of "
+                f"about {fmt_duration((rounds + 3) * per_round * 1.1)})." if per_round > 0 else text + ".")
+    if per_round > 0:
+        total = (study.schedule.get("elapsed_s") or 0) + rounds * per_round
+        text += (f" (≈ {fmt_duration(rounds * per_round)} more; alloclab run --resume {study.root} "
+                 f"--budget {fmt_duration(total * 1.1)})")
+    return text + "."
+
+
+def verdict_rows(answers: Answers) -> list[dict]:
+    return [{k: getattr(v, k) for k in decide.CSV_COLUMNS} for v in answers.verdicts]
+
+
+def to_json(answers: Answers) -> str:
+    return json.dumps({"headline": answers.headline, "answers": answers.sentences, "note": answers.note,
+                       "verdicts": verdict_rows(answers)}, indent=2, default=str) + "\n"
+
+
+def to_markdown(answers: Answers) -> str:
+    lines = ["## Answers", "", f"**{answers.headline}**", ""]
+    lines += [f"- {s}" for s in answers.sentences] or ["- (no comparison)"]
+    lines += ["", f"_{answers.note}_", ""]
+    return "\n".join(lines)

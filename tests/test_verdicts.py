@@ -1,0 +1,172 @@
+"""Verdicts: the interval, the words, and calibration of the whole adaptive rule.
+
+The calibration simulates studies with synthetic samples (true differences 0 and 5 %, noise
+3-10 % per run plus a drift shared by the runs of a round), runs each to its stopping point with
+exactly the rule the study runner uses, and counts wrong verdicts over many seeds. The same
+samples fed through decide.active_units/decide.verdicts (the runner's own code, on RunRows)
+give the same verdicts as the vectorised simulation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from alloclab import decide, stats
+from alloclab.store import RunRow
+
+# --- the interval and the words ----------------------------------------------------------
+
+
+def test_paired_interval_is_the_t_interval_of_the_log_ratios():
+    b = {1: 100.0, 2: 110.0, 3: 90.0, 4: 105.0}
+    v = {1: 104.0, 2: 116.0, 3: 92.0, 4: 110.0}
+    iv = stats.ratio_interval(b, v)
+    d = np.log([v[k] / b[k] for k in b])
+    half = sps.t.ppf(0.975, 3) * d.std(ddof=1) / 2
+    assert iv.paired and iv.n_pairs == 4
+    assert iv.ratio == pytest.approx(math.exp(d.mean()))
+    assert (iv.ci_low, iv.ci_high) == pytest.approx((math.exp(d.mean() - half), math.exp(d.mean() + half)))
+    # the round's shared drift cancels: an unpaired interval of the same runs is far wider
+    unp = stats.ratio_interval(dict(enumerate(b.values())), {k + 10: x for k, x in v.items()})
+    assert not unp.paired and unp.ci_high - unp.ci_low > 3 * (iv.ci_high - iv.ci_low)
+
+
+def test_interval_needs_runs_and_positive_values():
+    assert stats.ratio_interval({1: 5.0}, {1: 6.0}).ci_low is None
+    assert stats.ratio_interval({}, {1: 6.0}).ratio is None
+    with pytest.raises(ValueError, match="positive"):
+        stats.ratio_interval({1: 0.0, 2: 1.0, 3: 1.0}, {1: 1.0, 2: 1.0, 3: 1.0})
+
+
+@pytest.mark.parametrize("lo, hi, higher, word", [
+    (1.01, 1.05, True, "faster"), (0.95, 0.99, True, "slower"), (1.01, 1.05, False, "higher"),
+    (0.95, 0.99, False, "lower"), (0.99, 1.015, True, "equivalent"), (0.97, 1.01, True, "undecided"),
+    (0.98, 1.02, True, "equivalent"), (0.979, 1.02, True, "undecided"),
+])
+def test_verdict_words(lo, hi, higher, word):
+    assert stats.verdict_word(lo, hi, higher, margin=0.02) == word
+
+
+def test_look_alpha_follows_pocock_and_shrinks_with_looks():
+    assert stats.look_alpha(1) == pytest.approx(0.05)
+    assert stats.look_alpha(5) == pytest.approx(0.0158)
+    alphas = [stats.look_alpha(k) for k in (1, 2, 5, 10, 28, 50, 100, 400)]
+    assert alphas == sorted(alphas, reverse=True) and alphas[-1] > 0.001
+
+
+def test_rounds_to_decide_is_enough_rounds_for_the_interval_to_decide():
+    sd, m = 0.05, math.log(1.04)
+    k = stats.rounds_to_decide(m, sd, 3, confidence=0.95)
+    n = 3 + k
+    assert sps.t.ppf(0.975, n - 1) * sd / math.sqrt(n) < m <= sps.t.ppf(0.975, n - 2) * sd / math.sqrt(n - 1)
+    assert stats.rounds_to_decide(None, None, 2, confidence=0.95) is None
+    assert stats.rounds_to_decide(0.0, 0.5, 3, confidence=0.95, limit=50) == 50
+
+
+# --- calibration of the adaptive rule ------------------------------------------------------
+
+POLICY = decide.Policy(questions=("allocators",), baseline="base", margin=0.02, target_ci=0.02, min_runs=3,
+                       max_rounds=30, adaptive=True)
+
+
+def _samples(rng, seeds, diff, cv, rounds):
+    drift = rng.normal(0, cv, (seeds, rounds))
+    base = 1000 * np.exp(drift + rng.normal(0, cv, (seeds, rounds)))
+    var = 1000 * (1 + diff) * np.exp(drift + rng.normal(0, cv, (seeds, rounds)))
+    return base, var
+
+
+def _half_width(x):  # relative half-width of the 95 % t interval of the mean, along the last axis
+    n = x.shape[-1]
+    return sps.t.ppf(0.975, n - 1) * x.std(axis=-1, ddof=1) / math.sqrt(n) / x.mean(axis=-1)
+
+
+def simulate(base, var, policy=POLICY):
+    """The runner's rule, vectorised over seeds: after each round from min_runs on, stop a seed
+    when its comparison is decided or both sides are within the target; verdict at the stop."""
+    seeds, rounds = base.shape
+    conf = policy.confidence
+    verdict = np.full(seeds, "undecided", dtype=object)
+    stopped_at = np.full(seeds, rounds)
+    open_ = np.ones(seeds, dtype=bool)
+    lm_lo, lm_hi = math.log(1 - policy.margin), math.log(1 + policy.margin)
+    for n in range(policy.min_runs, min(rounds, policy.max_rounds) + 1):
+        d = np.log(var[:, :n] / base[:, :n])
+        half = sps.t.ppf(1 - (1 - conf) / 2, n - 1) * d.std(axis=1, ddof=1) / math.sqrt(n)
+        lo, hi = d.mean(axis=1) - half, d.mean(axis=1) + half
+        word = np.where(lo > 0, "faster", np.where(hi < 0, "slower", np.where(
+            (lo >= lm_lo) & (hi <= lm_hi), "equivalent", "undecided")))
+        precise = (_half_width(base[:, :n]) <= policy.target_ci) & (_half_width(var[:, :n]) <= policy.target_ci)
+        now = open_ & ((word != "undecided") | precise)
+        verdict[now] = word[now]
+        stopped_at[now] = n
+        open_ &= ~now
+        if not open_.any():
+            break
+    return verdict, stopped_at
+
+
+CASES = [(diff, cv) for diff in (0.0, 0.05) for cv in (0.03, 0.06, 0.10)]
+
+
+@pytest.mark.parametrize("diff, cv", CASES)
+def test_adaptive_verdicts_are_calibrated(diff, cv):
+    rng = np.random.default_rng(int(1000 * diff + 100 * cv))
+    seeds = 4000
+    base, var = _samples(rng, seeds, diff, cv, POLICY.max_rounds)
+    verdict, stopped = simulate(base, var)
+    wrong = {"faster", "slower"} if diff == 0 else {"slower"}
+    wrong_rate = np.isin(verdict, list(wrong)).mean()
+    equiv_rate = (verdict == "equivalent").mean()
+    assert wrong_rate <= 0.05, f"wrong-direction verdicts in {wrong_rate:.1%} of seeds"
+    if diff == 0.05:
+        assert equiv_rate <= 0.01, f"'equivalent' for a true 5 % difference in {equiv_rate:.1%} of seeds"
+    if diff == 0.05 and cv <= 0.06:
+        assert (verdict == "faster").mean() > 0.5  # and it does find real differences
+
+
+def test_a_plain_95_percent_interval_looked_at_every_round_would_not_be_calibrated():
+    """Why the adaptive rule widens its intervals: without that, a true difference of 0 is called
+    faster or slower in far more than 5 % of studies."""
+    rng = np.random.default_rng(7)
+    base, var = _samples(rng, 3000, 0.0, 0.06, 30)
+    naive = decide.Policy(**{**POLICY.__dict__, "adaptive": False})
+    verdict, _ = simulate(base, var, naive)
+    assert np.isin(verdict, ["faster", "slower"]).mean() > 0.10
+
+
+def _rows(base, var, upto):
+    rows = []
+    for r in range(upto):
+        for alloc, x in (("base", base[r]), ("var", var[r])):
+            rows.append(RunRow(
+                run_id=f"{len(rows) + 1:04d}-{alloc}-r{r + 1}", index=len(rows) + 1, study="sim", cell="null/c",
+                engine="null", allocator=alloc, allocator_base=alloc, allocator_verified=True, workload="write",
+                part="c", pattern="random", threads=1, batch=1, key_bytes=16, value_bytes=100, repeat=r + 1, seed=0,
+                ops=1, duration_s=5.0, ops_per_s=float(x), p50_ns=1, p95_ns=1, p99_ns=1e6, p999_ns=1, max_ns=1,
+                mean_ns=1, errors=0, retries=0, peak_rss_bytes=1 << 20, cpu_user_s=0, cpu_sys_s=0, ctx_voluntary=0,
+                ctx_involuntary=0, minor_faults=0, major_faults=0, wall_s=6.0, status="ok", reason="",
+                started_at=""))
+    return rows
+
+
+def test_the_runner_code_decides_exactly_as_the_simulation():
+    rng = np.random.default_rng(11)
+    base, var = _samples(rng, 60, 0.05, 0.06, POLICY.max_rounds)
+    verdict, stopped = simulate(base, var)
+    units = [("null/c", "base"), ("null/c", "var")]
+    for s in range(base.shape[0]):
+        n = 0
+        while True:
+            active, _ = decide.active_units(units, _rows(base[s], var[s], n), POLICY)
+            if not active or n == POLICY.max_rounds:
+                break
+            assert active == set(units)  # pairs stay together
+            n += 1
+        v = [x for x in decide.verdicts(_rows(base[s], var[s], n), POLICY) if x.metric == "throughput"][0]
+        assert (n, v.verdict) == (stopped[s], verdict[s]), s
+        assert v.n_pairs == n and v.confidence == pytest.approx(POLICY.confidence)
