@@ -9,7 +9,8 @@ def specs(found, allocs, engine="tidesdb", **workload):
     if wl["workload"] != "tpcc":
         wl.setdefault("batch", [10])
     wl = {k: v for k, v in wl.items() if v is not None}
-    p = plan.load({"engines": [engine], "allocators": allocs, "workloads": [wl]}, found_allocators=found,
+    p = plan.load({"engines": [engine], "allocators": allocs, "workloads": [wl], "scale": "smoke", "runs": 1},
+                  found_allocators=found,
                   default_seed=1)
     return p.expand()
 

@@ -34,6 +34,7 @@ def write_plan(tmp_path, engine="tidesdb", runs=3, duration_s=1.0, allocators=("
                extra=""):
     p = tmp_path / "plan.toml"
     p.write_text(f"""
+scale = "smoke"
 engines = ["{engine}"]
 allocators = {list(allocators)!r}
 runs = {runs}
@@ -74,7 +75,7 @@ def assert_complete(out, expected):
 def test_hung_driver_is_killed_and_the_study_goes_on(tmp_path, found):
     need(found, "jemalloc")
     raw = {"engines": ["tidesdb"], "allocators": ["glibc", "jemalloc"], "runs": 1, "hang_timeout_s": 2,
-           "interval_ms": 200, "workloads": [{"workload": "write", "threads": 1, "duration_s": 6}]}
+           "scale": "smoke", "interval_ms": 200, "workloads": [{"workload": "write", "threads": 1, "duration_s": 6}]}
     p = plan.load(raw, default_seed=1)
 
     class Stopper(Progress):

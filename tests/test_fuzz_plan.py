@@ -30,6 +30,11 @@ plans = st.fixed_dictionaries(
         "engines": st.one_of(values, st.lists(st.sampled_from(plan.ENGINES), max_size=3)),
         "allocators": st.one_of(values, st.lists(st.sampled_from(["glibc", "jemalloc", "mimalloc"]), max_size=3)),
         "runs": values, "seed": values, "warmup_s": values, "baseline": values, "interval_ms": values,
+        "target_ci_pct": values, "margin_pct": values, "budget": values, "min_runs": values, "max_rounds": values,
+        "min_window_s": values, "baseline_engine": values,
+        "scale": st.one_of(values, st.sampled_from(["smoke", "quick"])),
+        "questions": st.one_of(values, st.lists(st.sampled_from(["allocators", "engines", "profiles", "x"]),
+                                                max_size=3)),
         "engine_options": st.one_of(values, st.dictionaries(st.sampled_from(sorted(plan.ENGINE_OPTIONS)), values)),
         "profiles": st.one_of(values, st.dictionaries(st.text(max_size=6), st.dictionaries(
             st.sampled_from(sorted(plan.ENGINE_OPTIONS)), values, max_size=3), max_size=2)),

@@ -37,6 +37,7 @@ def before():
 
 def small_plan(target, allocators, test="oltp_read_only", threads=(2,), duration=2.0, runs=1):
     raw = {"engines": [target], "allocators": list(allocators), "runs": runs, "profiles": {"sysbench": {}},
+           "scale": "smoke",
            "workloads": [{"part": "sb", "workload": "sysbench", "test": test, "threads": list(threads),
                           "tables": 2, "table_size": 2000, "duration_s": duration}]}
     return plan.load(raw, default_seed=1)
@@ -155,7 +156,7 @@ def test_tpcc_against_servers(target, found, tmp_path, before):
     """TPC-C in the server's dialect, the allocator preloaded into the server and proved, the
     consistency conditions checked, TPM read from the server's own counters."""
     need(found, "jemalloc")
-    raw = {"engines": [target], "allocators": ["glibc", "jemalloc"], "runs": 1,
+    raw = {"engines": [target], "allocators": ["glibc", "jemalloc"], "runs": 1, "scale": "smoke",
            "workloads": [{"part": "tpcc", "workload": "tpcc", "warehouses": 1, "threads": 2, "loaders": 2,
                           "rampup_s": 1, "duration_s": 4}]}
     p = plan.load(raw, default_seed=2)
@@ -184,6 +185,7 @@ def test_native_oltp_beside_the_real_sysbench(target, found, tmp_path, before):
     real sysbench binary; both clients give numbers of the same order."""
     need(found, "jemalloc")
     raw = {"engines": [target], "allocators": ["glibc", "jemalloc"], "runs": 1, "profiles": {"sysbench": {}},
+           "scale": "smoke",
            "workloads": [{"part": "sb", "workload": "sysbench", "client": ["sysbench", "native"],
                           "test": ["oltp_point_select", "oltp_read_only", "oltp_read_write"], "threads": 2,
                           "tables": 2, "table_size": 2000, "duration_s": 2}]}
@@ -211,6 +213,7 @@ def test_ctrl_c_stops_the_server_and_resume_finishes(tmp_path, found, before):
     from conftest import ROOT
     plan_file = tmp_path / "plan.toml"
     plan_file.write_text("""
+scale = "smoke"
 engines = ["mariadb-innodb"]
 allocators = ["glibc"]
 runs = 3

@@ -1,3 +1,3 @@
 """alloclab: measure how memory allocators change the performance of database engines."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -125,7 +125,7 @@ def _finish(result: study.StudyResult, out: Path, baseline: str) -> int:
 
 
 def cmd_resume(a: argparse.Namespace) -> int:
-    given = [f"--{f}" for f in PLAN_FLAGS if getattr(a, f, None)]
+    given = [f"--{f.replace('_', '-')}" for f in PLAN_FLAGS if getattr(a, f, None)]
     if given:
         raise AlloclabError(f"--resume continues the stored plan; {', '.join(given)} cannot change it",
                             "drop those flags, or start a new study with --out")

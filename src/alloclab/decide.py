@@ -57,7 +57,14 @@ def value(r: RunRow, m: MetricDef) -> float | None:
     return float(v) if v and v > 0 else None
 
 
+_NOT_TPCC = ("pattern", "key_bytes", "value_bytes", "batch", "client")
+
+
 def cell_of(r: RunRow) -> tuple:
+    """The row's cell. TPC-C cells are the same cell whichever engine ran them: the key-value
+    columns, which embedded and server runs fill differently, do not apply to TPC-C."""
+    if r.workload == "tpcc":
+        return tuple("" if f in _NOT_TPCC else getattr(r, f) for f in CELL_FIELDS)
     return tuple(getattr(r, f) for f in CELL_FIELDS)
 
 

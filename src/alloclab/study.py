@@ -188,8 +188,10 @@ def _now() -> str:
 
 
 def _estimate(spec: RunSpec, rows: list[RunRow]) -> float:
-    """Expected wall time of a run: the median of this cell's earlier runs (0 when none)."""
+    """Expected wall time of a run: the median of this cell's earlier runs, else of the study's
+    (0 before the first run)."""
     walls = [r.wall_s for r in rows if r.cell == spec.cell.key and r.wall_s > 0]
+    walls = walls or [r.wall_s for r in rows if r.wall_s > 0]
     return statistics.median(walls) if walls else 0.0
 
 
@@ -309,6 +311,9 @@ def _discard(store: Store, run_dir: Path | None, sched: Schedule) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
     try:
         sched.save(store)
+    except OSError:
+        pass  # the disk may still be full: rounds.json stays as it was, which the manifest lists
+    try:
         store.write_manifest()
     except OSError:
         pass  # the disk may still be full: resume rebuilds the manifest

@@ -1,0 +1,129 @@
+"""Studies in rounds with the real driver (null engine: this tests the harness) and real
+allocators: adaptive rounds stop when decided or at the budget, --resume with a larger budget
+continues the same rounds, --runs N is exactly N, and the report leads with the answers."""
+
+import csv
+import json
+import subprocess
+import sys
+
+from conftest import ROOT, need
+
+from alloclab.store import Store
+
+
+def alloclab(*args):
+    return subprocess.run([sys.executable, "-m", "alloclab", *args], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, timeout=600)
+
+
+def write_plan(tmp_path, extra=""):
+    p = tmp_path / "plan.toml"
+    p.write_text(f"""
+name = "rounds"
+scale = "smoke"
+engines = ["null"]
+allocators = ["glibc", "jemalloc"]
+seed = 4
+{extra}
+[engine_options]
+null_latency_ns = 20000
+
+[[workloads]]
+part = "w"
+workload = "write"
+threads = [1, 2]
+duration_s = 0.3
+""")
+    return p
+
+
+def test_adaptive_study_runs_rounds_until_decided_and_answers_first(tmp_path, found):
+    need(found, "jemalloc")
+    out = tmp_path / "res"
+    p = alloclab("run", "--plan", str(write_plan(tmp_path, "max_rounds = 6\ntarget_ci_pct = 1")), "--out", str(out),
+                 "--quiet")
+    assert p.returncode == 0, p.stderr
+    assert "## Answers" in p.stdout and "round(s)" in p.stdout
+    rows = Store(out).rows()
+    sched = json.loads((out / "rounds.json").read_text())
+    # every unit got at least 3 runs; rounds are numbered, seeded and recorded in the order they ran
+    per_unit = {}
+    for r in rows:
+        per_unit.setdefault((r.cell, r.allocator), []).append(r.repeat)
+    assert len(per_unit) == 4 and all(len(v) >= 3 for v in per_unit.values())
+    assert [r["round"] for r in sched["rounds"]] == list(range(1, len(sched["rounds"]) + 1))
+    assert len({r["seed"] for r in sched["rounds"]}) == len(sched["rounds"])
+    ran = [d["run_id"] for r in sched["rounds"] for d in r["runs"]]
+    assert ran == [r.run_id for r in sorted(rows, key=lambda r: r.index)]
+    assert sched["stop"]["reason"] in ("decided", "max_rounds")
+    assert len(sched["rounds"]) <= 6
+    # runs of a round are paired: both allocators of a cell ran in every round the cell ran
+    for cell in {r.cell for r in rows}:
+        rounds = [sorted(r.repeat for r in rows if r.cell == cell and r.allocator == a) for a in ("glibc", "jemalloc")]
+        assert rounds[0] == rounds[1]
+    # verdicts.csv and .json with the promised columns
+    with open(out / "report" / "verdicts.csv") as f:
+        vrows = list(csv.DictReader(f))
+    for col in ("engine", "workload", "threads", "settings", "metric", "baseline", "variant", "n_baseline",
+                "n_variant", "ratio", "ci_low", "ci_high", "verdict", "rounds_to_decide"):
+        assert col in vrows[0], col
+    assert {v["metric"] for v in vrows} == {"throughput", "p99_latency", "peak_rss"}
+    assert {v["verdict"] for v in vrows} <= {"faster", "slower", "higher", "lower", "equivalent", "undecided"}
+    assert len(json.loads((out / "report" / "verdicts.json").read_text())["verdicts"]) == len(vrows)
+    page = (out / "report" / "report.html").read_text()
+    assert page.index("<h2>Answers</h2>") < page.index("<h2>Verdicts") < page.index("<h2>Charts</h2>")
+    assert page.index("<h2>Answers</h2>") == page.index("<h2>")
+    assert alloclab("verify", str(out)).returncode == 0
+
+
+def test_budget_stops_cleanly_and_resume_with_a_larger_budget_continues_the_rounds(tmp_path, found):
+    need(found, "jemalloc")
+    out = tmp_path / "res"
+    plan = write_plan(tmp_path, "max_rounds = 8\ntarget_ci_pct = 0.01\nmargin_pct = 0.01")
+    p = alloclab("run", "--plan", str(plan), "--budget", "3s", "--out", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    first = Store(out).rows()
+    sched = json.loads((out / "rounds.json").read_text())
+    assert sched["stop"]["reason"] == "budget" and "budget" in p.stdout
+    assert 0 < len(first) < 4 * 8
+    assert "could not afford 3 valid runs" in (out / "report" / "report.md").read_text() or len(first) >= 12
+    # a budget already spent is refused before any work
+    q = alloclab("run", "--resume", str(out), "--budget", "1s")
+    assert q.returncode == 2 and "already spent" in q.stderr and "larger --budget" in q.stderr
+    # plan flags cannot change a stored study
+    q = alloclab("run", "--resume", str(out), "--target-ci", "5")
+    assert q.returncode == 2 and "--target-ci" in q.stderr
+    p = alloclab("run", "--resume", str(out), "--budget", "40s", "--quiet")
+    assert p.returncode == 0, p.stderr
+    rows = Store(out).rows()
+    assert len(rows) > len(first)
+    assert rows[:len(first)] == first  # nothing finished was run again or changed
+    assert len({r.run_id for r in rows}) == len(rows)
+    sched2 = json.loads((out / "rounds.json").read_text())
+    assert sched2["rounds"][:len(sched["rounds"]) - 1] == sched["rounds"][:-1]  # the same rounds, continued
+    assert len(sched2["sittings"]) == 2 and sched2["sittings"][1]["budget_s"] == 40
+    assert sched2["elapsed_s"] > sched["elapsed_s"]
+    assert sched2["stop"]["reason"] in ("max_rounds", "decided", "budget")
+    assert alloclab("verify", str(out)).returncode == 0
+
+
+def test_runs_means_exactly_n(tmp_path, found):
+    need(found, "jemalloc")
+    out = tmp_path / "res"
+    p = alloclab("run", "--plan", str(write_plan(tmp_path)), "--runs", "2", "--out", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    rows = Store(out).rows()
+    assert len(rows) == 2 * 2 * 2 and sorted({r.repeat for r in rows}) == [1, 2]
+    assert json.loads((out / "rounds.json").read_text())["stop"]["reason"] == "runs"
+    assert "8 ok, 0 failed, 0 invalid of 8 runs in 2 round(s)" in p.stdout
+
+
+def test_bad_round_flags_are_refused_before_any_work(tmp_path):
+    out = tmp_path / "res"
+    p = alloclab("run", "--plan", str(write_plan(tmp_path)), "--target-ci", "0", "--out", str(out))
+    assert p.returncode == 2 and "target_ci_pct" in p.stderr and not out.exists()
+    p = alloclab("run", "--plan", str(write_plan(tmp_path)), "--budget", "soon", "--out", str(out))
+    assert p.returncode == 2 and "budget" in p.stderr and "not a duration" in p.stderr and not out.exists()
+    p = alloclab("run", "--engines", "null", "--workloads", "write", "--duration", "1s", "--out", str(out))
+    assert p.returncode == 2 and "floor" in p.stderr and "--scale smoke" in p.stderr and not out.exists()
