@@ -144,14 +144,24 @@ def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     todo = [v for v in undecided if v.rounds_to_decide is not None]
     if not todo:
         return ""
-    rounds = max(min(v.rounds_to_decide, 1000) for v in todo)
+    need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
     walls = study.unit_walls()
-    units = {u for v in todo for u in (v.base_unit, v.var_unit)}
-    per_round = sum(walls.get(u, 0.0) for u in units)
+
+    def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
+        units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
+        return k * sum(walls.get(u, 0.0) for u in units)
+
+    half = need[(len(need) - 1) // 2]
+    lead = ""
+    if len(need) > 2 and half < need[-1]:
+        lead = (f"About {half} more round(s) (≈ {fmt_duration(cost(half))}) would decide "
+                f"{sum(1 for k in need if k <= half)} of the {len(need)} undecided; ")
+    rounds = need[-1]
+    per_round = cost(rounds) / rounds if rounds else 0.0
     if rounds >= 1000:
-        return ("Some differences are too small for this noise: more than 1,000 further rounds would be needed; "
-                "a quieter machine or longer windows would help more than rounds.")
-    text = f"About {rounds} more round(s) would decide the rest"
+        return (lead + "the smallest differences are too small for this noise: more than 1,000 further rounds "
+                "would be needed; a quieter machine or longer windows would help more than rounds.")
+    text = lead + f"{'all' if lead else 'About'} {rounds} more round(s) would decide the rest"
     if not study.policy.adaptive:
         return (text + f" (this study ran a fixed number of runs: run it again without --runs, and with a budget of "
                 f"about {fmt_duration((rounds + 3) * per_round * 1.1)})." if per_round > 0 else text + ".")
