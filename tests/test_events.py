@@ -80,3 +80,10 @@ def test_duration_mode_and_bad_flags(driver_exe, tmp_path):
     assert sum(e.type == "interval" for e in evs) >= 4
     p, _ = run_driver(driver_exe, tmp_path, "--engine", "null", "--threads", "0")
     assert p.returncode != 0 and "--threads" in p.stderr
+
+
+def test_driver_info_lists_every_workload_it_runs(driver_exe):
+    from alloclab import driver
+    info = driver.info(str(driver_exe))
+    assert {"write", "read", "mixed", "delete", "seek", "range", "tpcc", "oltp_point_select", "oltp_read_only",
+            "oltp_read_write"} <= set(info["workloads"])

@@ -154,3 +154,17 @@ def test_sizes_and_durations_accept_units():
     assert p.warmup_s == 0.5
     c = p.cells()[0]
     assert (c.duration_s, c.ops, c.value_bytes) == (1.5, None, 4096)
+
+
+@pytest.mark.parametrize("name", ["kv-allocators", "tpcc-allocators", "engines-tpcc", "sysbench-scaling",
+                                  "sysbench-allocators"])
+@pytest.mark.parametrize("scale", ["quick", "full"])
+def test_every_preset_rounds_until_decided_in_windows_above_the_floor(name, scale):
+    p = plan.load(preset(name, scale) | {"allocators": ["glibc", "jemalloc"]}, found_allocators=FOUND, default_seed=1)
+    assert p.adaptive and p.min_window_s == {"quick": 5, "full": 10}[scale]
+    assert (p.budget is not None) == (scale == "quick")
+    assert all(c.duration_s is None or c.duration_s >= p.min_window_s for c in p.cells())
+    if name == "engines-tpcc":
+        assert p.questions == ["engines", "profiles"] and p.baseline_engine == "mariadb-innodb"
+    if name == "sysbench-allocators":
+        assert p.min_runs == 4

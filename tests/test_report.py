@@ -130,3 +130,10 @@ def test_bundle_zips_the_folder_with_its_sha256(v1, tmp_path):
     (v1 / "runs.csv").write_text("tampered\n")
     with pytest.raises(AlloclabError, match="manifest"):
         Store(v1).bundle(tmp_path / "c.zip")
+
+
+def test_a_damaged_run_file_is_named_in_the_warnings(v1):
+    victim = next(p for p in sorted((v1 / "runs").iterdir()))
+    (victim / "run.json").write_text("{not json")
+    text = report.build(v1).read_text()
+    assert f"runs/{victim.name}/run.json cannot be read" in text

@@ -4,15 +4,19 @@ few seconds, and nothing left behind: no process, no listening socket."""
 
 import io
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import need
 
-from alloclab import plan, study, targets
+from alloclab import noise, plan, study, targets
+from alloclab.errors import AlloclabError
 from alloclab.progress import Progress
 from alloclab.store import Store
 
@@ -53,6 +57,10 @@ def test_server_runs_prove_the_allocator_and_leave_nothing(target, found, tmp_pa
     assert res.ok == 6, [(r.run_id, r.reason) for r in rows]
     for r in rows:
         assert r.allocator_verified and r.ops_per_s > 0 and r.p99_ns > 0 and r.peak_rss_bytes > 0
+        # the real sysbench's percentiles, from its histogram: never 0
+        assert 0 < r.p50_ns <= r.p95_ns <= r.p999_ns <= r.max_ns and r.p50_ns <= r.p99_ns
+        # the client is alloclab's own child: its CPU is not "other processes" (a busy machine)
+        assert r.other_busy_cores < noise.BUSY_OTHER_CORES, r.other_busy_cores
         d = out / "runs" / r.run_id
         assert (d / "server.log").exists() and (d / "client.log").exists() and (d / "client_samples.csv").exists()
         proof = __import__("json").loads((d / "run.json").read_text())["proof"]
@@ -68,11 +76,20 @@ def test_server_runs_prove_the_allocator_and_leave_nothing(target, found, tmp_pa
     assert listeners() <= sockets_before, "a socket was left listening"
 
 
+@pytest.fixture
+def reachable_dir():
+    """A folder as alloclab makes its scratch: under /tmp, passable (not readable) by the
+    servers' own users, unlike pytest's private tmp_path."""
+    d = Path(tempfile.mkdtemp(prefix="alloclab-test-"))
+    os.chmod(d, 0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.mark.parametrize("target", ["mariadb-innodb", "postgres"])
-def test_servers_listen_on_nothing_but_their_unix_socket(target, tmp_path):
+def test_servers_listen_on_nothing_but_their_unix_socket(target, reachable_dir):
     t = targets.parse(target)
-    base = tmp_path / "srv"
-    base.mkdir()
+    base = reachable_dir
     srv = targets.Server(t, base / "d", base / "server.log", settings=targets.load_profile(t, "sysbench"))
     srv.initialise()
     srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
@@ -136,6 +153,24 @@ Latency (ms):
     assert (r.tps, r.qps, r.transactions, r.errors) == (1266.80, 25336.00, 2534, 0)
     assert r.latency_ms == {"min": 0.5, "avg": 3.15, "max": 45.67, "p99": 5.47}
     assert [i["tps"] for i in r.intervals] == [1234.56, 1300.0] and r.intervals[0]["lat_ms_p99"] == 5.67
+
+
+def test_sysbench_percentiles_come_from_its_histogram():
+    from alloclab import sysbench
+    rows = [(0.266, 14), (0.270, 505), (0.275, 450), (0.280, 283), (0.285, 248), (0.291, 200), (0.400, 290),
+            (0.546, 9), (1.523, 1)]  # 2000 calls
+    hist = ("Latency histogram (values are in milliseconds)\n"
+            "       value  ------------- distribution ------------- count\n")
+    hist += "".join(f"{v:12.3f} |{'*' * min(40, n // 12):<40s} {n}\n" for v, n in rows)
+    p = sysbench.histogram_percentiles(hist + "\nSQL statistics:\n")
+    # cumulative: 14, 519, 969, 1252 (p50 = 1000 -> 0.280), 1500, 1700, 1990 (p95 = 1900, p99 = 1980 -> 0.400),
+    # 1999 (p99.9 = 1998 -> 0.546), 2000
+    assert p == {"p50": 0.280, "p95": 0.400, "p99": 0.400, "p99.9": 0.546}
+    assert sysbench.histogram_percentiles("no histogram here") == {}
+    from types import SimpleNamespace
+    srv = SimpleNamespace(target=targets.BUILTIN["mariadb-innodb"], socket="/s")
+    argv = sysbench.run_argv(srv, "oltp_point_select", 2, None, 2, 100, 1, events=500)
+    assert "--events=500" in argv and "--time=0" in argv and "--histogram=on" in argv
 
 
 def test_unknown_targets_and_missing_plugins_are_refused_up_front():
@@ -250,3 +285,36 @@ duration_s = 4
     rows = Store(out).rows()
     assert len(rows) == len({r.run_id for r in rows}) == 3 and all(r.status == "ok" for r in rows)
     assert Store(out).verify() == []
+
+
+def test_a_server_run_planned_by_count_runs_that_many_transactions(tmp_path, found):
+    """A sysbench cell with `ops` and no duration runs that many transactions (it once ran 10 s)."""
+    raw = {"engines": ["mariadb-innodb"], "allocators": ["glibc"], "runs": 1, "profiles": {"sysbench": {}},
+           "scale": "smoke", "workloads": [{"part": "sb", "workload": "sysbench", "client": ["sysbench", "native"],
+                                            "test": "oltp_point_select", "threads": 2, "tables": 2,
+                                            "table_size": 2000, "ops": 3000}]}
+    p = plan.load(raw, default_seed=1)
+    out = tmp_path / "res"
+    res = study.run(p, out, Progress(2, stream=io.StringIO(), live=False))
+    rows = Store(out).rows()
+    assert res.ok == 2, [(r.run_id, r.reason) for r in rows]
+    for r in rows:
+        assert r.ops == 3000, (r.client, r.ops)
+
+
+def test_postgres_scratch_that_its_user_cannot_reach_is_refused_without_touching_permissions(tmp_path, found):
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    os.chmod(closed, 0o700)
+    with pytest.raises(AlloclabError) as e:
+        targets.check_reachable(closed / "alloclab-x" / "datadir")
+    assert "cannot pass through" in str(e.value) and str(closed) in str(e.value) and "ALLOCLAB_SCRATCH" in str(e.value)
+    assert closed.stat().st_mode & 0o777 == 0o700  # alloclab changes no permission outside its own folders
+    raw = {"engines": ["postgres"], "allocators": ["glibc"], "runs": 1, "profiles": {"sysbench": {}},
+           "scale": "smoke", "workloads": [{"part": "sb", "workload": "sysbench", "test": "oltp_point_select",
+                                            "threads": 1, "tables": 1, "table_size": 100, "duration_s": 1}]}
+    res = study.run(plan.load(raw, default_seed=1), tmp_path / "res", Progress(1, stream=io.StringIO(), live=False),
+                    scratch_root=closed)
+    rows = Store(tmp_path / "res").rows()
+    assert res.failed == 1 and "cannot pass through" in rows[0].reason, rows[0].reason
+    assert closed.stat().st_mode & 0o777 == 0o700

@@ -285,3 +285,25 @@ def test_results_are_plain_floats():
     s = stats.describe(DATA)
     for v in (s.median, s.mean, s.ci_low, s.ci_high, s.cv, s.stdev):
         assert type(v) is float and math.isfinite(v)
+
+
+# --- machine noise: the processes alloclab starts are not "other processes" ---------------
+
+def test_cpu_of_reaped_children_is_not_counted_as_other_processes(monkeypatch):
+    """On a machine where only alloclab and the processes it started used the CPU, nothing is
+    "other processes", even though its child burned a whole core meanwhile."""
+    import os
+    import subprocess
+    import sys
+
+    from alloclab import noise
+
+    def only_us():
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    monkeypatch.setattr(noise, "_busy_s", only_us)
+    watch = noise.CpuWatch()
+    subprocess.run([sys.executable, "-c", "import time\nt=time.process_time()\nwhile time.process_time()-t<1: pass"],
+                   check=True)
+    assert watch.stop().other_cores < 0.01

@@ -497,7 +497,7 @@ fn main() -> ExitCode {
                     "driver_version": env!("CARGO_PKG_VERSION"),
                     "event_schema": events::SCHEMA_VERSION,
                     "engines": engines::versions(),
-                    "workloads": ["write", "read", "mixed", "delete", "seek", "range", "tpcc"],
+                    "workloads": ["write", "read", "mixed", "delete", "seek", "range", "tpcc", "oltp_point_select", "oltp_read_only", "oltp_read_write"],
                     "histogram_sigfig": runner::SIGFIG,
                 })
             );

@@ -51,6 +51,7 @@ class Study:
     # summaries per metric: each holds a bootstrap per cell, wanted by several tables
     _summaries: dict = field(default_factory=dict, repr=False)
     _verdicts: list | None = field(default=None, repr=False)
+    problems: set = field(default_factory=set)  # stored files that could not be read
 
     @property
     def policy(self) -> decide.Policy:
@@ -92,10 +93,15 @@ class Study:
         return [r for r in self.rows if not (r.status == "ok" and r.allocator_verified)]
 
     def run_json(self, run_id: str) -> dict:
+        """A finished run's run.json; a missing or damaged one is noted in `problems` (and so
+        in the report's warnings) and reads as empty, so that the rest still reports."""
         p = self.root / "runs" / run_id / "run.json"
         try:
             return json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError) as e:
+            self.problems.add(f"{p.relative_to(self.root)} cannot be read ({e.__class__.__name__}): its "
+                              "per-transaction numbers and allocator proof are missing from this report; "
+                              "alloclab verify names what changed")
             return {}
 
     def samples(self, run_id: str) -> list[dict]:
@@ -103,7 +109,9 @@ class Study:
         try:
             with open(p, newline="") as f:
                 return list(csv.DictReader(f))
-        except OSError:
+        except OSError as e:
+            self.problems.add(f"{p.relative_to(self.root)} cannot be read ({e.__class__.__name__}): its RSS "
+                              "timeline is missing from this report")
             return []
 
 
@@ -321,4 +329,4 @@ def warnings(study: Study) -> list[str]:
         worst = max(busy, key=lambda r: r.other_busy_cores)
         out.append(f"the machine was busy during {len(busy)} run(s): other processes used up to "
                    f"{worst.other_busy_cores:.2f} cores (during {worst.run_id})")
-    return out
+    return out + sorted(study.problems)

@@ -222,7 +222,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
             os.close(r)
         exit_code, ru = _reap(proc)
     wall_s = time.monotonic() - t0
-    run_noise = watch_cpu.stop(ru.ru_utime + ru.ru_stime)
+    run_noise = watch_cpu.stop()  # the driver was reaped: its CPU is alloclab's children time
     os.replace(raw_path, run_dir / "events.jsonl")
     shutil.rmtree(db_path, ignore_errors=True)
 

@@ -1,7 +1,9 @@
 """Machine noise around a run: how much CPU everything else on the machine used meanwhile.
 
-/proc/stat counts busy time of all CPUs; subtracting the run's own process and alloclab's
-own CPU time leaves what other processes took. No sampling sleep, so it costs nothing.
+/proc/stat counts busy time of all CPUs; subtracting alloclab's own CPU time and that of its
+reaped children (the process under test and its client, with their own reaped children:
+PostgreSQL's backends, sysbench's threads) leaves what other processes took. No sampling
+sleep, so it costs nothing.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ def _busy_s() -> float:
 
 
 def _self_cpu_s() -> float:
+    """alloclab and every child it has reaped (and theirs, recursively)."""
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + t.children_user + t.children_system
 
 
 @dataclass
@@ -48,9 +51,10 @@ class CpuWatch:
         self.busy0 = _busy_s()
         self.self0 = _self_cpu_s()
 
-    def stop(self, target_cpu_s: float) -> Noise:
-        """`target_cpu_s`: CPU seconds the process under test used (its whole life)."""
+    def stop(self, unreaped_cpu_s: float = 0.0) -> Noise:
+        """Call after the process under test and its client were reaped (their CPU is then in
+        alloclab's children time); `unreaped_cpu_s`: CPU of any that still run."""
         wall = max(time.monotonic() - self.t0, 1e-6)
-        others = _busy_s() - self.busy0 - target_cpu_s - (_self_cpu_s() - self.self0)
+        others = _busy_s() - self.busy0 - unreaped_cpu_s - (_self_cpu_s() - self.self0)
         # clock-tick rounding can make a quiet machine look slightly negative
         return Noise(self.load_1m, max(others, 0.0) / wall)

@@ -607,7 +607,6 @@ def build(root: Path) -> Path:
     (out / "charts").mkdir(parents=True, exist_ok=True)
     title = f"alloclab report: {study.plan.get('name', 'study')}"
     env = environment(study)
-    warns = analyse.warnings(study)
     ans = answers.build(study)
     verdicts = verdict_table(ans)
     atomic_write(out / "verdicts.csv", to_csv(verdicts))
@@ -645,6 +644,7 @@ def build(root: Path) -> Path:
         charts.append((*rss, "RSS of the process under test over its run (MiB, sampled at 20 Hz from /proc), repeat 1 "
                              "of the cell with the largest peak per engine; y axis starts at 0."))
 
+    warns = analyse.warnings(study)  # after the tables and charts: they note files they could not read
     later = main_tables + shaped + other + ([excluded] if excluded.rows else [])
     md = [f"# {title}", "", answers.to_markdown(ans), f"## {verdicts.title}", "", to_markdown(verdicts), ""]
     md += ["## Charts", ""]

@@ -125,7 +125,8 @@ def oltp_client_argv(exe: Path, srv: targets.Server, spec: RunSpec, events_path:
     return [str(exe), "run", "--workload", c.test, "--engine", engine, "--socket", str(srv.socket), "--database",
             sysbench.DATABASE, "--tables", str(c.tables), "--table-size", str(c.table_size), "--threads",
             str(c.threads), "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s), "--interval-ms",
-            str(spec.interval_ms), "--events", str(events_path), "--duration-s", repr(c.duration_s or 10)]
+            str(spec.interval_ms), "--events", str(events_path)] + (
+                ["--duration-s", repr(c.duration_s)] if c.duration_s is not None else ["--ops", str(c.ops)])
 
 
 def tpcc_client_argv(exe: Path, srv: targets.Server, spec: RunSpec, events_path: Path) -> list[str]:
@@ -151,7 +152,7 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
     datadir = scratch / spec.run_id
     _copy(golden, datadir)
     if t.kind == "postgres":
-        targets.traversable(scratch)
+        targets.check_reachable(scratch)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     srv = targets.Server(t, datadir, run_dir / "server.log", settings=profile_settings(spec))
     server_cpus = parse_cpus(spec.server_cpus, "server_cpus") if spec.server_cpus else None
@@ -172,7 +173,8 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         elif c.client == "native":
             argv = oltp_client_argv(exe, srv, spec, run_dir / ".events.jsonl.partial")
         else:
-            argv = sysbench.run_argv(srv, c.test, c.threads, c.duration_s or 10, c.tables, c.table_size, spec.seed)
+            argv = sysbench.run_argv(srv, c.test, c.threads, c.duration_s, c.tables, c.table_size, spec.seed,
+                                     events=c.ops)
         with open(run_dir / "client.log", "wb") as out:
             client = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                       preexec_fn=_client_setup(client_cpus), env=_clean_env())
@@ -222,7 +224,7 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
             limit.remove()
         shutil.rmtree(datadir, ignore_errors=True)
     wall = time.monotonic() - t0
-    run_noise = cpu_watch.stop(sum(s.cpu_user_s + s.cpu_sys_s for s in server_tl.samples[-1:]))
+    run_noise = cpu_watch.stop()  # server and client were reaped: their CPU is alloclab's children time
 
     all_proofs = [proofs["server"]] if "server" in proofs else []
     all_proofs += proofs.get("backends", [])
@@ -323,8 +325,9 @@ def _measures(result: sysbench.Result | None, driven: dict | None) -> dict:
                 **tpcc_rates(summ), "server_tpm": round(float((summ.get("workload") or {}).get("server_tpm") or 0), 1)}
     lat = result.latency_ms if result else {}
     return {"ops": result.transactions if result else 0, "duration_s": result.total_time_s if result else 0.0,
-            "ops_per_s": result.tps if result else 0.0, "p50_ns": 0, "p95_ns": 0, "p99_ns": lat.get("p99", 0) * 1e6,
-            "p999_ns": 0, "max_ns": lat.get("max", 0) * 1e6, "mean_ns": lat.get("avg", 0) * 1e6, "errors": 0,
+            "ops_per_s": result.tps if result else 0.0, "p50_ns": lat.get("p50", 0) * 1e6,
+            "p95_ns": lat.get("p95", 0) * 1e6, "p99_ns": lat.get("p99", 0) * 1e6, "p999_ns": lat.get("p99.9", 0) * 1e6,
+            "max_ns": lat.get("max", 0) * 1e6, "mean_ns": lat.get("avg", 0) * 1e6, "errors": 0,
             # sysbench's "ignored errors" (deadlocks and the like) are retried by sysbench: recorded, not fatal
             "retries": result.errors if result else 0}
 

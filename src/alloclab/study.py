@@ -102,7 +102,9 @@ def check_plan_against_driver(engines: list[str], info: dict) -> None:
 def _scratch(scratch_root: Path | None) -> Path:
     parent = scratch_root or Path(os.environ.get("ALLOCLAB_SCRATCH", tempfile.gettempdir()))
     parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="alloclab-", dir=parent))
+    d = Path(tempfile.mkdtemp(prefix="alloclab-", dir=parent))
+    os.chmod(d, 0o711)  # alloclab's own folder: servers' own users (postgres) may pass, not list
+    return d
 
 
 def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: Path | None = None) -> StudyResult:

@@ -35,12 +35,18 @@ def prepare_argv(server: Server, tables: int, table_size: int, threads: int = 2)
             f"--threads={min(threads, tables)}", "prepare"]
 
 
-def run_argv(server: Server, test: str, threads: int, duration_s: float, tables: int, table_size: int,
-             seed: int) -> list[str]:
+def run_argv(server: Server, test: str, threads: int, duration_s: float | None, tables: int, table_size: int,
+             seed: int, events: int | None = None) -> list[str]:
+    """A measured sysbench run of `duration_s` seconds, or of `events` transactions when the
+    run is planned by count (duration_s None)."""
     if test not in TESTS:
         raise AlloclabError(f"unknown sysbench test '{test}'", "use one of: " + ", ".join(TESTS))
+    if duration_s is None and not events:
+        raise AlloclabError("a sysbench run needs a duration or a number of transactions (ops)")
+    amount = ([f"--time={max(1, round(duration_s))}", "--events=0"] if duration_s is not None
+              else ["--time=0", f"--events={events}"])
     return [binary(), test, *connection(server), f"--tables={tables}", f"--table-size={table_size}",
-            f"--threads={threads}", f"--time={max(1, round(duration_s))}", "--events=0", "--percentile=99",
+            f"--threads={threads}", *amount, "--percentile=99", "--histogram=on",
             "--report-interval=1", "--rand-type=uniform", "--db-ps-mode=auto", f"--rand-seed={seed % 2**31}", "run"]
 
 
@@ -71,6 +77,29 @@ def _num(pattern: str, text: str, cast=float, default=None):
     return cast(m.group(1))
 
 
+_HIST_LINE = re.compile(r"^\s*([\d.]+)\s+\|[* ]*?\s(\d+)\s*$", re.M)
+
+
+def histogram_percentiles(text: str, quantiles=(0.50, 0.95, 0.99, 0.999)) -> dict[str, float]:
+    """Latency percentiles (ms) from the histogram sysbench prints with --histogram=on: the
+    value of the first bucket whose cumulative count reaches the quantile. {} without one."""
+    start = text.find("Latency histogram")
+    if start < 0:
+        return {}
+    buckets = [(float(v), int(n)) for v, n in _HIST_LINE.findall(text[start:text.find("SQL statistics", start)
+                                                                       if "SQL statistics" in text[start:] else None])]
+    total = sum(n for _, n in buckets)
+    if not total:
+        return {}
+    out, cum, i = {}, 0, 0
+    for q in sorted(quantiles):
+        while i < len(buckets) and cum + buckets[i][1] < q * total:
+            cum += buckets[i][1]
+            i += 1
+        out[f"p{q * 100:g}"] = buckets[min(i, len(buckets) - 1)][0]
+    return out
+
+
 def parse(text: str) -> Result:
     """What `sysbench ... run` printed -> numbers. Raises if the summary is missing."""
     if "SQL statistics" not in text:
@@ -88,7 +117,8 @@ def parse(text: str) -> Result:
         errors=_num(r"ignored errors:\s+(\d+)", text, int, 0),
         reconnects=_num(r"reconnects:\s+(\d+)", text, int, 0),
         total_time_s=_num(r"total time:\s+([\d.]+)s", text),
-        latency_ms={"min": _num(r"min:\s+([\d.]+)", text), "avg": _num(r"avg:\s+([\d.]+)", text),
+        latency_ms={**histogram_percentiles(text),
+                    "min": _num(r"min:\s+([\d.]+)", text), "avg": _num(r"avg:\s+([\d.]+)", text),
                     "max": _num(r"max:\s+([\d.]+)", text),
                     "p99": _num(r"\d+th percentile:\s+([\d.]+)", text)},
         intervals=intervals,

@@ -127,16 +127,24 @@ def load_profile(t: ServerTarget, profile: str) -> dict[str, str]:
 
 # --- a running server ----------------------------------------------------------------------
 
-def traversable(path: Path) -> None:
-    """Let the server's own user (postgres) reach a datadir below `path`: add search permission
-    (not read) on the directories up to /."""
+def check_reachable(path: Path, user: str = "postgres") -> None:
+    """Raise unless the server's own user can pass through every directory down to `path`.
+    alloclab never changes permissions outside its own folders: it only checks here."""
+    import pwd
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError as e:
+        raise AlloclabError(f"the user {user} does not exist", "install the server's package: ./setup.sh") from e
     for d in [path, *path.parents]:
         try:
             st = d.stat()
-            if not st.st_mode & 0o001:
-                os.chmod(d, st.st_mode | 0o011)
         except OSError:
-            return
+            continue  # not created yet: it will be alloclab's own
+        if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
+            raise AlloclabError(f"the server runs as user {user}, who cannot pass through {d} "
+                                f"(mode {oct(st.st_mode & 0o777)}) to reach {path}",
+                                "put alloclab's scratch folder where other users can pass, e.g. "
+                                "ALLOCLAB_SCRATCH=/var/tmp (the default is /tmp)")
 
 
 def children(pid: int) -> list[int]:
@@ -185,7 +193,7 @@ class Server:
         """A new, empty datadir."""
         self.datadir.mkdir(parents=True, exist_ok=True)
         if self.target.kind == "postgres":
-            traversable(self.datadir.parent)
+            check_reachable(self.datadir.parent)
         if self.target.kind == "mariadb":
             cmd = [_which("mariadb-install-db"), "--no-defaults", f"--datadir={self.datadir}", "--user=root",
                    "--auth-root-authentication-method=socket", "--skip-test-db"]

@@ -151,6 +151,8 @@ fn retry<T>(
         let r = match r {
             Ok(v) => tx.commit().map(|_| v),
             Err(e) => {
+                // the transaction's error is the one to report; a rollback that fails after it
+                // only means the engine already ended the transaction
                 let _ = tx.rollback();
                 Err(e)
             }
@@ -191,7 +193,7 @@ pub fn load(
         {
             bail!("the database already holds a TPC-C load: load into an empty --db-path");
         }
-        let _ = tx.rollback();
+        tx.rollback().map_err(|e| anyhow::anyhow!("{e}"))?; // read-only: it only ends the snapshot
     }
     sink.emit(
         "phase",
@@ -341,7 +343,7 @@ pub fn check(db: &dyn TpccDb, warehouses: u32) -> Result<Vec<Condition>> {
             fails[0].push(format!("w{w}: w_ytd={} sum(d_ytd)={d_ytd}", wh.ytd));
         }
     }
-    let _ = tx.rollback();
+    tx.rollback().map_err(|e| anyhow::anyhow!("{e}"))?; // read-only: it only ends the snapshot
     let what = [
         "W_YTD = sum(D_YTD)",
         "D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID)",
@@ -377,7 +379,7 @@ pub fn read_meta(db: &dyn TpccDb) -> Result<Meta> {
         .begin(false)
         .and_then(|_| tx.meta())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let _ = tx.rollback();
+    tx.rollback().map_err(|e| anyhow::anyhow!("{e}"))?; // read-only: it only ends the snapshot
     let text = m.context("this database holds no TPC-C load: run tpcc-load first")?;
     Ok(serde_json::from_str(&text)?)
 }
@@ -444,7 +446,9 @@ impl Workload for TpccWorkload<'_> {
         Ok(())
     }
     fn measure_end(&self, duration_s: f64) -> Result<serde_json::Value> {
-        let start = self.next_o_start.lock().expect("poisoned").unwrap_or(0);
+        let start = self.next_o_start.lock().expect("poisoned").ok_or_else(|| {
+            anyhow::anyhow!("measure_end came before measure_begin: no NOPM start")
+        })?;
         let end = next_order_sum(self.db, self.spec.warehouses)?;
         let minutes = duration_s / 60.0;
         let started = *self.server_txn_start.lock().expect("poisoned");

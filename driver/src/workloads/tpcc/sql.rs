@@ -153,7 +153,11 @@ impl V {
     fn i(&self) -> i64 {
         match self {
             V::I(x) => *x,
-            V::T(t) => t.trim().parse().unwrap_or(0),
+            // every TPC-C column read as a number is an integer here (money in cents): text that
+            // is not one means a broken schema or driver, which must stop the run, not read as 0
+            V::T(t) => t.trim().parse().unwrap_or_else(|_| {
+                panic!("a TPC-C column held {t:?} where an integer was expected")
+            }),
             V::Null => 0,
         }
     }
@@ -528,7 +532,7 @@ impl PgConn {
     }
 }
 
-fn pg_value(row: &postgres::Row, i: usize) -> V {
+fn pg_value(row: &postgres::Row, i: usize) -> DbResult<V> {
     use postgres::types::Type;
     let ty = row.columns()[i].type_();
     let r = if *ty == Type::INT4 {
@@ -544,7 +548,7 @@ fn pg_value(row: &postgres::Row, i: usize) -> V {
         row.try_get::<_, Option<String>>(i)
             .map(|x| x.map_or(V::Null, V::T))
     };
-    r.unwrap_or(V::Null)
+    r.map_err(pg_err)
 }
 
 impl SqlConn for PgConn {
@@ -560,10 +564,9 @@ impl SqlConn for PgConn {
         let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
             bound.iter().map(|b| b.as_ref()).collect();
         let rows = self.c.query(&st, &refs).map_err(pg_err)?;
-        Ok(rows
-            .iter()
+        rows.iter()
             .map(|r| (0..r.len()).map(|i| pg_value(r, i)).collect())
-            .collect())
+            .collect()
     }
     fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()> {
         let st = self.prepared(sql)?;
@@ -679,6 +682,8 @@ impl<C: SqlConn> TpccTx for SqlTx<C> {
     fn commit(&mut self) -> DbResult<()> {
         self.open = false;
         self.c.batch("COMMIT").inspect_err(|_| {
+            // the COMMIT's own error is what the caller needs; a failed ROLLBACK after it only
+            // means the server already ended the transaction
             let _ = self.c.batch("ROLLBACK");
         })
     }
@@ -1022,5 +1027,13 @@ mod tests {
         let my = schema(Dialect::MariaDb, "ROCKSDB");
         assert!(my[0].ends_with(" ENGINE=ROCKSDB") && !my[3].contains("ENGINE"));
         assert_eq!(my.len(), 12);
+    }
+
+    #[test]
+    fn integers_read_as_text_parse_and_anything_else_stops_the_run() {
+        assert_eq!(V::T(" 42 ".into()).i(), 42);
+        assert_eq!(V::Null.i(), 0);
+        let bad = std::panic::catch_unwind(|| V::T("12.50".into()).i());
+        assert!(bad.is_err(), "a non-integer must not read as 0");
     }
 }
