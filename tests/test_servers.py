@@ -76,6 +76,15 @@ def test_server_runs_prove_the_allocator_and_leave_nothing(target, found, tmp_pa
     assert listeners() <= sockets_before, "a socket was left listening"
 
 
+def run_all_ok(raw: dict, tmp_path, seed: int = 1):
+    """Run a small study of the plan `raw` in tmp_path/res; every run must be ok."""
+    out = tmp_path / "res"
+    res = study.run(plan.load(raw, default_seed=seed), out, Progress(0, stream=io.StringIO(), live=False))
+    rows = Store(out).rows()
+    assert res.failed == res.invalid == 0, [(r.run_id, r.reason) for r in rows]
+    return out, rows
+
+
 @pytest.fixture
 def reachable_dir():
     """A folder as alloclab makes its scratch: under /tmp, passable (not readable) by the
@@ -194,11 +203,8 @@ def test_tpcc_against_servers(target, found, tmp_path, before):
     raw = {"engines": [target], "allocators": ["glibc", "jemalloc"], "runs": 1, "scale": "smoke",
            "workloads": [{"part": "tpcc", "workload": "tpcc", "warehouses": 1, "threads": 2, "loaders": 2,
                           "rampup_s": 1, "duration_s": 4}]}
-    p = plan.load(raw, default_seed=2)
-    out = tmp_path / "res"
-    res = study.run(p, out, Progress(2, stream=io.StringIO(), live=False))
-    rows = Store(out).rows()
-    assert res.ok == 2, [(r.run_id, r.reason) for r in rows]
+    out, rows = run_all_ok(raw, tmp_path, seed=2)
+    assert len(rows) == 2
     for r in rows:
         assert r.allocator_verified and r.nopm > 0 and r.tpm > 0
         # a 4 s window: orders in flight at its two edges weigh more than in a real run
@@ -293,11 +299,8 @@ def test_a_server_run_planned_by_count_runs_that_many_transactions(tmp_path, fou
            "scale": "smoke", "workloads": [{"part": "sb", "workload": "sysbench", "client": ["sysbench", "native"],
                                             "test": "oltp_point_select", "threads": 2, "tables": 2,
                                             "table_size": 2000, "ops": 3000}]}
-    p = plan.load(raw, default_seed=1)
-    out = tmp_path / "res"
-    res = study.run(p, out, Progress(2, stream=io.StringIO(), live=False))
-    rows = Store(out).rows()
-    assert res.ok == 2, [(r.run_id, r.reason) for r in rows]
+    _out, rows = run_all_ok(raw, tmp_path)
+    assert len(rows) == 2
     for r in rows:
         assert r.ops == 3000, (r.client, r.ops)
 

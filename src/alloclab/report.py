@@ -419,6 +419,7 @@ def draw_rss_timelines(study: analyse.Study, out: Path) -> tuple[Path, Path] | N
         ax.set_title(f"{engine}: {cell[1]} {params(cell)} (repeat 1)", fontsize=8)
         ax.set_xlabel("seconds since start")
         ax.set_ylabel("RSS (MiB)")
+        ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("RSS timeline of the process under test")
