@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # alloclab setup: installs whatever is missing, builds the driver, then
 #   ./setup.sh demo [alloclab run flags...]   runs the default study (quick kv-allocators)
-#   ./setup.sh test [pytest args...]          runs every test
+#   ./setup.sh test [pytest args...]          runs every test (sets up the MariaDB 11.8 stack first)
+#   ./setup.sh stack                          also sets up the studies' stack (MariaDB 11.8 + TideSQL)
 #   ./setup.sh                                only installs
 # Works on a fresh Debian 12 / Ubuntu as root or with sudo. Safe to run again.
 set -euo pipefail
@@ -11,6 +12,7 @@ MODE=${1:-install}
 [ $# -gt 0 ] && shift
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+case "$MODE" in install|demo|test|stack) ;; *) say "unknown mode '$MODE': use demo, test, stack or nothing"; exit 2 ;; esac
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -21,6 +23,7 @@ fi
 # --- system packages ------------------------------------------------------------------
 APT_PKGS=(build-essential cmake pkg-config clang libclang-dev librocksdb-dev liblz4-dev libzstd-dev
           libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libgoogle-perftools4
+          libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev debootstrap
           python3 python3-venv python3-pip binutils curl ca-certificates git procps
           mariadb-server mariadb-client mariadb-plugin-rocksdb postgresql sysbench)
 # the tests also open the HTML report in a real headless browser
@@ -67,12 +70,25 @@ fi
 say "building the driver (first build takes about 2 minutes on 2 cores)"
 # link Debian's RocksDB (.cargo/config.toml says so too; building RocksDB takes ~27 min)
 export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/x86_64-linux-gnu}
+# link-time allocators (jemalloc@link, ...): the same driver with the allocator linked in,
+# one binary each; the plain driver is built last so that target/release/alloclab-driver is it
+REL=driver/target/release
+for a in jemalloc mimalloc tcmalloc; do
+  cargo build --release --quiet --manifest-path driver/Cargo.toml --features "link-$a"
+  cp "$REL/alloclab-driver" "$REL/alloclab-driver-$a.tmp" && mv "$REL/alloclab-driver-$a.tmp" "$REL/alloclab-driver-$a"
+done
 cargo build --release --quiet --manifest-path driver/Cargo.toml
 ln -sf "$ROOT/driver/target/release/alloclab-driver" .venv/bin/alloclab-driver
 say "ready: $ROOT/.venv/bin/alloclab (add $ROOT/.venv/bin to PATH, or: source .venv/bin/activate)"
 
+# the studies' stack (Debian trixie root, MariaDB 11.8, TideSQL), cached outside the checkout
+if [ "$MODE" = stack ] || [ "$MODE" = test ]; then
+  say "the MariaDB 11.8 + TideSQL stack (about 4 minutes the first time, then cached)"
+  $SUDO .venv/bin/alloclab setup stack
+fi
+
 case "$MODE" in
-  install) ;;
+  install|stack) ;;
   demo)
     exec .venv/bin/alloclab run "$@" ;;
   test)
@@ -91,5 +107,5 @@ case "$MODE" in
     if [ $rc -eq 5 ]; then say "pytest collected no tests"; exit 1; fi
     exit $rc ;;
   *)
-    say "unknown mode '$MODE': use demo, test or nothing"; exit 2 ;;
+    say "unknown mode '$MODE': use demo, test, stack or nothing"; exit 2 ;;
 esac

@@ -207,8 +207,10 @@ def test_tpcc_against_servers(target, found, tmp_path, before):
     assert len(rows) == 2
     for r in rows:
         assert r.allocator_verified and r.nopm > 0 and r.tpm > 0
-        # a 4 s window: orders in flight at its two edges weigh more than in a real run
-        assert abs(r.nopm - r.client_nopm) / r.client_nopm < 0.03
+        # a 4 s window: at each of its two edges up to one order per VU is in flight, counted by
+        # one side and not the other; in a short window of a slow server that is a few percent
+        orders = r.client_nopm * r.duration_s / 60
+        assert abs(r.nopm - r.client_nopm) / r.client_nopm < max(0.03, (2 * 2 + 2) / orders)
         # the server counted at least the transactions the client committed
         assert r.server_tpm >= 0.9 * r.tpm, (r.server_tpm, r.tpm)
         run = __import__("json").loads((out / "runs" / r.run_id / "run.json").read_text())

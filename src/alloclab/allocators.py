@@ -42,6 +42,10 @@ FOREIGN_ALLOCATOR = re.compile(
 # never changes a run silently.
 TUNING_PREFIXES = ("MALLOC_", "TCMALLOC_", "MIMALLOC_", "JE_MALLOC_", "GLIBC_TUNABLES", "HEAPPROFILE")
 
+# link-time builds of the driver: the tidesdb crate's allocator features (alloclab-driver-<base>)
+LINK_SUFFIX = "@link"
+LINKABLE = ("jemalloc", "mimalloc", "tcmalloc")
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -97,20 +101,21 @@ class Allocator:
     path: str | None
     env: tuple[tuple[str, str], ...] = ()
     version: str = ""
+    link: bool = False  # linked into a separate driver binary (name@link), never preloaded
 
     def target_env(self, base_env: dict[str, str]) -> dict[str, str]:
         """The environment of the process under test: the caller's, cleaned of any preload and
-        allocator tuning, plus this allocator's preload and tuning."""
+        allocator tuning, plus this allocator's preload (none when it is linked in) and tuning."""
         env = {k: v for k, v in base_env.items()
                if k != "LD_PRELOAD" and not k.startswith(TUNING_PREFIXES)}
-        if self.path:
+        if self.path and not self.link:
             env["LD_PRELOAD"] = self.path
         env.update(dict(self.env))
         return env
 
     def to_json(self) -> dict:
         return {"name": self.name, "base": self.base, "path": self.path, "env": dict(self.env),
-                "version": self.version}
+                "version": self.version, "link": self.link}
 
 
 @dataclass
@@ -153,6 +158,20 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
     if not spec:
         raise AlloclabError("empty allocator name", "name one of: " + ", ".join(KNOWN))
     head, *tunings = spec.split("+")
+    if LINK_SUFFIX + "=" in head:
+        raise AlloclabError(f"allocator '{spec}': a link-time allocator takes no library path (nothing is preloaded "
+                            "on top of it)", f"write {head.split('=')[0]}, or preload a library with name=/path.so")
+    if head.endswith(LINK_SUFFIX):
+        base = head[:-len(LINK_SUFFIX)]
+        if base not in LINKABLE:
+            raise AlloclabError(f"allocator '{spec}': there is no link-time build with {base}",
+                                "link-time allocators: " + ", ".join(f"{b}{LINK_SUFFIX}" for b in LINKABLE))
+        found = discover() if found is None else found
+        if base not in found:
+            raise AlloclabError(f"allocator '{spec}': {base} is not installed", install_hint([base]))
+        linked = parse("+".join([base, *tunings]), found)
+        return Allocator(name=f"{base}{LINK_SUFFIX}" + spec[len(head):], base=base, path=found[base].path,
+                         env=linked.env, version=found[base].version, link=True)
     env = []
     for t in tunings:
         k, sep, v = t.partition("=")
@@ -264,3 +283,62 @@ def looks_like_allocator(path: str) -> bool:
     syms = {line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if line.strip()}
     return {"malloc", "free"} <= syms
 
+
+
+def allocator_of(path: str) -> str | None:
+    """The known allocator a mapped library belongs to (None for anything else)."""
+    name = os.path.basename(path)
+    for base, k in KNOWN.items():
+        if any(name == so or name.startswith(so.split(".so")[0] + ".so") for so in k.sonames):
+            if base == "tcmalloc" and "minimal" in name:
+                continue
+            return base
+    if name.startswith("libmimalloc.so"):
+        return "mimalloc"
+    return None
+
+
+BINDING_RE = re.compile(r"binding file (.*?) \[\d+\] to (.*?) \[\d+\]: normal symbol `(\w+)'")
+CHECKED_SYMBOLS = ("malloc", "free")
+
+
+def bindings(ld_debug_text: str, subject: str) -> dict[str, set[str]]:
+    """From LD_DEBUG=bindings output: for each of malloc and free, the libraries that the
+    references of files whose path contains `subject` bind to."""
+    out: dict[str, set[str]] = {s: set() for s in CHECKED_SYMBOLS}
+    for m in BINDING_RE.finditer(ld_debug_text):
+        src, dst, sym = m.groups()
+        if sym in out and subject in os.path.basename(src):
+            out[sym].add(dst)
+    return out
+
+
+def prove_binding(base: str, ld_debug_text: str, subject: str, maps: list[str] | None = None) -> Proof:
+    """A link-time allocator is proved by where the calls bind, never by a mapped library: the
+    references to malloc and free of the files named `subject` (the driver, libtidesdb) must all
+    bind to `base`'s library."""
+    b = bindings(ld_debug_text, subject)
+    if not any(b.values()):
+        return Proof(False, f"no binding of malloc/free from {subject} was seen (LD_DEBUG=bindings)")
+    wrong = {sym: sorted(libs) for sym, libs in b.items()
+             if not libs or any(allocator_of(lib) != base for lib in libs)}
+    mapped = bool(maps) and any(allocator_of(f) == base for f in maps or [])
+    if wrong:
+        where = "; ".join(f"{sym} binds to {', '.join(os.path.basename(x) for x in libs) or 'nothing'}"
+                          for sym, libs in wrong.items())
+        also = f" although {base} is mapped" if mapped else ""
+        return Proof(False, f"{subject}: {where}{also}: {base} is not the allocator of its calls", maps or [])
+    libs = sorted({os.path.basename(x) for v in b.values() for x in v})
+    return Proof(True, f"{subject}: malloc and free bind to {', '.join(libs)}", maps or [])
+
+
+def binding_text(argv: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> str:
+    """Run a short command with LD_DEBUG=bindings (all symbols resolved at load) and return the
+    loader's report."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="alloclab-ld-") as d:
+        e = {**(env if env is not None else os.environ), "LD_DEBUG": "bindings", "LD_BIND_NOW": "1",
+             "LD_DEBUG_OUTPUT": f"{d}/bindings"}
+        e.pop("LD_PRELOAD", None)
+        subprocess.run(argv, env=e, capture_output=True, timeout=timeout)
+        return "".join(p.read_text(errors="replace") for p in Path(d).glob("bindings*"))

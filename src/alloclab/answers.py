@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -103,6 +104,7 @@ def build(study: analyse.Study) -> Answers:
             items = sorted(by_m[q], key=lambda v: -_effect(v))
             sentences.append(f"{_where(items[0])}, {METRIC_TITLE[metric]}: " + "; ".join(phrase(v) for v in items)
                              + ".")
+    sentences = _unanswered(study) + sentences
     decided = [v for v in primary if v.verdict != "undecided"]
     undecided = [v for v in primary if v.verdict == "undecided"]
     counts = defaultdict(int)
@@ -137,6 +139,23 @@ def build(study: analyse.Study) -> Answers:
     order = {m.name: i for i, m in enumerate(decide.METRICS)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
     return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin)
+
+
+def _unanswered(study: analyse.Study) -> list[str]:
+    """A sentence for each engine none of whose runs counts: a question the study could not
+    answer is said first, with the commonest reason, never left out silently."""
+    out = []
+    valid = {r.engine for r in study.valid()}
+    for engine in sorted({r.engine for r in study.rows} - valid):
+        bad = [r for r in study.rows if r.engine == engine]
+        kinds: dict[str, list] = defaultdict(list)
+        for r in bad:
+            # the same failure with other numbers or names (customer names are upper case) is one kind
+            kinds[re.sub(r"\d+|\b[A-Z]{3,}\b", "N", r.reason.split(";")[-1])[:100]].append(r)
+        common = max(kinds.values(), key=len)
+        out.append(f"On {engine}, no run is valid ({len(bad)} failed or unproved), so nothing about it is answered; "
+                   f"{len(common)} of {len(bad)} for this reason, e.g.: {common[0].reason[:240]}.")
+    return out
 
 
 def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:

@@ -226,6 +226,18 @@ def cmd_doctor(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_setup(a: argparse.Namespace) -> int:
+    from alloclab import stack
+
+    if a.what != "stack":
+        raise AlloclabError(f"unknown setup target '{a.what}'", "use: alloclab setup stack")
+    st = stack.setup(notify=lambda m: print(m, flush=True), force=a.force)
+    c = st["steps"]["check"]
+    print(f"stack ready at {st['home']}: MariaDB {c['server_version']}, engines {', '.join(c['engines'])}, "
+          f"TideSQL plugin {c['tidesql_plugin_version']}")
+    return EXIT_OK
+
+
 def cmd_presets(a: argparse.Namespace) -> int:
     for name, (_fn, desc) in presets.PRESETS.items():
         print(f"{name:20s} {desc}")
@@ -293,6 +305,10 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=cmd_bundle)
     d = sub.add_parser("doctor", help="what on this machine can move the numbers, and what it means")
     d.set_defaults(fn=cmd_doctor)
+    su = sub.add_parser("setup", help="build and cache what some engines need (stack: MariaDB 11.8 with TideSQL)")
+    su.add_argument("what", choices=["stack"], help="stack: the studies' MariaDB 11.8 + TideSQL in a Debian root")
+    su.add_argument("--force", action="store_true", help="start again from nothing")
+    su.set_defaults(fn=cmd_setup)
     ps = sub.add_parser("presets", help="list the presets")
     ps.set_defaults(fn=cmd_presets)
     return p

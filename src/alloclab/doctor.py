@@ -147,7 +147,20 @@ class Load(Check):
         return os.getloadavg()[0] < 0.5 * (os.cpu_count() or 1)
 
 
-CHECKS = (Governor, Turbo, TransparentHugePages, Swap, Perf, Cgroups, Load)
+class Stack(Check):
+    name = "MariaDB 11.8 + TideSQL stack"
+    meaning = ("The studies' own server (mariadb11-innodb, mariadb11-myrocks, mariadb11-tidesdb targets): a Debian "
+               "trixie root built by `alloclab setup stack`, cached outside the checkout (ALLOCLAB_STACK).")
+
+    def read(self):
+        from alloclab import stack
+        return stack.describe()
+
+    def ok(self, value):
+        return value.startswith("ready")
+
+
+CHECKS = (Governor, Turbo, TransparentHugePages, Swap, Perf, Cgroups, Load, Stack)
 
 
 def findings() -> list[Finding]:

@@ -34,6 +34,46 @@ def locate() -> Path:
                         "run ./setup.sh, or: cargo build --release --manifest-path driver/Cargo.toml")
 
 
+def locate_link(base: str) -> Path:
+    """The driver built with `base` linked in (alloclab-driver-<base>, beside the driver)."""
+    main = locate().resolve()
+    exe = main.parent / f"{BINARY}-{base}"
+    if not (exe.is_file() and os.access(exe, os.X_OK)):
+        raise AlloclabError(f"the driver with {base} linked in ({exe}) is not built",
+                            f"run ./setup.sh (it builds them), or: cargo build --release --manifest-path "
+                            f"driver/Cargo.toml --features link-{base} and copy the binary to {exe.name}")
+    return exe
+
+
+@functools.lru_cache(maxsize=8)
+def _link_proof(exe: str, mtime: float, base: str):
+    from alloclab import allocators
+    text = allocators.binding_text([exe, "info"])
+    return allocators.prove_binding(base, text, os.path.basename(exe))
+
+
+def link_proof(exe: Path, base: str):
+    """Where the linked driver's own malloc/free calls bind (a short start with
+    LD_DEBUG=bindings); cached per binary."""
+    return _link_proof(str(exe), exe.stat().st_mtime, base)
+
+
+def for_allocator(alloc, exe: Path) -> Path:
+    """The driver binary of a run: the linked build for name@link, else the driver."""
+    return locate_link(alloc.base) if alloc.link else exe
+
+
+def check_links(allocs) -> None:
+    """Preflight: every link-time build exists and its calls bind to its allocator."""
+    for a in allocs:
+        if a.link:
+            p = link_proof(locate_link(a.base), a.base)
+            if not p.verified:
+                raise AlloclabError(f"allocator {a.name} refused: {p.reason}",
+                                    "rebuild it with ./setup.sh; a build whose calls do not bind to the allocator "
+                                    "measures glibc")
+
+
 @functools.lru_cache(maxsize=4)
 def info(path: str | None = None) -> dict:
     exe = path or str(locate())

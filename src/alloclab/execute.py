@@ -234,6 +234,12 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
     if files is None and watch.start and watch.start.get("mapped_files"):
         files, proof_source = watch.start["mapped_files"], "driver's own /proc/self/maps at start"
     proof = allocators.prove(spec.allocator, files, watch.pid)
+    if spec.allocator.link:
+        # mapped is not enough for a linked allocator: its calls must bind to it
+        bound = driver.link_proof(exe, spec.allocator.base)
+        proof = allocators.Proof(proof.verified and bound.verified,
+                                 proof.reason if not proof.verified else bound.reason, proof.mapped)
+        proof_source += "; LD_DEBUG=bindings of a short start of the same binary"
 
     summary = watch.summary or {}
     merged = events.merged_histogram(summary) if summary else None
@@ -304,6 +310,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         "summary": {k: v for k, v in summary.items() if k != "ops"},
         "ops": {name: {k: v for k, v in op.items() if k != "hist"} for name, op in summary.get("ops", {}).items()},
         "driver_version": (watch.start or {}).get("driver_version"),
+        "driver_binary": str(exe),
         "engine_version": (watch.start or {}).get("engine_version"),
         "samples": len(timeline.samples),
         "noise": run_noise.to_json(),

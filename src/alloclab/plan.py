@@ -581,8 +581,19 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:
         from alloclab import sysbench, targets
+        linked = [a.name for a in allocs if a.link]
         for e in servers:
             t = targets.parse(e)
+            if linked:
+                why = "a server loads the allocator it is started with (preload)"
+                if t.plugin == "ha_tidesdb.so" and t.stack:
+                    from alloclab import stack
+                    why = (stack.state().get("steps", {}).get("check", {}).get("link", {}).get("mimalloc", {})
+                           .get("reason") or why) + "; preload is the only effective way for a plugin"
+                raise AlloclabError(f"allocators {', '.join(linked)} are link-time builds of the embedded driver; "
+                                    f"they do not apply to {e}: {why}",
+                                    "use preloaded allocators (jemalloc, mimalloc, ...) for servers, or run "
+                                    "@link allocators on tidesdb, rocksdb, sqlite in a separate study")
             targets.check_available(t)
             for prof in plan.profiles or {"small": {}, "sysbench": {}}:
                 targets.load_profile(t, prof)

@@ -100,14 +100,15 @@ def _tpcc_size(scale: str) -> dict:
 
 
 def tpcc_allocators(scale: str) -> dict:
-    """Study 1 (seed 000): how much the allocator moves TPC-C throughput, per engine: the LSM
-    engines embedded (TidesDB, RocksDB) and inside MariaDB (MyRocks), InnoDB in MariaDB with the
-    allocator preloaded into the server, and SQLite; profile "small" everywhere."""
-    engines = ["tidesdb", "rocksdb", "sqlite", "mariadb-innodb", "mariadb-myrocks"]
+    """Study 1 (seed 000): how much the allocator moves TPC-C throughput, per engine, on the
+    studies' own stack: InnoDB and TidesDB (TideSQL) inside the same MariaDB 11.8 binary, the
+    allocator preloaded into the server (alloclab setup stack builds it); MyRocks and the
+    embedded engines are extra rows at full scale; profile "small" everywhere."""
+    engines = ["mariadb11-tidesdb", "mariadb11-innodb", "mariadb11-myrocks", "tidesdb", "rocksdb", "sqlite"]
     return {
         "name": "tpcc-allocators",
-        # quick: the seeds' question, the LSM engine against InnoDB
-        "engines": ["tidesdb", "mariadb-innodb"] if scale == "quick" else engines,
+        # quick: the seeds' question, TidesDB against InnoDB in one server
+        "engines": engines[:2] if scale != "full" else engines,
         **_rounds(scale, "25m"),
         "engine_options": dict(SMALL),
         "workloads": [{"part": "tpcc", "workload": "tpcc", "mix": "spec", **_tpcc_size(scale)}],

@@ -504,6 +504,52 @@ def tpcc_ratio_table(study: analyse.Study) -> Table:
     return t
 
 
+# The seeds' published figures, shown beside ours as shape references (../shared/studies.md):
+# preset -> target -> allocator -> NOPM. Their hardware differs: compare shapes, not levels.
+PUBLISHED = {
+    "tpcc-allocators": {
+        "source": "seed 000: MariaDB 11.8.6, HammerDB, 40 warehouses, 8 VU, 2 runs per cell",
+        "mariadb11-innodb": {"glibc": 16_900, "mimalloc": 16_600},
+        "mariadb11-tidesdb": {"glibc": 68_800, "jemalloc": 75_100, "mimalloc": 42_700, "tcmalloc": 74_500},
+    },
+}
+
+
+def published_table(study: analyse.Study) -> Table | None:
+    """The published NOPM of the study this preset reproduces beside ours, each as a ratio to
+    its own glibc: the shape (which allocator helps, by how much) is what carries over."""
+    pub = PUBLISHED.get(study.plan.get("preset") or "")
+    if not pub:
+        return None
+    t = Table("published", "Published figures beside ours (shape references)",
+              ["engine", "allocator", "published NOPM", "published vs glibc", "our median NOPM", "ours vs glibc",
+               "our runs"], note=pub["source"] + "; ours from this study's valid runs. Levels differ with the "
+              "hardware; the ratios to glibc are the comparison.")
+    valid = tpcc_valid(study)
+    for target, figures in pub.items():
+        if target == "source":
+            continue
+        ours = {}
+        for r in valid:
+            if r.engine == target:
+                ours.setdefault(r.allocator, []).append(r.nopm)
+        failed = [r for r in study.not_valid() if r.engine == target]
+        allocs = list(dict.fromkeys([*figures, *sorted(ours)]))
+        base_ours = stats.median(ours["glibc"]) if ours.get("glibc") else None
+        for a in allocs:
+            p = figures.get(a)
+            o = stats.median(ours[a]) if ours.get(a) else None
+            n_fail = sum(1 for r in failed if r.allocator == a)
+            t.add([target, a, f"{p:,.0f}" if p else "not published",
+                   f"{p / figures['glibc']:.2f}x" if p and figures.get("glibc") else "",
+                   f"{o:,.0f}" if o is not None else "no valid run",
+                   f"{o / base_ours:.2f}x" if o is not None and base_ours else "",
+                   f"{len(ours.get(a, []))} ok" + (f", {n_fail} failed" if n_fail else "")],
+                  [target, a, p, p / figures["glibc"] if p and figures.get("glibc") else None, o,
+                   o / base_ours if o is not None and base_ours else None, len(ours.get(a, []))])
+    return t
+
+
 def draw_tpcc_bars(study: analyse.Study, out: Path, name: str, title: str, ylabel: str, value) -> tuple | None:
     """Grouped bars: one group per engine (and profile), one bar per allocator, median with CI."""
     rows = tpcc_valid(study)
@@ -564,13 +610,24 @@ def environment(study: analyse.Study) -> list[str]:
                                or "engine defaults"),
         "latency is per call: one call is one engine batch/transaction of `batch` operations",
     ]
+    servers: dict[str, dict[str, set]] = {}  # target -> server version -> allocator libraries used
+    for r in study.rows:
+        j = study.run_json(r.run_id) if r.engine not in engines else {}
+        if j.get("server_version"):
+            used = servers.setdefault(r.engine, {}).setdefault(j["server_version"], set())
+            a = j.get("allocator_used") or {}
+            used.add(f"{a.get('name')}: {a.get('version')}, {a.get('path') or 'no preload'}")
+    for target, versions in sorted(servers.items()):
+        for version, used in versions.items():
+            lines.append(f"server {target}: {version}; allocators as the server used them: {'; '.join(sorted(used))}")
     for a in p.get("allocators", []):
         runs = [r for r in study.rows if r.allocator == a["name"]]
         ok = sum(r.allocator_verified for r in runs)
         proof = next((study.run_json(r.run_id).get("proof", {}).get("reason") for r in runs if r.allocator_verified),
                      "no proved run")
         env = " ".join(f"{k}={v}" for k, v in (a.get("env") or {}).items())
-        lines.append(f"allocator {a['name']}: {a.get('version')}, {a.get('path') or 'no preload'}"
+        how = "linked into the driver" if a.get("link") else (a.get("path") or "no preload")
+        lines.append(f"allocator {a['name']}: {a.get('version')}, {how}"
                      f"{' ' + env if env else ''}; proved in {ok}/{len(runs)} runs, e.g. {proof}")
     return lines
 
@@ -619,6 +676,8 @@ def build(root: Path) -> Path:
     shaped = [t for t in (chart_table(study, c) for c in KV_CHARTS) if t]
     if has_tpcc:
         shaped += [tpcc_runs_table(study), tpcc_txn_table(study), tpcc_ratio_table(study)]
+    pub = published_table(study)
+    shaped += [pub] if pub else []
     other = [spread_table(study), engine_ratio_table(study), sweep_table(study), scaling_table(study)]
     excluded = Table("excluded", "Runs excluded (failed, or allocator not proved)",
                      ["run", "status", "allocator verified", "reason"])

@@ -164,10 +164,15 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
     cpu_watch = noise.CpuWatch()
     t0 = time.monotonic()
     client = None
+    alloc = spec.allocator
+    server_version = None
     try:
-        srv.start(spec.allocator.target_env(dict(os.environ)), cpus=server_cpus,
-                  preexec=limit.attach if limit else None)
-        proofs["server"] = _proof(spec.allocator, srv.pid)
+        if t.stack:
+            from alloclab import stack
+            alloc = stack.allocator(spec.allocator)  # the root's own library of that allocator
+        srv.start(alloc.target_env(dict(os.environ)), cpus=server_cpus, preexec=limit.attach if limit else None)
+        proofs["server"] = _proof(alloc, srv.pid)
+        server_version = srv.sql("SELECT @@version" if t.kind == "mariadb" else "SHOW server_version").strip()
         if c.workload == "tpcc":
             argv = tpcc_client_argv(exe, srv, spec, run_dir / ".events.jsonl.partial")
         elif c.client == "native":
@@ -198,7 +203,7 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
                 if not backend_checked and time.monotonic() - t0 > 1.0:
                     backends = [p for p in pids if p != srv.pid]
                     if backends:  # the processes that served the run
-                        proofs["backends"] = [_proof(spec.allocator, p) for p in backends[:8]]
+                        proofs["backends"] = [_proof(alloc, p) for p in backends[:8]]
                         backend_checked = True
                 if srv.proc.poll() is not None and failure is None:
                     failure = f"the server exited (code {srv.proc.returncode}) during the run: {srv.log_tail()}"
@@ -268,7 +273,8 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         w.writerows(s.row() for s in tl.samples)
         atomic_write(run_dir / name, buf.getvalue())
     write_json(run_dir / "run.json", {
-        "spec": spec.to_json(), "row": row.to_csv(), "target": t.name,
+        "spec": spec.to_json(), "row": row.to_csv(), "target": t.name, "server_version": server_version,
+        "allocator_used": alloc.to_json(),
         "proof": {"verified": verified, "server": proofs["server"].to_json() if "server" in proofs else None,
                   "backends": [p.to_json() for p in proofs.get("backends", [])],
                   "reason": all_proofs[0].reason if all_proofs else "no proof"},

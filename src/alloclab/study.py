@@ -111,6 +111,7 @@ def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: P
     exe = driver.locate()
     info = driver.info(str(exe))
     check_plan_against_driver(plan.engines, info)
+    driver.check_links(plan.allocators)
     os.umask(0o022)  # results are never world-writable
     scratch = _scratch(scratch_root)
     store = Store(out)
@@ -149,6 +150,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
         plan.budget = sched.budget_s if sched.sittings else plan.budget
     exe = driver.locate()
     check_plan_against_driver(plan.engines, driver.info(str(exe)))
+    driver.check_links(plan.allocators)
     missing = sorted({a.path for a in plan.allocators if a.path and not os.path.exists(a.path)})
     if missing:
         raise AlloclabError(f"allocator libraries of this study are gone: {', '.join(missing)}",
@@ -303,6 +305,10 @@ def _execute_one(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: 
     try:
         seed_data = datasets.pristine(spec)
     except DatasetError as e:
+        return failed_row(spec, study, str(e))
+    try:
+        exe = driver.for_allocator(spec.allocator, exe)
+    except AlloclabError as e:
         return failed_row(spec, study, str(e))
     return execute(spec, run_dir, scratch, exe, study, on_event=progress.event, seed_data=seed_data)
 

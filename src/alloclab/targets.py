@@ -9,6 +9,7 @@ datadir (mode 0700), so only root and the server's own user can reach it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -21,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from alloclab.allocators import TUNING_PREFIXES
 from alloclab.errors import AlloclabError
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
@@ -34,9 +36,12 @@ class ServerTarget:
     kind: str  # "mariadb" | "postgres"
     engine: str  # the ENGINE= of CREATE TABLE (MariaDB); "heap" for PostgreSQL
     plugin: str | None = None  # a storage-engine plugin to load (MariaDB)
+    stack: bool = False  # runs inside the studies' stack (alloclab setup stack), not the host's packages
 
     @property
     def packages(self) -> list[str]:
+        if self.stack:
+            return []
         if self.kind == "postgres":
             return ["postgresql"]
         return ["mariadb-server", "mariadb-client"] + (["mariadb-plugin-rocksdb"] if self.plugin == "ha_rocksdb.so"
@@ -47,19 +52,24 @@ BUILTIN = {
     "mariadb-innodb": ServerTarget("mariadb-innodb", "mariadb", "InnoDB"),
     "mariadb-myrocks": ServerTarget("mariadb-myrocks", "mariadb", "ROCKSDB", "ha_rocksdb.so"),
     "postgres": ServerTarget("postgres", "postgres", "heap"),
+    # the studies' own stack: MariaDB 11.8 from Debian trixie, with TideSQL built for it
+    "mariadb11-innodb": ServerTarget("mariadb11-innodb", "mariadb", "InnoDB", stack=True),
+    "mariadb11-myrocks": ServerTarget("mariadb11-myrocks", "mariadb", "ROCKSDB", "ha_rocksdb.so", stack=True),
+    "mariadb11-tidesdb": ServerTarget("mariadb11-tidesdb", "mariadb", "TidesDB", "ha_tidesdb.so", stack=True),
 }
 
 
 def parse(name: str) -> ServerTarget:
-    """`mariadb-innodb`, `mariadb-myrocks`, `postgres`, or `mariadb:ENGINE=plugin.so` for any
-    storage-engine plugin (e.g. `mariadb:TIDESDB=ha_tidesdb.so` for TideSQL)."""
+    """`mariadb-innodb`, `mariadb-myrocks`, `postgres`, the stack's `mariadb11-innodb`,
+    `mariadb11-myrocks`, `mariadb11-tidesdb`, or `mariadb:ENGINE=plugin.so` /
+    `mariadb11:ENGINE=plugin.so` for any storage-engine plugin."""
     if name in BUILTIN:
         return BUILTIN[name]
-    m = re.fullmatch(r"mariadb:([A-Za-z0-9_]+)(?:=([A-Za-z0-9_.-]+\.so))?", name)
+    m = re.fullmatch(r"(mariadb|mariadb11):([A-Za-z0-9_]+)(?:=([A-Za-z0-9_.-]+\.so))?", name)
     if not m:
         raise AlloclabError(f"unknown server target '{name}'",
-                            "use mariadb-innodb, mariadb-myrocks, postgres, or mariadb:ENGINE=plugin.so")
-    return ServerTarget(name, "mariadb", m.group(1).upper(), m.group(2))
+                            "use " + ", ".join(BUILTIN) + ", or mariadb:ENGINE=plugin.so (mariadb11: for the stack)")
+    return ServerTarget(name, "mariadb", m.group(2).upper(), m.group(3), stack=m.group(1) == "mariadb11")
 
 
 # --- where the binaries are ----------------------------------------------------------------
@@ -86,6 +96,13 @@ def mariadb_plugin_dir() -> Path | None:
 def check_available(t: ServerTarget) -> None:
     """Raise, naming the package to install, if this machine cannot run `t`."""
     hint = "install with: sudo apt-get install -y " + " ".join(t.packages) + " (./setup.sh installs them)"
+    if t.stack:
+        from alloclab import stack
+        stack.info()  # raises, saying how to set it up
+        if t.plugin and not (stack.root() / stack.plugin_dir().lstrip("/") / t.plugin).exists():
+            raise AlloclabError(f"target {t.name}: plugin {t.plugin} is not in the stack's plugin directory",
+                                "run alloclab setup stack again (it builds ha_tidesdb.so)")
+        return
     if t.kind == "postgres":
         b = pg_bindir()
         if not b or not (b / "postgres").exists():
@@ -122,6 +139,7 @@ def load_profile(t: ServerTarget, profile: str) -> dict[str, str]:
     if t.kind == "mariadb":
         # engine settings of other engines do not apply (and would stop the server)
         out = {k: v for k, v in out.items() if not k.startswith("rocksdb_") or t.plugin == "ha_rocksdb.so"}
+        out = {k: v for k, v in out.items() if not k.startswith("tidesdb_") or t.plugin == "ha_tidesdb.so"}
     return out
 
 
@@ -145,6 +163,14 @@ def check_reachable(path: Path, user: str = "postgres") -> None:
                                 f"(mode {oct(st.st_mode & 0o777)}) to reach {path}",
                                 "put alloclab's scratch folder where other users can pass, e.g. "
                                 "ALLOCLAB_SCRATCH=/var/tmp (the default is /tmp)")
+
+
+def _host_env(t: ServerTarget, env: dict[str, str]) -> dict[str, str]:
+    """The environment of what alloclab starts on the host: for a stack server that is the
+    namespace and chroot wrapper, which must never receive the allocator (it is set inside)."""
+    if not t.stack:
+        return env
+    return {k: v for k, v in env.items() if not k.startswith("LD_") and not k.startswith(TUNING_PREFIXES)}
 
 
 def children(pid: int) -> list[int]:
@@ -188,6 +214,12 @@ class Server:
         assert self.proc is not None
         return self.proc.pid
 
+    @property
+    def data(self) -> Path:
+        """MariaDB's own datadir. Stack servers keep it one level down, because TideSQL keeps its
+        data beside it (tidesdb_data): the folder alloclab copies holds both."""
+        return self.datadir / "data" if self.target.stack else self.datadir
+
     # -- lifecycle --
     def initialise(self) -> None:
         """A new, empty datadir."""
@@ -195,9 +227,12 @@ class Server:
         if self.target.kind == "postgres":
             check_reachable(self.datadir.parent)
         if self.target.kind == "mariadb":
-            cmd = [_which("mariadb-install-db"), "--no-defaults", f"--datadir={self.datadir}", "--user=root",
-                   "--auth-root-authentication-method=socket", "--skip-test-db"]
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            cmd = ["mariadb-install-db" if self.target.stack else _which("mariadb-install-db"), "--no-defaults",
+                   f"--datadir={self.data}", "--user=root", "--auth-root-authentication-method=socket",
+                   "--skip-test-db"]
+            with self._bound():
+                p = subprocess.run(self._wrap(cmd, {}), capture_output=True, text=True, timeout=300,
+                                   env=_host_env(self.target, os.environ))
         else:
             shutil.chown(self.datadir, "postgres", "postgres")
             os.chmod(self.datadir, 0o700)
@@ -208,13 +243,42 @@ class Server:
         if p.returncode != 0:
             raise AlloclabError(f"initialising {self.target.name} failed: {(p.stderr or p.stdout).strip()[-400:]}")
 
+    def _wrap(self, argv: list[str], env: dict[str, str]) -> list[str]:
+        """Stack servers run inside the root with the folder bound at the same path; `env` (the
+        allocator's preload, with in-root paths) applies to the server alone."""
+        if not self.target.stack:
+            return argv
+        from alloclab import stack
+        return stack.in_root_argv(argv, env, binds=[str(self.datadir)])
+
+    @contextlib.contextmanager
+    def _bound(self):
+        """The mount point of the datadir inside the root exists while a command runs there, and
+        the folders created for it are removed afterwards (nothing accumulates in the root)."""
+        if not self.target.stack:
+            yield
+            return
+        from alloclab import stack
+        created = stack.make_mountpoint(self.datadir)
+        try:
+            yield
+        finally:
+            stack.remove_mountpoint(created)
+
     def argv(self) -> list[str]:
         if self.target.kind == "mariadb":
-            a = [_which("mariadbd"), "--no-defaults", f"--datadir={self.datadir}", f"--socket={self.socket}",
-                 "--skip-networking", f"--pid-file={self.datadir / 'mysqld.pid'}", f"--log-error={self.log_path}",
+            a = ["mariadbd" if self.target.stack else _which("mariadbd"), "--no-defaults", f"--datadir={self.data}",
+                 f"--socket={self.socket}", "--skip-networking", f"--pid-file={self.datadir / 'mysqld.pid'}",
                  "--user=root", "--skip-log-bin"]
+            # the host's server writes its own log; a stack server's stderr is the log
+            a += [] if self.target.stack else [f"--log-error={self.log_path}"]
             if self.target.plugin:
-                a += [f"--plugin-load-add={self.target.plugin}", f"--default-storage-engine={self.target.engine}"]
+                # FORCE: a plugin that fails to load stops the server (with the reason in its log)
+                # instead of leaving tables to fall back on another engine
+                a += [f"--plugin-load-add={self.target.plugin}", f"--{self.target.engine.lower()}=FORCE",
+                      f"--default-storage-engine={self.target.engine}"]
+            if self.target.plugin == "ha_tidesdb.so":
+                a += ["--plugin-maturity=gamma", f"--tidesdb-data-home-dir={self.datadir / 'tidesdb_data'}"]
             a += [f"--{k}={v}" for k, v in self.settings.items()]
             return a
         a = [str(pg_bindir() / "postgres"), "-D", str(self.datadir), "-c", "listen_addresses=",
@@ -237,9 +301,19 @@ class Server:
                 preexec()
 
         kw = {"user": "postgres", "group": "postgres", "extra_groups": []} if self.target.kind == "postgres" else {}
-        stderr = log if self.target.kind == "postgres" else subprocess.DEVNULL
-        self.proc = subprocess.Popen(self.argv(), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=stderr,
-                                     start_new_session=True, preexec_fn=setup, cwd=str(self.datadir), **kw)
+        stderr = log if self.target.kind == "postgres" or self.target.stack else subprocess.DEVNULL
+        inner = {k: v for k, v in env.items()
+                 if k.startswith("LD_") or k.startswith(TUNING_PREFIXES)} if self.target.stack else {}
+        if inner.get("LD_PRELOAD"):
+            from alloclab import stack
+            inner["LD_PRELOAD"] = stack.in_root_path(inner["LD_PRELOAD"])
+        self._mountpoint = None
+        if self.target.stack:
+            from alloclab import stack
+            self._mountpoint = stack.make_mountpoint(self.datadir)
+        self.proc = subprocess.Popen(self._wrap(self.argv(), inner), env=_host_env(self.target, env),
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=stderr, start_new_session=True,
+                                     preexec_fn=setup, cwd=str(self.datadir), **kw)
         log.close()
         self.wait_ready(deadline_s)
 
@@ -263,8 +337,9 @@ class Server:
         t0 = time.monotonic()
         while time.monotonic() - t0 < deadline_s:
             if self.proc.poll() is not None:
+                self.kill()  # nothing of it is left (its mount point in a stack root included)
                 raise AlloclabError(f"{self.target.name} exited with code {self.proc.returncode} while starting: "
-                                    f"{self.log_tail()}")
+                                    f"{self.log_errors()}", f"the whole log: {self.log_path}")
             if self.ready():
                 return
             time.sleep(0.05)
@@ -275,6 +350,7 @@ class Server:
         """Clean shutdown (MariaDB: SIGTERM; PostgreSQL: fast shutdown); SIGKILL past the
         deadline. Returns whether it stopped cleanly."""
         if self.proc is None or self.proc.poll() is not None:
+            self.kill()  # already gone (killed, crashed): what it leaves is cleared all the same
             return self.proc is not None and self.proc.returncode == 0
         self.proc.send_signal(signal.SIGTERM if self.target.kind == "mariadb" else signal.SIGINT)
         try:
@@ -296,9 +372,22 @@ class Server:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:
             pass
+        if getattr(self, "_mountpoint", None):
+            from alloclab import stack
+            stack.remove_mountpoint(self._mountpoint)
+            self._mountpoint = None
 
     def pids(self) -> list[int]:
         return children(self.pid) if self.proc and self.proc.poll() is None else []
+
+    def log_errors(self, lines: int = 3) -> str:
+        """The server's own error lines (e.g. why a plugin did not load), else the log's tail."""
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        errors = [x.strip() for x in text if "[ERROR]" in x or "FATAL" in x]
+        return " | ".join(errors[-lines:]) if errors else self.log_tail()
 
     def log_tail(self, lines: int = 4) -> str:
         try:

@@ -330,8 +330,16 @@ pub struct TpccMariaDb {
 
 fn mysql_err(e: mysql::Error) -> DbError {
     match &e {
-        // deadlock, lock wait timeout: retry the transaction
-        mysql::Error::MySqlError(m) if m.code == 1213 || m.code == 1205 => {
+        // deadlock, lock wait timeout, and MariaDB 11.8's snapshot isolation ("record has
+        // changed since last read"): retry the transaction
+        mysql::Error::MySqlError(m) if matches!(m.code, 1213 | 1205 | 1020) => {
+            DbError::Conflict(e.to_string())
+        }
+        // an engine's conflict found at COMMIT (TideSQL's optimistic transactions): handler
+        // error 149 (HA_ERR_LOCK_DEADLOCK) or 146 (HA_ERR_LOCK_WAIT_TIMEOUT)
+        mysql::Error::MySqlError(m)
+            if m.code == 1180 && (m.message.contains("error 149") || m.message.contains("error 146")) =>
+        {
             DbError::Conflict(e.to_string())
         }
         _ => DbError::Other(anyhow::Error::new(e)),
