@@ -477,11 +477,23 @@ STEP_FUNCS = {"root": _step_root, "packages": _step_packages, "source": _step_so
               "check": _step_check}
 
 
-def setup(notify=print, force: bool = False) -> dict:
-    """Make (or finish making) the stack. Idempotent: done steps are skipped."""
+def check_can_setup() -> None:
+    """Raise, saying what to do, unless this machine can make the stack (root, tools, archives)."""
     _need_host_tools()
     for a in archives():
         find_archive(a)  # bad or missing archives are refused before any work
+
+
+def ensure(notify=print) -> None:
+    """Make the stack if it is not ready (a study that needs it builds it once)."""
+    if not ready():
+        notify(f"setting up the MariaDB 11.8 + TideSQL stack once, in {home()} (about 4 minutes)")
+        setup(notify=notify)
+
+
+def setup(notify=print, force: bool = False) -> dict:
+    """Make (or finish making) the stack. Idempotent: done steps are skipped."""
+    check_can_setup()
     home().mkdir(parents=True, exist_ok=True)
     st = {"steps": {}} if force else state()
     if force:

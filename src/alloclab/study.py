@@ -99,6 +99,14 @@ def check_plan_against_driver(engines: list[str], info: dict) -> None:
                             "rebuild the driver from this checkout: ./setup.sh")
 
 
+def _ensure_stack(plan: Plan, progress: Progress | None) -> None:
+    """Targets on the studies' stack: build it once (resumable) before the first run."""
+    from alloclab import targets
+    if any(e not in ENGINES and targets.parse(e).stack for e in plan.engines):
+        from alloclab import stack
+        stack.ensure(notify=progress.message if progress else print)
+
+
 def _scratch(scratch_root: Path | None) -> Path:
     parent = scratch_root or Path(os.environ.get("ALLOCLAB_SCRATCH", tempfile.gettempdir()))
     parent.mkdir(parents=True, exist_ok=True)
@@ -112,6 +120,7 @@ def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: P
     info = driver.info(str(exe))
     check_plan_against_driver(plan.engines, info)
     driver.check_links(plan.allocators)
+    _ensure_stack(plan, progress)
     os.umask(0o022)  # results are never world-writable
     scratch = _scratch(scratch_root)
     store = Store(out)
@@ -151,6 +160,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     exe = driver.locate()
     check_plan_against_driver(plan.engines, driver.info(str(exe)))
     driver.check_links(plan.allocators)
+    _ensure_stack(plan, progress)
     missing = sorted({a.path for a in plan.allocators if a.path and not os.path.exists(a.path)})
     if missing:
         raise AlloclabError(f"allocator libraries of this study are gone: {', '.join(missing)}",

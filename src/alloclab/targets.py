@@ -98,7 +98,9 @@ def check_available(t: ServerTarget) -> None:
     hint = "install with: sudo apt-get install -y " + " ".join(t.packages) + " (./setup.sh installs them)"
     if t.stack:
         from alloclab import stack
-        stack.info()  # raises, saying how to set it up
+        if not stack.ready():
+            stack.check_can_setup()  # the study builds it before its first run
+            return
         if t.plugin and not (stack.root() / stack.plugin_dir().lstrip("/") / t.plugin).exists():
             raise AlloclabError(f"target {t.name}: plugin {t.plugin} is not in the stack's plugin directory",
                                 "run alloclab setup stack again (it builds ha_tidesdb.so)")

@@ -338,7 +338,8 @@ fn mysql_err(e: mysql::Error) -> DbError {
         // an engine's conflict found at COMMIT (TideSQL's optimistic transactions): handler
         // error 149 (HA_ERR_LOCK_DEADLOCK) or 146 (HA_ERR_LOCK_WAIT_TIMEOUT)
         mysql::Error::MySqlError(m)
-            if m.code == 1180 && (m.message.contains("error 149") || m.message.contains("error 146")) =>
+            if m.code == 1180
+                && (m.message.contains("error 149") || m.message.contains("error 146")) =>
         {
             DbError::Conflict(e.to_string())
         }
