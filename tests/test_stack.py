@@ -120,10 +120,12 @@ def test_ctrl_c_during_setup_stops_it_and_the_next_setup_resumes():
     p = subprocess.Popen([sys.executable, "-m", "alloclab", "setup", "stack"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)
     # wait until MariaDB's build is being configured inside the root (about a minute), then Ctrl-C
-    for _ in range(600):
-        if "-G 'Unix Makefiles'" in log.read_text(errors="replace")[size:]:
+    for _ in range(1800):
+        if b"-G 'Unix Makefiles'" in log.read_bytes()[size:]:  # bytes: the log is not all ASCII
             break
         time.sleep(0.1)
+    else:
+        pytest.fail("the configure step never started")
     time.sleep(3.0)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
