@@ -8,12 +8,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from conftest import need
+from helpers import kill_servers_mid_run
 
 from alloclab import noise, plan, study, targets
 from alloclab.errors import AlloclabError
@@ -113,24 +113,15 @@ def test_servers_listen_on_nothing_but_their_unix_socket(target, reachable_dir):
         assert srv.stop()
 
 
-def test_a_server_killed_mid_run_fails_that_run_and_the_next_starts_fresh(tmp_path, found):
-    p = small_plan("mariadb-innodb", ["glibc"], threads=(2,), duration=4.0, runs=2)
+@pytest.mark.parametrize("target", ["mariadb-innodb", "mariadb11-innodb"])
+def test_a_server_killed_mid_run_fails_that_run_and_the_next_starts_fresh(target, tmp_path, found):
+    if targets.parse(target).stack:
+        from alloclab import stack
+        if not stack.ready():
+            pytest.skip(f"the stack is not set up: {stack.describe()}")
+    p = small_plan(target, ["glibc"], threads=(2,), duration=4.0, runs=2)
     out = tmp_path / "res"
-
-    def killer():
-        # wait for the first run's server, then kill -9 it mid-run
-        for _ in range(600):
-            pids = server_pids()
-            runs = out / "runs"
-            if pids and runs.exists() and any((d / "client.log").exists() for d in runs.iterdir()):
-                time.sleep(1.5)
-                for pid in server_pids():
-                    os.kill(pid, signal.SIGKILL)
-                return
-            time.sleep(0.05)
-
-    th = threading.Thread(target=killer)
-    th.start()
+    th = kill_servers_mid_run(out, server_pids)
     res = study.run(p, out, Progress(2, stream=io.StringIO(), live=False))
     th.join()
     rows = Store(out).rows()

@@ -252,36 +252,6 @@ def test_sysbench_on_tidesql_innodb_and_myrocks_in_mariadb_11_8(tmp_path, found)
         assert j["server_version"].startswith("11.8.")
 
 
-def test_a_stack_server_killed_mid_run_fails_that_run_and_the_next_starts_fresh(tmp_path):
-    raw = {"engines": ["mariadb11-innodb"], "allocators": ["glibc"], "runs": 2, "scale": "smoke",
-           "profiles": {"sysbench": {}},
-           "workloads": [{"part": "sb", "workload": "sysbench", "test": "oltp_read_only", "threads": [2],
-                          "tables": 2, "table_size": 2000, "duration_s": 4.0}]}
-    out = tmp_path / "res"
-    import threading
-
-    def killer():
-        for _ in range(1200):
-            runs = out / "runs"
-            pids = stack_servers()
-            if pids and runs.exists() and any((d / "client.log").exists() for d in runs.iterdir()):
-                time.sleep(1.5)
-                for pid in stack_servers():
-                    os.kill(pid, signal.SIGKILL)
-                return
-            time.sleep(0.05)
-
-    th = threading.Thread(target=killer)
-    th.start()
-    res = study.run(plan.load(raw, default_seed=1), out, Progress(0, stream=io.StringIO(), live=False))
-    th.join()
-    rows = Store(out).rows()
-    assert res.total == 2 and res.failed == 1 and res.ok == 1, [(r.run_id, r.status, r.reason) for r in rows]
-    bad = next(r for r in rows if r.status == "failed")
-    assert "server exited" in bad.reason or "sysbench" in bad.reason
-    assert (out / "runs" / bad.run_id / "server.log").stat().st_size > 0
-
-
 # --- link-time allocators -------------------------------------------------------------------
 
 def test_a_link_time_driver_is_proved_by_where_its_calls_bind(tmp_path, found):
