@@ -2,6 +2,7 @@
 //! preloaded into this process is the allocator under test. Events go to --events-fd or
 //! --events (versioned JSON lines); logs go to stderr; stdout carries only `info` output.
 
+mod alloc_account;
 mod engines;
 mod events;
 mod runner;

@@ -392,6 +392,8 @@ fn summary(
         .iter()
         .map(|c| c.warmup_ops.load(Ordering::Relaxed))
         .sum();
+    // both read at the end of the measured window (fragmentation = RSS / live bytes)
+    let account = crate::alloc_account::read();
     let (hwm, rss) = rusage::memory();
     sink.emit(
         "summary",
@@ -411,6 +413,7 @@ fn summary(
             "usage_total": usage1,
             "vm_hwm_bytes": hwm,
             "rss_bytes": rss,
+            "alloc_account": account,
             "histogram_encoding": "hdr-v2-deflate-base64",
             "histogram_sigfig": SIGFIG,
             "latency_unit": "ns per call (one call = one batch/transaction of `batch` ops)",

@@ -125,6 +125,16 @@ def tpcc_rates(summary: dict) -> dict[str, float]:
             "tpm": round(done / minutes, 1)}
 
 
+def memory_account(summary: dict) -> dict:
+    """The allocator's own account at the end of the measured window (read by the driver inside
+    the process), and fragmentation = RSS / live bytes at the same moment; empty where the
+    allocator offers no count of live bytes."""
+    acc = summary.get("alloc_account") or {}
+    live, resident, rss = acc.get("live_bytes"), acc.get("resident_bytes"), summary.get("rss_bytes")
+    return {"alloc_live_bytes": live, "alloc_resident_bytes": resident,
+            "fragmentation": round(rss / live, 4) if live and rss else None}
+
+
 def failed_row(spec: RunSpec, study: str, reason: str) -> RunRow:
     """A run that could not start (e.g. its data could not be loaded)."""
     c = spec.cell
@@ -290,7 +300,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         minor_faults=int(usage.get("minor_faults", 0)), major_faults=int(usage.get("major_faults", 0)),
         wall_s=round(wall_s, 3), status=status, reason=reason, started_at=started_at,
         other_busy_cores=round(run_noise.other_cores, 3), profile=c.profile, warehouses=c.warehouses, shape=c.shape,
-        **tpcc_rates(summary),
+        **tpcc_rates(summary), **memory_account(summary),
     )
 
     buf_csv = io.StringIO()
@@ -315,6 +325,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         "samples": len(timeline.samples),
         "noise": run_noise.to_json(),
         "check": watch.check,
+        "alloc_account": summary.get("alloc_account"),
         "seed_data": str(seed_data) if seed_data else None,
     })
     return row

@@ -142,6 +142,45 @@ def cells_table(study: analyse.Study) -> Table:
     return t
 
 
+def memory_account_table(study: analyse.Study) -> Table:
+    """The allocator's own account of memory at the end of the measured window, per cell."""
+    t = Table("memory_account", "The allocator's own memory account (median per cell, end of the measured window)",
+              ["engine", "parameters", "allocator", "runs", "live (MiB)", "allocator resident (MiB)",
+               "fragmentation (RSS ÷ live)", "allocator resident ÷ live", "read from"],
+              note="Live bytes: handed out and not yet freed, as the allocator counts them (jemalloc stats.allocated, "
+                   "tcmalloc generic.current_allocated_bytes, glibc mallinfo2 in-use + mmapped); read inside the "
+                   "process by the driver. Fragmentation below 1 means the program holds allocations it never "
+                   "touched.")
+    groups: dict[tuple, list] = defaultdict(list)
+    for r in study.valid():
+        groups[(decide.cell_of(r), r.allocator)].append(r)
+    for (cell, alloc), rows in sorted(groups.items(), key=lambda kv: (analyse.sort_key(kv[0][0]), kv[0][1])):
+        acc = [study.run_json(r.run_id).get("alloc_account") or {} for r in rows]
+        src = next((a.get("source") for a in acc if a), None)
+        if not any(acc):
+            server = "target" in study.run_json(rows[0].run_id)
+            t.add([cell[0], params(cell), alloc, str(len(rows)), "", "", "", "",
+                   "not read: alloclab does not read the allocator inside a server" if server
+                   else "not read (runs of a driver without the memory account)"],
+                  [cell[0], params(cell), alloc, len(rows), None, None, None, None, ""])
+            continue
+        live = [r.alloc_live_bytes for r in rows if r.alloc_live_bytes]
+        res = [r.alloc_resident_bytes for r in rows if r.alloc_resident_bytes]
+        frag = [r.fragmentation for r in rows if r.fragmentation]
+        ratio = [a / b for a, b in zip((r.alloc_resident_bytes for r in rows), (r.alloc_live_bytes for r in rows))
+                 if a and b]
+        med = stats.median
+        note = next((a.get("note") for a in acc if a.get("note")), "")
+        t.add([cell[0], params(cell), alloc, str(len(rows)),
+               f"{med(live) / 2**20:.1f}" if live else "not offered",
+               f"{med(res) / 2**20:.1f}" if res else "not offered",
+               f"{med(frag):.2f}" if frag else "–", f"{med(ratio):.2f}" if ratio else "–",
+               src + (f" ({note})" if note else "")],
+              [cell[0], params(cell), alloc, len(rows), med(live) if live else None, med(res) if res else None,
+               med(frag) if frag else None, med(ratio) if ratio else None, src])
+    return t
+
+
 def spread_table(study: analyse.Study) -> Table:
     t = Table("spread", "Best-to-worst throughput spread across allocators, per engine and cell",
               ["engine", "part", "parameters", "best", "worst", "spread %"])
@@ -678,7 +717,8 @@ def build(root: Path) -> Path:
         shaped += [tpcc_runs_table(study), tpcc_txn_table(study), tpcc_ratio_table(study)]
     pub = published_table(study)
     shaped += [pub] if pub else []
-    other = [spread_table(study), engine_ratio_table(study), sweep_table(study), scaling_table(study)]
+    other = [memory_account_table(study), spread_table(study), engine_ratio_table(study), sweep_table(study),
+             scaling_table(study)]
     excluded = Table("excluded", "Runs excluded (failed, or allocator not proved)",
                      ["run", "status", "allocator verified", "reason"])
     for r in study.not_valid():

@@ -79,6 +79,11 @@ class RunRow:
     shape: str = "default"
     server_tpm: float = 0.0
     client: str = ""
+    # added in 0.3: the allocator's own account at the end of the measured window (empty when
+    # the allocator offers no such number, or it was not read: servers)
+    alloc_live_bytes: int | None = None
+    alloc_resident_bytes: int | None = None
+    fragmentation: float | None = None  # RSS / live bytes
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -88,6 +93,8 @@ class RunRow:
     def from_csv(cls, rec: dict) -> RunRow:
         conv = {"int": lambda s: int(float(s)) if s != "" else 0,
                 "float": lambda s: float(s) if s != "" else 0.0,
+                "int | None": lambda s: int(float(s)) if s != "" else None,
+                "float | None": lambda s: float(s) if s != "" else None,
                 "bool": lambda s: s.strip().lower() == "true",
                 "str": str}
         missing = [f.name for f in fields(cls) if f.name not in rec and f.default is MISSING]
