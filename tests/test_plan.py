@@ -168,3 +168,14 @@ def test_every_preset_rounds_until_decided_in_windows_above_the_floor(name, scal
         assert p.questions == ["engines", "profiles"] and p.baseline_engine == "mariadb-innodb"
     if name == "sysbench-allocators":
         assert p.min_runs == 4
+
+
+def test_a_link_time_allocator_stays_linked_through_a_stored_plan():
+    a = Allocator("jemalloc@link", "jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", link=True)
+    assert Allocator.from_json(a.to_json()) == a
+    p = load({"engines": ["null"], "scale": "smoke", "runs": 1, "workloads": [{"workload": "write", "ops": 10}]})
+    p.allocators = [a]
+    again = plan.Plan.from_json(p.to_json())
+    assert again.allocators == [a]
+    spec = again.expand()[0]
+    assert plan.RunSpec.from_json(spec.to_json()).allocator.link

@@ -117,6 +117,11 @@ class Allocator:
         return {"name": self.name, "base": self.base, "path": self.path, "env": dict(self.env),
                 "version": self.version, "link": self.link}
 
+    @classmethod
+    def from_json(cls, a: dict) -> Allocator:
+        return cls(name=a["name"], base=a["base"], path=a.get("path"), env=tuple((a.get("env") or {}).items()),
+                   version=a.get("version", ""), link=a.get("link", False))
+
 
 @dataclass
 class Proof:

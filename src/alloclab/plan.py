@@ -320,9 +320,7 @@ class RunSpec:
     @classmethod
     def from_json(cls, d: dict) -> RunSpec:
         """The inverse of to_json, for --resume: plan.json holds every run spec."""
-        a = d["allocator"]
-        alloc = alloc_mod.Allocator(name=a["name"], base=a["base"], path=a.get("path"),
-                                    env=tuple((a.get("env") or {}).items()), version=a.get("version", ""))
+        alloc = alloc_mod.Allocator.from_json(d["allocator"])
         cell_names = {f.name for f in fields(Cell)}
         spec = {k: v for k, v in d.items() if k in {f.name for f in fields(cls)}}
         spec["cell"] = Cell(**{k: v for k, v in d["cell"].items() if k in cell_names})
@@ -452,9 +450,7 @@ class Plan:
     @classmethod
     def from_json(cls, d: dict) -> Plan:
         """The inverse of to_json, for --resume: the stored plan makes the next rounds."""
-        allocs = [alloc_mod.Allocator(name=a["name"], base=a["base"], path=a.get("path"),
-                                      env=tuple((a.get("env") or {}).items()), version=a.get("version", ""))
-                  for a in d["allocators"]]
+        allocs = [alloc_mod.Allocator.from_json(a) for a in d["allocators"]]
         names = {f.name for f in fields(cls)}
         return cls(**{**{k: v for k, v in d.items() if k in names}, "allocators": allocs})
 
