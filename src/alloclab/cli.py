@@ -52,6 +52,8 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
             raw[key] = v
     if a.warmup is not None:
         raw["warmup_s"] = a.warmup
+    if a.profile:
+        raw["perf"] = True
     if a.runs is not None:  # exactly N runs: the preset's adaptive settings do not apply
         for k in ("budget", "min_runs", "max_rounds", "target_ci_pct"):
             raw.pop(k, None)
@@ -98,7 +100,7 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
 
 PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "threads", "batch", "runs", "duration",
               "ops", "warmup", "seed", "baseline", "name", "warehouses", "loaders", "rampup", "out", "server_cpus",
-              "client_cpus", "server_memory", "target_ci", "margin", "max_rounds")
+              "client_cpus", "server_memory", "target_ci", "margin", "max_rounds", "profile")
 
 
 def _percent(text: str) -> float:
@@ -282,6 +284,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--baseline", help="allocator the others are compared to (default glibc)")
     r.add_argument("--name", help="study name")
     r.add_argument("--out", help="results folder (default: a new folder under ./results)")
+    r.add_argument("--profile", action="store_true",
+                   help="CPU profile of each run's measured window (perf, cpu-clock): allocator share of CPU, "
+                        "folded stacks; perf costs throughput on small machines (bench/profile_overhead.py)")
     r.add_argument("--quiet", action="store_true", help="plain lines, no live display")
     r.add_argument("--resume", metavar="DIR", help="finish a study that was interrupted: finished runs are kept")
     r.set_defaults(fn=cmd_run)

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from alloclab import allocators, driver, events, noise, sampler
+from alloclab import allocators, driver, events, noise, profiling, sampler
 from alloclab.datasets import Datasets
 from alloclab.errors import AlloclabError
 from alloclab.placement import parse_cpus
@@ -125,6 +125,42 @@ def tpcc_rates(summary: dict) -> dict[str, float]:
             "tpm": round(done / minutes, 1)}
 
 
+def _profile_window(recorder: profiling.Recorder, on_event):
+    """perf runs from the start of the measured phase to the summary (the window's end)."""
+    def hook(ev: events.Event) -> None:
+        if ev.type == "phase" and ev.data.get("phase") == "measure" and ev.data.get("state") == "begin":
+            recorder.start()
+        elif ev.type == "summary":
+            recorder.stop()
+        if on_event:
+            on_event(ev)
+    return hook
+
+
+def _profile(spec: RunSpec, run_dir: Path) -> dict:
+    """The allocator's share of the window's CPU samples; the stacks kept folded, perf.data
+    (large) removed."""
+    data = run_dir / "perf.data"
+    if not spec.perf or not data.exists():
+        return {}
+    stacks = profiling.read_stacks(data)
+    data.unlink()
+    atomic_write(run_dir / "stacks.folded", profiling.folded(stacks))
+    sh = profiling.shares(stacks)
+    if not sh.samples:
+        return {}
+    return {"alloc_cpu_self_pct": sh.self_pct, "alloc_cpu_total_pct": sh.total_pct,
+            "alloc_cpu_kernel_pct": sh.kernel_pct}
+
+
+def _profile_note(spec: RunSpec, run_dir: Path) -> dict | None:
+    if not spec.perf:
+        return None
+    why = profiling.unavailable()
+    return {"recorded": (run_dir / "stacks.folded").exists(), "event": "cpu-clock", "frequency_hz":
+            profiling.FREQ_HZ, "absent_because": why}
+
+
 def memory_account(summary: dict) -> dict:
     """The allocator's own account at the end of the measured window (read by the driver inside
     the process), and fragmentation = RSS / live bytes at the same moment; empty where the
@@ -208,6 +244,9 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
     log_path = run_dir / "driver.log"
     raw_path = run_dir / ".events.jsonl.partial"
     watch_cpu = noise.CpuWatch()
+    recorder = profiling.Recorder(run_dir / "perf.data") if spec.perf else None
+    if recorder:
+        on_event = _profile_window(recorder, on_event)
     t0 = time.monotonic()
     with open(log_path, "wb") as log, open(raw_path, "wb") as raw:
         try:
@@ -220,6 +259,8 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
             raise AlloclabError(f"cannot start the driver {exe}: {e.strerror}", "rebuild it: ./setup.sh") from e
         os.close(w)
         watch = Watch(pid=proc.pid)
+        if recorder:
+            recorder.pid = proc.pid
         timeline = sampler.Timeline(sample_hz)
         try:
             failure = _watch(proc, r, raw, watch, timeline, spec, on_event, t0)
@@ -230,6 +271,8 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
             raise
         finally:
             os.close(r)
+            if recorder:
+                recorder.stop()
         exit_code, ru = _reap(proc)
     wall_s = time.monotonic() - t0
     run_noise = watch_cpu.stop()  # the driver was reaped: its CPU is alloclab's children time
@@ -300,7 +343,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         minor_faults=int(usage.get("minor_faults", 0)), major_faults=int(usage.get("major_faults", 0)),
         wall_s=round(wall_s, 3), status=status, reason=reason, started_at=started_at,
         other_busy_cores=round(run_noise.other_cores, 3), profile=c.profile, warehouses=c.warehouses, shape=c.shape,
-        **tpcc_rates(summary), **memory_account(summary),
+        **tpcc_rates(summary), **memory_account(summary), **_profile(spec, run_dir),
     )
 
     buf_csv = io.StringIO()
@@ -326,6 +369,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         "noise": run_noise.to_json(),
         "check": watch.check,
         "alloc_account": summary.get("alloc_account"),
+        "profile": _profile_note(spec, run_dir),
         "seed_data": str(seed_data) if seed_data else None,
     })
     return row

@@ -241,6 +241,8 @@ TOP_SCHEMA = {
     "client_cpus": _cpus,
     "server_memory_bytes": _size(1 << 24),
     "workloads": _workloads,
+    # CPU profiles of the process under test over each measured window (perf, cpu-clock)
+    "perf": _bool,
 }
 
 WORKLOAD_DEFAULTS = {"pattern": ["random"], "key_bytes": [16], "value_bytes": [100], "batch": [1],
@@ -310,6 +312,7 @@ class RunSpec:
     server_cpus: str = ""
     client_cpus: str = ""
     server_memory_bytes: int = 0
+    perf: bool = False
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -357,6 +360,7 @@ class Plan:
     min_window_s: float = 0.0
     questions: list[str] = field(default_factory=lambda: ["allocators"])
     baseline_engine: str = ""
+    perf: bool = False
 
     @property
     def adaptive(self) -> bool:
@@ -434,7 +438,7 @@ class Plan:
                     interval_ms=self.interval_ms,
                     engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
                     timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
-                    **self.placement(cell.shape)))
+                    perf=self.perf, **self.placement(cell.shape)))
         return specs
 
     def placement(self, shape: str) -> dict:
@@ -573,6 +577,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         min_window_s=floor,
         questions=d.get("questions") or decide.default_questions(labels, engines_all),
         baseline_engine=d.get("baseline_engine", engines_all[0]),
+        perf=d.get("perf", False),
     )
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:

@@ -142,6 +142,14 @@ def cells_table(study: analyse.Study) -> Table:
     return t
 
 
+def _valid_by_cell(study: analyse.Study) -> list[tuple[tuple, list]]:
+    """Valid rows grouped by (cell, allocator), in cell order."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for r in study.valid():
+        groups[(decide.cell_of(r), r.allocator)].append(r)
+    return sorted(groups.items(), key=lambda kv: (analyse.sort_key(kv[0][0]), kv[0][1]))
+
+
 def memory_account_table(study: analyse.Study) -> Table:
     """The allocator's own account of memory at the end of the measured window, per cell."""
     t = Table("memory_account", "The allocator's own memory account (median per cell, end of the measured window)",
@@ -151,10 +159,7 @@ def memory_account_table(study: analyse.Study) -> Table:
                    "tcmalloc generic.current_allocated_bytes, glibc mallinfo2 in-use + mmapped); read inside the "
                    "process by the driver. Fragmentation below 1 means the program holds allocations it never "
                    "touched.")
-    groups: dict[tuple, list] = defaultdict(list)
-    for r in study.valid():
-        groups[(decide.cell_of(r), r.allocator)].append(r)
-    for (cell, alloc), rows in sorted(groups.items(), key=lambda kv: (analyse.sort_key(kv[0][0]), kv[0][1])):
+    for (cell, alloc), rows in _valid_by_cell(study):
         acc = [study.run_json(r.run_id).get("alloc_account") or {} for r in rows]
         src = next((a.get("source") for a in acc if a), None)
         if not any(acc):
@@ -178,6 +183,25 @@ def memory_account_table(study: analyse.Study) -> Table:
                src + (f" ({note})" if note else "")],
               [cell[0], params(cell), alloc, len(rows), med(live) if live else None, med(res) if res else None,
                med(frag) if frag else None, med(ratio) if ratio else None, src])
+    return t
+
+
+def cpu_share_table(study: analyse.Study) -> Table | None:
+    """With --profile: the allocator's share of the measured window's CPU samples, per cell."""
+    if not study.plan.get("perf"):
+        return None
+    t = Table("alloc_cpu", "Allocator share of CPU (perf cpu-clock samples of the measured window, median per cell)",
+              ["engine", "parameters", "allocator", "profiled runs", "self %", "total %", "in kernel %"],
+              note="self: the sample's leaf frame is in the allocator (its library, or glibc's malloc family in "
+                   "libc); total: an allocator frame anywhere in the stack; in kernel: kernel time inside an "
+                   "allocator call. Folded stacks per run: runs/<run>/stacks.folded.")
+    for (cell, alloc), rows in _valid_by_cell(study):
+        got = [r for r in rows if r.alloc_cpu_total_pct is not None]
+        vals = [stats.median([getattr(r, k) for r in got]) if got else None
+                for k in ("alloc_cpu_self_pct", "alloc_cpu_total_pct", "alloc_cpu_kernel_pct")]
+        why = (study.run_json(rows[0].run_id).get("profile") or {}).get("absent_because")
+        shown = [f"{v:.1f}" for v in vals] if got else ["absent: " + (why or "not recorded for this run kind")] * 3
+        t.add([cell[0], params(cell), alloc, str(len(got)), *shown], [cell[0], params(cell), alloc, len(got), *vals])
     return t
 
 
@@ -717,8 +741,9 @@ def build(root: Path) -> Path:
         shaped += [tpcc_runs_table(study), tpcc_txn_table(study), tpcc_ratio_table(study)]
     pub = published_table(study)
     shaped += [pub] if pub else []
-    other = [memory_account_table(study), spread_table(study), engine_ratio_table(study), sweep_table(study),
-             scaling_table(study)]
+    other = [t for t in (cpu_share_table(study),) if t] + [
+        memory_account_table(study), spread_table(study), engine_ratio_table(study), sweep_table(study),
+        scaling_table(study)]
     excluded = Table("excluded", "Runs excluded (failed, or allocator not proved)",
                      ["run", "status", "allocator verified", "reason"])
     for r in study.not_valid():

@@ -84,6 +84,10 @@ class RunRow:
     alloc_live_bytes: int | None = None
     alloc_resident_bytes: int | None = None
     fragmentation: float | None = None  # RSS / live bytes
+    # with --profile: shares of the CPU samples of the measured window (profiling.py)
+    alloc_cpu_self_pct: float | None = None
+    alloc_cpu_total_pct: float | None = None
+    alloc_cpu_kernel_pct: float | None = None
 
     @classmethod
     def columns(cls) -> list[str]:

@@ -107,6 +107,14 @@ def _ensure_stack(plan: Plan, progress: Progress | None) -> None:
         stack.ensure(notify=progress.message if progress else print)
 
 
+def _say_if_no_profiles(plan: Plan, progress: Progress | None) -> None:
+    """--profile where perf cannot record: said once, then the study runs without profiles."""
+    from alloclab import profiling
+    why = profiling.unavailable() if plan.perf else None
+    if why:
+        (progress.message if progress else print)(f"profiles are absent from this study: {why}")
+
+
 def _scratch(scratch_root: Path | None) -> Path:
     parent = scratch_root or Path(os.environ.get("ALLOCLAB_SCRATCH", tempfile.gettempdir()))
     parent.mkdir(parents=True, exist_ok=True)
@@ -121,6 +129,7 @@ def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: P
     check_plan_against_driver(plan.engines, info)
     driver.check_links(plan.allocators)
     _ensure_stack(plan, progress)
+    _say_if_no_profiles(plan, progress)
     os.umask(0o022)  # results are never world-writable
     scratch = _scratch(scratch_root)
     store = Store(out)
@@ -161,6 +170,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     check_plan_against_driver(plan.engines, driver.info(str(exe)))
     driver.check_links(plan.allocators)
     _ensure_stack(plan, progress)
+    _say_if_no_profiles(plan, progress)
     missing = sorted({a.path for a in plan.allocators if a.path and not os.path.exists(a.path)})
     if missing:
         raise AlloclabError(f"allocator libraries of this study are gone: {', '.join(missing)}",
