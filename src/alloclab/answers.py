@@ -9,7 +9,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from alloclab import analyse, decide
+from alloclab import analyse, decide, stats
 from alloclab.units import fmt_duration
 
 METRIC_TITLE = {"throughput": "throughput", "p99_latency": "p99 latency", "peak_rss": "peak RSS"}
@@ -93,7 +93,7 @@ def build(study: analyse.Study) -> Answers:
     for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
         items = sorted(by_q[q], key=lambda v: -_effect(v))
         what = "NOPM" if items[0].settings.startswith("w") and items[0].workload == "tpcc" else "throughput"
-        sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) for v in items) + ".")
+        sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) + _why(study, v) for v in items) + ".")
     # latency and memory: a sentence where something is decided (the table holds the rest)
     for metric in ("p99_latency", "peak_rss"):
         by_m: dict[tuple, list[decide.Verdict]] = defaultdict(list)
@@ -139,6 +139,25 @@ def build(study: analyse.Study) -> Answers:
     order = {m.name: i for i, m in enumerate(decide.METRICS)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
     return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin)
+
+
+WHY_FIELDS = (("alloc_cpu_self_pct", "allocator share of CPU", "{:.1f} %"),
+              ("fragmentation", "fragmentation (RSS ÷ live)", "{:.2f}"))
+
+
+def _why(study: analyse.Study, v: decide.Verdict) -> str:
+    """What the runs of both sides say about the allocator itself: its share of the CPU samples
+    and the fragmentation of its memory, baseline → variant (medians), where both have them."""
+    parts = []
+    for field, label, fmt in WHY_FIELDS:
+        sides = []
+        for unit in (v.base_unit, v.var_unit):
+            vals = [getattr(r, field) for r in study.valid()
+                    if (r.cell, r.allocator) == tuple(unit) and getattr(r, field) is not None]
+            sides.append(stats.median(vals) if vals else None)
+        if None not in sides:
+            parts.append(f"{label} {fmt.format(sides[0])} → {fmt.format(sides[1])}")
+    return f" (why: {', '.join(parts)})" if parts else ""
 
 
 def _unanswered(study: analyse.Study) -> list[str]:
