@@ -30,9 +30,13 @@ def test_a_malloc_bound_workload_spends_clearly_more_cpu_in_the_allocator_than_t
     folded = (run_dir / "stacks.folded").read_text()
     assert any(("malloc" in line or "free" in line) for line in folded.splitlines())
     note = json.loads((run_dir / "run.json").read_text())["profile"]
-    assert note == {"recorded": True, "event": "cpu-clock", "frequency_hz": profiling.FREQ_HZ, "absent_because": None}
+    assert note["recorded"] and note["absent_because"] is None and note["frequency_hz"] == profiling.FREQ_HZ
+    # context switches were recorded too, each with its stack; the null engine's do not pass
+    # through the allocator
+    assert (run_dir / "switches.folded").read_text().strip()
+    assert tides.alloc_cs_pct is not None and (null.alloc_cs_pct or 0) < 5
     text = report.build(out).read_text()
-    assert "Allocator share of CPU" in text
+    assert "Allocator share of CPU" in text and "switches in allocator %" in text
 
 
 def test_shares_count_leaf_frames_stacks_and_kernel_time_under_the_allocator():
@@ -54,6 +58,9 @@ drv 1
 \t  6 work (/bin/drv)
 """
     stacks = profiling.parse_script(script)
+    by_event = profiling.parse_by_event(script.replace("drv 1\n\t  6", "drv context-switches/period=1/:\n\t  6"))
+    assert [len(by_event["cpu-clock"]), len(by_event["context-switches"])] == [3, 1]
+    assert profiling.switch_share(by_event["context-switches"]) == 0.0
     assert len(stacks) == 4 and stacks[0][0] == ("_int_malloc", "/usr/lib/x86_64-linux-gnu/libc.so.6")
     sh = profiling.shares(stacks)
     # leaf in the allocator: 1 of 4; allocator anywhere: 3 of 4; kernel reached from it: 1 of 4

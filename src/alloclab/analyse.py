@@ -287,9 +287,9 @@ def scalings(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str
 def warnings(study: Study) -> list[str]:
     out = []
     if study.plan.get("perf"):
-        out.append("every run was profiled (--profile): perf takes CPU from the process under test (0.69x "
-                   "throughput for TidesDB 2-thread writes on 2 cores, bench/profile_overhead.py), so throughput "
-                   "here compares allocators with each other, not with unprofiled studies")
+        out.append("every run was profiled (--profile): perf takes CPU from the process under test "
+                   "(bench/profile_overhead.py measures how much on this machine), so throughput here compares "
+                   "allocators with each other, not with unprofiled studies")
     bad = study.not_valid()
     unverified = [r for r in bad if not r.allocator_verified]
     failed = [r for r in bad if r.status == "failed"]

@@ -143,14 +143,17 @@ def _profile(spec: RunSpec, run_dir: Path) -> dict:
     data = run_dir / "perf.data"
     if not spec.perf or not data.exists():
         return {}
-    stacks = profiling.read_stacks(data)
+    by_event = profiling.read_stacks(data)
     data.unlink()
-    atomic_write(run_dir / "stacks.folded", profiling.folded(stacks))
-    sh = profiling.shares(stacks)
-    if not sh.samples:
-        return {}
-    return {"alloc_cpu_self_pct": sh.self_pct, "alloc_cpu_total_pct": sh.total_pct,
-            "alloc_cpu_kernel_pct": sh.kernel_pct}
+    cpu, switches = by_event.get("cpu-clock", []), by_event.get("context-switches", [])
+    atomic_write(run_dir / "stacks.folded", profiling.folded(cpu))
+    atomic_write(run_dir / "switches.folded", profiling.folded(switches))
+    sh = profiling.shares(cpu)
+    out = {"alloc_cs_pct": profiling.switch_share(switches)}
+    if sh.samples:
+        out |= {"alloc_cpu_self_pct": sh.self_pct, "alloc_cpu_total_pct": sh.total_pct,
+                "alloc_cpu_kernel_pct": sh.kernel_pct}
+    return out
 
 
 def _profile_note(spec: RunSpec, run_dir: Path) -> dict | None:
@@ -158,7 +161,7 @@ def _profile_note(spec: RunSpec, run_dir: Path) -> dict | None:
         return None
     why = profiling.unavailable()
     return {"recorded": (run_dir / "stacks.folded").exists(), "event": "cpu-clock", "frequency_hz":
-            profiling.FREQ_HZ, "absent_because": why}
+            profiling.FREQ_HZ, "switches": "context-switches, every one", "absent_because": why}
 
 
 def memory_account(summary: dict) -> dict:

@@ -91,7 +91,8 @@ class Recorder:
         if unavailable() or self.proc is not None or not self.pid:
             return
         self.proc = subprocess.Popen(
-            [perf_exe(), "record", "-q", "-e", "cpu-clock", "-F", str(FREQ_HZ), "-g", "-p", str(self.pid),
+            [perf_exe(), "record", "-q", "-e", f"cpu-clock/freq={FREQ_HZ}/", "-e", "context-switches/period=1/",
+             "-g", "-p", str(self.pid),
              "-o", str(self.out)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
 
@@ -106,29 +107,52 @@ class Recorder:
             self.proc.wait()
 
 
-def read_stacks(data: Path) -> list[list[tuple[str, str]]]:
-    """The samples of a perf.data file: each a stack of (symbol, dso), leaf first."""
-    p = subprocess.run([perf_exe() or "perf", "script", "-i", str(data), "-F", "ip,sym,dso"],
+def read_stacks(data: Path) -> dict[str, list[list[tuple[str, str]]]]:
+    """The samples of a perf.data file by event (cpu-clock, context-switches): each a stack of
+    (symbol, dso), leaf first."""
+    p = subprocess.run([perf_exe() or "perf", "script", "-i", str(data), "-F", "comm,event,ip,sym,dso"],
                        capture_output=True, text=True, timeout=600)
-    return parse_script(p.stdout)
+    return parse_by_event(p.stdout)
 
 
 FRAME = re.compile(r"^\s*[0-9a-f]+\s+(.*?)\s+\(([^()]*)\)\s*$")
 
 
-def parse_script(text: str) -> list[list[tuple[str, str]]]:
-    stacks, cur = [], []
+def parse_by_event(text: str) -> dict[str, list[list[tuple[str, str]]]]:
+    """perf script's text: a header line per sample (`comm event:`), then its frames."""
+    out: dict[str, list] = {}
+    event, cur = "cpu-clock", []
+
+    def flush():
+        if cur:
+            out.setdefault(event, []).append(list(cur))
+        cur.clear()
+
     for line in text.splitlines():
         m = FRAME.match(line)
         if m:
             cur.append((m.group(1), m.group(2)))
-        elif not line.strip():
-            if cur:
-                stacks.append(cur)
-            cur = []
-    if cur:
-        stacks.append(cur)
-    return stacks
+        elif line.strip():
+            flush()
+            last = line.split()[-1]
+            event = last.rstrip(":").split("/")[0] if last.endswith(":") else "cpu-clock"
+        else:
+            flush()
+    flush()
+    return out
+
+
+def parse_script(text: str) -> list[list[tuple[str, str]]]:
+    """The stacks of all samples, whatever their event."""
+    return [st for stacks in parse_by_event(text).values() for st in stacks]
+
+
+def switch_share(stacks: list[list[tuple[str, str]]]) -> float | None:
+    """The share of context switches whose stack passes through the allocator (a thread that
+    waits inside malloc/free: futex under the allocator's locks)."""
+    if not stacks:
+        return None
+    return round(100 * sum(any(is_allocator_frame(s, d) for s, d in st) for st in stacks) / len(stacks), 3)
 
 
 @dataclass

@@ -191,16 +191,22 @@ def cpu_share_table(study: analyse.Study) -> Table | None:
     if not study.plan.get("perf"):
         return None
     t = Table("alloc_cpu", "Allocator share of CPU (perf cpu-clock samples of the measured window, median per cell)",
-              ["engine", "parameters", "allocator", "profiled runs", "self %", "total %", "in kernel %"],
+              ["engine", "parameters", "allocator", "profiled runs", "self %", "total %", "in kernel %",
+               "switches in allocator %"],
               note="self: the sample's leaf frame is in the allocator (its library, or glibc's malloc family in "
                    "libc); total: an allocator frame anywhere in the stack; in kernel: kernel time inside an "
-                   "allocator call. Folded stacks per run: runs/<run>/stacks.folded.")
+                   "allocator call; switches in allocator: context switches whose stack passes through the "
+                   "allocator (waits under its locks). Folded stacks per run: runs/<run>/stacks.folded, "
+                   "switches.folded.")
     for (cell, alloc), rows in _valid_by_cell(study):
         got = [r for r in rows if r.alloc_cpu_total_pct is not None]
         vals = [stats.median([getattr(r, k) for r in got]) if got else None
                 for k in ("alloc_cpu_self_pct", "alloc_cpu_total_pct", "alloc_cpu_kernel_pct")]
+        cs = [r.alloc_cs_pct for r in got if r.alloc_cs_pct is not None]
+        vals.append(stats.median(cs) if cs else None)
         why = (study.run_json(rows[0].run_id).get("profile") or {}).get("absent_because")
-        shown = [f"{v:.1f}" for v in vals] if got else ["absent: " + (why or "not recorded for this run kind")] * 3
+        shown = ([f"{v:.1f}" if v is not None else "–" for v in vals] if got
+                 else ["absent: " + (why or "not recorded for this run kind")] * 4)
         t.add([cell[0], params(cell), alloc, str(len(got)), *shown], [cell[0], params(cell), alloc, len(got), *vals])
     return t
 

@@ -88,6 +88,7 @@ class RunRow:
     alloc_cpu_self_pct: float | None = None
     alloc_cpu_total_pct: float | None = None
     alloc_cpu_kernel_pct: float | None = None
+    alloc_cs_pct: float | None = None  # context switches whose stack passes through the allocator
 
     @classmethod
     def columns(cls) -> list[str]:
