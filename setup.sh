@@ -78,6 +78,12 @@ for a in jemalloc mimalloc tcmalloc; do
   cp "$REL/alloclab-driver" "$REL/alloclab-driver-$a.tmp" && mv "$REL/alloclab-driver-$a.tmp" "$REL/alloclab-driver-$a"
 done
 cargo build --release --quiet --manifest-path driver/Cargo.toml
+# flame graphs (inferno), cached outside the checkout
+TOOLS=${XDG_CACHE_HOME:-$HOME/.cache}/alloclab/tools
+if [ ! -x "$TOOLS/bin/inferno-flamegraph" ] || [ ! -x "$TOOLS/bin/inferno-diff-folded" ]; then
+  say "installing inferno (flame graphs) into $TOOLS (about a minute)"
+  cargo install --quiet --locked inferno --root "$TOOLS"
+fi
 ln -sf "$ROOT/driver/target/release/alloclab-driver" .venv/bin/alloclab-driver
 say "ready: $ROOT/.venv/bin/alloclab (add $ROOT/.venv/bin to PATH, or: source .venv/bin/activate)"
 

@@ -3,24 +3,29 @@ window, and the allocator's share of them: real runs, real perf."""
 
 import io
 import json
+import re
+import xml.etree.ElementTree as ET
 
 import pytest
+from conftest import need
 
-from alloclab import plan, profiling, report, study
+from alloclab import flames, plan, profiling, report, study
 from alloclab.progress import Progress
 from alloclab.store import Store
 
 
-def test_a_malloc_bound_workload_spends_clearly_more_cpu_in_the_allocator_than_the_null_engine(tmp_path):
+def test_a_malloc_bound_workload_spends_clearly_more_cpu_in_the_allocator_than_the_null_engine(tmp_path, found):
     if profiling.unavailable():
         pytest.skip(profiling.unavailable())
-    raw = {"engines": ["tidesdb", "null"], "allocators": ["glibc"], "runs": 1, "scale": "smoke", "perf": True,
+    need(found, "jemalloc")
+    raw = {"engines": ["tidesdb", "null"], "allocators": ["glibc", "jemalloc"], "runs": 1, "scale": "smoke",
+           "perf": True,
            "workloads": [{"part": "churn", "workload": "write", "pattern": "random", "threads": [2], "batch": [1],
                           "value_bytes": 16, "duration_s": 2.0}]}
     out = tmp_path / "res"
     res = study.run(plan.load(raw, default_seed=1), out, Progress(0, stream=io.StringIO(), live=False))
-    rows = {r.engine: r for r in Store(out).rows()}
-    assert res.ok == 2, [(r.run_id, r.reason) for r in rows.values()]
+    rows = {r.engine: r for r in Store(out).rows() if r.allocator == "glibc"}
+    assert res.ok == 4, [(r.run_id, r.reason) for r in Store(out).rows()]
     tides, null = rows["tidesdb"], rows["null"]
     assert null.alloc_cpu_total_pct is not None and null.alloc_cpu_total_pct < 1.0, null
     assert tides.alloc_cpu_self_pct > 2.0 and tides.alloc_cpu_self_pct > 5 * max(null.alloc_cpu_self_pct, 0.1)
@@ -37,6 +42,23 @@ def test_a_malloc_bound_workload_spends_clearly_more_cpu_in_the_allocator_than_t
     assert tides.alloc_cs_pct is not None and (null.alloc_cs_pct or 0) < 5
     text = report.build(out).read_text()
     assert "Allocator share of CPU" in text and "switches in allocator %" in text
+    # flame graphs per cell and allocator (inferno), on- and off-CPU, and jemalloc against glibc
+    if flames.missing():
+        assert "Absent here: " in text
+        return
+    graphs = out / "report" / "flamegraphs"
+    names = sorted(p.name for p in graphs.iterdir())
+    assert any(n.endswith("-jemalloc-diff.svg") for n in names) and sum(n.endswith("-off.svg") for n in names) == 4
+    for p in graphs.iterdir():
+        root = ET.parse(p).getroot()
+        assert root.tag.endswith("svg")
+    import csv
+    table = list(csv.DictReader((out / "report" / "tables" / "flamegraphs.csv").open()))
+    tides_glibc = next(r["on-CPU"] for r in table if r["engine"] == "tidesdb" and r["allocator"] == "glibc")
+    titles = " ".join(t.text or "" for t in ET.parse(out / "report" / tides_glibc).iter() if t.tag.endswith("title"))
+    assert re.search(r"\b(malloc|free|cfree|_int_malloc|_int_free)\b", titles), titles[:500]
+    html_text = (out / "report" / "report.html").read_text()
+    assert '<a href="flamegraphs/' in html_text
 
 
 def test_shares_count_leaf_frames_stacks_and_kernel_time_under_the_allocator():

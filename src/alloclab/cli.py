@@ -44,7 +44,7 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
     else:
         raw = {"name": "custom", "workloads": [{"workload": w, "part": w} for w in a.workloads]}
         a.workloads = None
-    if a.scale and a.plan and "preset" not in raw:
+    if a.scale and "preset" not in raw:  # a plan file or flags: --scale applies to them too
         raw["scale"] = a.scale
     for key in ("engines", "allocators", "runs", "seed", "baseline", "name"):
         v = getattr(a, key)

@@ -62,9 +62,16 @@ def to_csv(t: Table) -> str:
     return buf.getvalue()
 
 
+def _cell_html(c: str) -> str:
+    """A table cell; a file beside the report (a flame graph) becomes a link to it."""
+    if re.fullmatch(r"flamegraphs/[A-Za-z0-9_.-]+\.svg", c):
+        return f'<a href="{html.escape(c)}">{html.escape(c.split("/")[-1])}</a>'
+    return html.escape(c)
+
+
 def to_html(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in t.rows)
+    body = "".join("<tr>" + "".join(f"<td>{_cell_html(c)}</td>" for c in r) + "</tr>" for r in t.rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -139,6 +146,47 @@ def cells_table(study: analyse.Study) -> Table:
                    st.note],
                   [m.column, s.cell[0], s.cell[1], params(s.cell), s.allocator, st.n, st.median, st.mean, st.ci_low,
                    st.ci_high, st.cv, outl, " ".join(repr(v) for v in s.values)])
+    return t
+
+
+def flame_table(study: analyse.Study, out: Path) -> Table | None:
+    """With --profile: per cell and allocator an on-CPU and an off-CPU flame graph (the runs'
+    stacks merged) and a differential one against the baseline allocator, as SVG files."""
+    if not study.plan.get("perf"):
+        return None
+    from alloclab import flames
+    t = Table("flamegraphs", "Flame graphs (SVG files beside this report)",
+              ["engine", "parameters", "allocator", "runs", "on-CPU", "off-CPU (context switches)",
+               f"differential vs {study.baseline}"],
+              note="On-CPU: perf cpu-clock samples; off-CPU: the stack of every context switch; differential: the "
+                   "variant's on-CPU stacks coloured by the change from the baseline (red more, blue fewer, counts "
+                   "normalised). Drawn by inferno.")
+    why = flames.missing()
+    if why:
+        t.note += f" Absent here: {why}."
+        return t
+    d = out / "flamegraphs"
+    d.mkdir(exist_ok=True)
+    merged: dict[tuple, tuple[str, str]] = {}
+    groups = _valid_by_cell(study)
+    for (cell, alloc), rows in groups:
+        dirs = [study.root / "runs" / r.run_id for r in rows]
+        merged[(cell, alloc)] = (flames.merge([x / "stacks.folded" for x in dirs]),
+                                 flames.merge([x / "switches.folded" for x in dirs]))
+    for i, ((cell, alloc), rows) in enumerate(groups):
+        cpu, off = merged[(cell, alloc)]
+        stem = f"{i + 1:03d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', alloc)}"
+        label = f"{cell[0]} {params(cell)} [{alloc}]"
+        files = []
+        for name, folded, title, count in ((f"{stem}-cpu.svg", cpu, f"on-CPU: {label}", "samples"),
+                                            (f"{stem}-off.svg", off, f"off-CPU: {label}", "switches")):
+            files.append(f"flamegraphs/{name}" if flames.draw(folded, d / name, title, count) else "–")
+        base = merged.get((cell, study.baseline))
+        diff = "–"
+        if alloc != study.baseline and base and flames.draw_diff(base[0], cpu, d / f"{stem}-diff.svg",
+                                                                 f"{label} against {study.baseline}"):
+            diff = f"flamegraphs/{stem}-diff.svg"
+        t.add([cell[0], params(cell), alloc, str(len(rows)), *files, diff])
     return t
 
 
@@ -747,7 +795,7 @@ def build(root: Path) -> Path:
         shaped += [tpcc_runs_table(study), tpcc_txn_table(study), tpcc_ratio_table(study)]
     pub = published_table(study)
     shaped += [pub] if pub else []
-    other = [t for t in (cpu_share_table(study),) if t] + [
+    other = [t for t in (cpu_share_table(study), flame_table(study, out)) if t] + [
         memory_account_table(study), spread_table(study), engine_ratio_table(study), sweep_table(study),
         scaling_table(study)]
     excluded = Table("excluded", "Runs excluded (failed, or allocator not proved)",
