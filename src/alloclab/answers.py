@@ -90,10 +90,13 @@ def build(study: analyse.Study) -> Answers:
     for v in primary:
         by_q[_question(v)].append(v)
     sentences = []
+    by_unit: dict[tuple, list] = defaultdict(list)  # the valid runs of each (cell, allocator), read once
+    for r in study.valid():
+        by_unit[(r.cell, r.allocator)].append(r)
     for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
         items = sorted(by_q[q], key=lambda v: -_effect(v))
         what = "NOPM" if items[0].settings.startswith("w") and items[0].workload == "tpcc" else "throughput"
-        sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) + _why(study, v) for v in items) + ".")
+        sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) + _why(by_unit, v) for v in items) + ".")
     # latency and memory: a sentence where something is decided (the table holds the rest)
     for metric in ("p99_latency", "peak_rss"):
         by_m: dict[tuple, list[decide.Verdict]] = defaultdict(list)
@@ -145,15 +148,14 @@ WHY_FIELDS = (("alloc_cpu_self_pct", "allocator share of CPU", "{:.1f} %"),
               ("fragmentation", "fragmentation (RSS ÷ live)", "{:.2f}"))
 
 
-def _why(study: analyse.Study, v: decide.Verdict) -> str:
+def _why(by_unit: dict[tuple, list], v: decide.Verdict) -> str:
     """What the runs of both sides say about the allocator itself: its share of the CPU samples
     and the fragmentation of its memory, baseline → variant (medians), where both have them."""
     parts = []
     for field, label, fmt in WHY_FIELDS:
         sides = []
         for unit in (v.base_unit, v.var_unit):
-            vals = [getattr(r, field) for r in study.valid()
-                    if (r.cell, r.allocator) == tuple(unit) and getattr(r, field) is not None]
+            vals = [getattr(r, field) for r in by_unit.get(tuple(unit), []) if getattr(r, field) is not None]
             sides.append(stats.median(vals) if vals else None)
         if None not in sides:
             parts.append(f"{label} {fmt.format(sides[0])} → {fmt.format(sides[1])}")
