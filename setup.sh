@@ -78,6 +78,8 @@ for a in jemalloc mimalloc tcmalloc; do
   cp "$REL/alloclab-driver" "$REL/alloclab-driver-$a.tmp" && mv "$REL/alloclab-driver-$a.tmp" "$REL/alloclab-driver-$a"
 done
 cargo build --release --quiet --manifest-path driver/Cargo.toml
+# the memory-account helper preloaded into servers (liballoclab_account.so, beside the driver)
+cargo build --release --quiet --manifest-path driver/account/Cargo.toml --target-dir driver/target
 # flame graphs (inferno), cached outside the checkout
 TOOLS=${XDG_CACHE_HOME:-$HOME/.cache}/alloclab/tools
 if [ ! -x "$TOOLS/bin/inferno-flamegraph" ] || [ ! -x "$TOOLS/bin/inferno-diff-folded" ]; then
@@ -100,7 +102,9 @@ case "$MODE" in
   test)
     say "linters: cargo fmt, clippy, ruff"
     cargo fmt --manifest-path driver/Cargo.toml --check
+    cargo fmt --manifest-path driver/account/Cargo.toml --check
     cargo clippy --release --quiet --manifest-path driver/Cargo.toml -- -D warnings
+    cargo clippy --release --quiet --manifest-path driver/account/Cargo.toml --target-dir driver/target -- -D warnings
     .venv/bin/ruff check src tests
     say "driver unit tests"
     cargo test --release --quiet --manifest-path driver/Cargo.toml

@@ -40,3 +40,63 @@ def test_live_bytes_come_from_each_allocators_own_interface_and_fit_in_rss(tmp_p
     assert "jemalloc against glibc" in answers and "(why: fragmentation (RSS ÷ live) 1." in answers
     csv_head = (out / "runs.csv").read_text().splitlines()[0]
     assert ",alloc_live_bytes,alloc_resident_bytes,fragmentation," in csv_head
+
+
+def test_servers_give_their_account_profile_and_calls_at_the_end_of_the_window(tmp_path, found):
+    """MariaDB (the host's and, where set up, the stack's 11.8 in its root) and PostgreSQL (the
+    postmaster and every backend, through fork): the helper preloaded beside the allocator
+    writes each process's account when the client's window ends; profiled runs record the
+    server and its backends; the calls run counts the server's malloc family."""
+    from alloclab import analyse, profiling, stack
+    need(found, "jemalloc")
+    engines = ["mariadb-innodb", "postgres"] + (["mariadb11-innodb"] if stack.describe().startswith("ready") else [])
+    raw = {"engines": engines, "allocators": ["glibc", "jemalloc"], "runs": 1, "scale": "smoke", "perf": True,
+           "profile_runs": 1,
+           "workloads": [{"part": "scaling", "workload": "sysbench", "test": "oltp_read_write", "threads": [2],
+                          "tables": 2, "table_size": 2000, "duration_s": 3.0}]}
+    out = tmp_path / "res"
+    res = study.run(plan.load(raw, default_seed=1), out, Progress(0, stream=io.StringIO(), live=False))
+    rows = Store(out).rows()
+    assert res.ok == len(rows) == 5 * len(engines), [(r.run_id, r.reason) for r in rows if r.status != "ok"]
+    for r in rows:
+        j = json.loads((out / "runs" / r.run_id / "run.json").read_text())
+        acc = j["alloc_account"]
+        assert acc and acc["source"] == ("mallinfo2" if r.allocator == "glibc" else "mallctl stats.*"), (r.run_id, j)
+        # live bytes within the server's RSS at the same moment (InnoDB's buffer pool and
+        # PostgreSQL's shared buffers are RSS the allocator never handed out)
+        assert 1 << 20 < r.alloc_live_bytes and r.fragmentation > 1.0, r
+        if r.engine == "postgres":  # the postmaster, its helpers and the 2 backends that served sysbench
+            assert acc["processes"] >= 4 and acc["processes"] == acc["processes_expected"], acc
+    if profiling.unavailable():
+        return
+    symbol = {"postgres": "PostgresMain", "mariadb-innodb": "dispatch_command", "mariadb11-innodb": "dispatch_command"}
+    for r in rows:
+        if r.purpose == "profile":
+            assert r.alloc_cpu_total_pct is not None and r.alloc_cpu_total_pct > 0, r
+            folded = (out / "runs" / r.run_id / "stacks.folded").read_text()
+            assert symbol[r.engine] in folded, r.run_id  # the server's own frames, backends included
+        elif r.purpose == "calls":
+            calls = json.loads((out / "runs" / r.run_id / "calls.json").read_text())
+            assert r.alloc_calls_per_op > 5 and calls["calls"]["malloc"] > 1000, (r, calls)
+            assert calls["library"].endswith("libc.so.6")
+        else:
+            assert r.alloc_cpu_total_pct is None and r.alloc_calls_per_s is None
+    assert len(analyse.load(out).rows) == 2 * len(engines)  # statistics from measured runs only
+    text = report.build(out).read_text()
+    assert "Allocator share of CPU vs threads" in text and "processes |" in text.split("memory account")[1]
+    assert (out / "report" / "charts" / "alloc_share_vs_threads.svg").exists()
+
+
+def test_an_allocator_without_an_interface_is_never_given_glibcs_numbers():
+    from alloclab import account
+    glibc = {"allocator": "glibc", "source": "mallinfo2", "live_bytes": 10, "resident_bytes": 12}
+    assert account.own(glibc, "glibc") is glibc
+    other = account.own(glibc, "myalloc")
+    assert other["live_bytes"] is None and "myalloc offers none of the interfaces" in other["note"]
+    assert account.row_fields(other, 100) == {"alloc_live_bytes": None, "alloc_resident_bytes": None,
+                                              "fragmentation": None}
+    # a server of several processes: byte counts added up, the process count kept
+    s = account.summed([{"allocator": "jemalloc", "source": "mallctl stats.*", "pid": 1, "live_bytes": 5,
+                         "resident_bytes": 7}, {"allocator": "jemalloc", "source": "mallctl stats.*", "pid": 2,
+                                                "live_bytes": 6, "resident_bytes": None}], 3)
+    assert (s["live_bytes"], s["resident_bytes"], s["processes"], s["processes_expected"]) == (11, None, 2, 3)

@@ -179,3 +179,50 @@ def test_a_link_time_allocator_stays_linked_through_a_stored_plan():
     assert again.allocators == [a]
     spec = again.expand()[0]
     assert plan.RunSpec.from_json(spec.to_json()).allocator.link
+
+
+def test_profiled_and_call_counting_runs_are_separate_runs_of_the_first_rounds():
+    p = load(minimal(allocators=["glibc", "jemalloc"], runs=3, perf=True, profile_runs=2))
+    specs = p.expand()
+    cells = {s.cell.key for s in specs}
+    by = {purpose: [s for s in specs if s.purpose == purpose] for purpose in ("measure", "profile", "calls")}
+    assert len(by["measure"]) == 3 * 2 * len(cells)  # the measured rounds are untouched
+    assert {s.repeat for s in by["profile"]} == {1, 2} and len(by["profile"]) == 2 * 2 * len(cells)
+    # one short call-counting run per cell, under the baseline allocator, never longer than the cap
+    assert len(by["calls"]) == len(cells) and {s.allocator.name for s in by["calls"]} == {"glibc"}
+    assert all(s.cell.duration_s is None or s.cell.duration_s <= plan.CALLS_WINDOW_S for s in by["calls"])
+    assert len({s.run_id for s in specs}) == len(specs)
+    assert all(s.run_id.endswith("-prof") for s in by["profile"]) and all(s.run_id.endswith("-calls")
+                                                                          for s in by["calls"])
+    # a stored spec keeps its purpose
+    assert plan.RunSpec.from_json(by["profile"][0].to_json()).purpose == "profile"
+    # without --profile: measured runs only
+    assert {s.purpose for s in load(minimal(runs=2)).expand()} == {"measure"}
+    with pytest.raises(AlloclabError, match="profile_runs"):
+        load(minimal(perf=True, profile_runs=0))
+
+
+def test_study_3_profiles_by_default():
+    for scale in ("smoke", "quick", "full"):
+        assert preset("sysbench-scaling", scale)["perf"] is True
+
+
+def test_tpcc_mode_defaults_to_procedures_on_servers_and_rows_embedded():
+    raw = {"engines": ["tidesdb", "mariadb-innodb", "postgres"],
+           "workloads": [{"workload": "tpcc", "warehouses": 1, "threads": 2}], "runs": 1}
+    cells = {c.engine: c for c in load(raw).cells()}
+    assert (cells["tidesdb"].mode, cells["mariadb-innodb"].mode, cells["postgres"].mode) == (
+        "rows", "procedures", "procedures")
+    # the engine's default mode leaves the key as it was; another mode is a cell of its own
+    assert cells["mariadb-innodb"].key.endswith("/w1/vu2")
+    both = load({**raw, "engines": ["postgres"],
+                 "workloads": [{"workload": "tpcc", "warehouses": 1, "threads": 2, "mode": ["procedures", "rows"]}]})
+    assert sorted(c.key.split("/w1/vu2")[1] for c in both.cells()) == ["", "/rows"]
+    with pytest.raises(AlloclabError, match=r"workloads\[0\].mode: procedures run inside a server, not in tidesdb"):
+        load({**raw, "workloads": [{"workload": "tpcc", "mode": ["procedures"]}]})
+    with pytest.raises(AlloclabError, match="mode"):
+        load({**raw, "workloads": [{"workload": "write", "mode": ["rows"]}]})
+    with pytest.raises(AlloclabError, match="statements are SQL, which tidesdb do not speak"):
+        load({**raw, "workloads": [{"workload": "tpcc", "mode": ["statements"]}]})
+    sqlite = load({**raw, "engines": ["sqlite"], "workloads": [{"workload": "tpcc", "mode": ["statements"]}]})
+    assert sqlite.cells()[0].key.endswith("/statements")

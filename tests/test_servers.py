@@ -173,7 +173,7 @@ def test_sysbench_percentiles_come_from_its_histogram():
     assert "--events=500" in argv and "--time=0" in argv and "--histogram=on" in argv
 
 
-def test_unknown_targets_and_missing_plugins_are_refused_up_front():
+def test_unknown_targets_and_missing_plugins_are_refused_up_front(tmp_path):
     from alloclab.errors import AlloclabError
     with pytest.raises(AlloclabError, match="unknown server target"):
         targets.parse("oracle")
@@ -181,6 +181,13 @@ def test_unknown_targets_and_missing_plugins_are_refused_up_front():
     assert (t.engine, t.plugin) == ("TIDESDB", "ha_tidesdb.so")
     with pytest.raises(AlloclabError, match="ha_tidesdb.so"):
         targets.check_available(t)
+    # plan validation reads only the plan; what the machine lacks is refused by the preflight,
+    # before any work (no results folder)
+    p = plan.load({"engines": ["mariadb:TIDESDB=ha_tidesdb.so"], "runs": 1, "scale": "smoke",
+                   "workloads": [{"workload": "tpcc", "warehouses": 1, "duration_s": 1.0}]}, default_seed=1)
+    with pytest.raises(AlloclabError, match="plugin ha_tidesdb.so is not in MariaDB's plugin directory"):
+        study.run(p, tmp_path / "res", Progress(0, stream=io.StringIO(), live=False))
+    assert not (tmp_path / "res").exists()
     with pytest.raises(AlloclabError, match="runs against a server"):
         plan.load({"engines": ["tidesdb"], "workloads": [{"workload": "sysbench", "test": "oltp_read_only"}]},
                   default_seed=1)
@@ -188,16 +195,22 @@ def test_unknown_targets_and_missing_plugins_are_refused_up_front():
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_tpcc_against_servers(target, found, tmp_path, before):
-    """TPC-C in the server's dialect, the allocator preloaded into the server and proved, the
-    consistency conditions checked, TPM read from the server's own counters."""
+    """TPC-C in the server's dialect, as stored procedures (the servers' default, as HammerDB),
+    as prepared set-based statements and row at a time, the allocator preloaded into the server
+    and proved, the consistency conditions checked after every run, TPM read from the server's
+    own counters, the client's CPU recorded beside the server's."""
     need(found, "jemalloc")
     raw = {"engines": [target], "allocators": ["glibc", "jemalloc"], "runs": 1, "scale": "smoke",
            "workloads": [{"part": "tpcc", "workload": "tpcc", "warehouses": 1, "threads": 2, "loaders": 2,
-                          "rampup_s": 1, "duration_s": 4}]}
+                          "rampup_s": 1, "duration_s": 4, "mode": ["procedures", "statements", "rows"]}]}
     out, rows = run_all_ok(raw, tmp_path, seed=2)
-    assert len(rows) == 2
+    assert len(rows) == 6
+    assert sorted(r.tpcc_mode for r in rows) == ["procedures"] * 2 + ["rows"] * 2 + ["statements"] * 2
+    assert len({r.cell for r in rows}) == 3  # a mode other than the server's default is its own cell
     for r in rows:
         assert r.allocator_verified and r.nopm > 0 and r.tpm > 0
+        assert r.client_cpu_user_s is not None and r.client_cpu_user_s + r.client_cpu_sys_s > 0
+        assert r.cpu_user_s + r.cpu_sys_s > 0
         # a 4 s window: at each of its two edges up to one order per VU is in flight, counted by
         # one side and not the other; in a short window of a slow server that is a few percent
         orders = r.client_nopm * r.duration_s / 60
@@ -211,6 +224,44 @@ def test_tpcc_against_servers(target, found, tmp_path, before):
     time.sleep(0.5)
     pids_before, sockets_before = before
     assert server_pids() <= pids_before and listeners() <= sockets_before
+
+
+def test_a_procedure_that_cannot_be_created_stops_the_run_before_it_measures(reachable_dir):
+    """No plpgsql in PostgreSQL, no mysql.proc in MariaDB: the driver says which server and
+    which procedure, and measures nothing."""
+    from alloclab import driver, servers
+    exe = driver.locate()
+    for name, breaks, words in (
+            ("postgres", "DROP EXTENSION plpgsql", "PostgreSQL in"),
+            ("mariadb-innodb", "DROP TABLE mysql.proc", "MariaDB at")):
+        t = targets.parse(name)
+        work = reachable_dir / name
+        work.mkdir()
+        os.chmod(work, 0o711)
+        srv = targets.Server(t, work / "data", work / "server.log")
+        srv.initialise()
+        srv.start(dict(os.environ))
+        try:
+            srv.sql("CREATE DATABASE tpcc")
+            target = servers.client_target(srv)
+            load = subprocess.run([str(exe), "tpcc-load", *target, "--warehouses", "1", "--loaders", "2", "--events",
+                                   str(work / "load.jsonl")],
+                                  capture_output=True, text=True, timeout=600)
+            assert load.returncode == 0, load.stderr
+            if name == "postgres":
+                subprocess.run(["psql", "-h", str(srv.socket_dir), "-U", "root", "-d", "tpcc", "-c", breaks],
+                               check=True, capture_output=True)
+            else:
+                srv.sql(breaks)
+            events = work / "events.jsonl"
+            p = subprocess.run([str(exe), "run", "--workload", "tpcc", *target, "--threads", "1", "--duration-s",
+                                "2", "--tpcc-mode", "procedures", "--events", str(events)],
+                               capture_output=True, text=True, timeout=120)
+        finally:
+            srv.stop()
+        said = p.stderr + events.read_text()
+        assert p.returncode != 0 and words in said and "tpcc_neword" in said, said[-800:]
+        assert '"phase":"measure"' not in events.read_text()
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -32,6 +32,16 @@ def tolerate_engine_bug(engine: str, message: str) -> None:
         pytest.xfail(f"TidesDB missed a row it holds (an engine bug, caught and named): {message[:200]}")
 
 
+def tolerate_missed_rows(engine: str, c: dict, ids=(1, 2, 3, 4)) -> None:
+    """A check that opens TidesDB after a close may find fewer rows than it holds (the engine
+    bug above): on that engine only, the failed conditions are named and the test is an
+    expected failure; RocksDB and SQLite load and run through the same code and must pass."""
+    failed = [x for x in c["conditions"] if not x.get("ok") and x.get("id") in ids]
+    if failed:
+        tolerate_engine_bug(engine, "TPC-C row missing after reopen: " + "; ".join(
+            f"condition {x.get('id')}: {x.get('detail')}" for x in failed))
+
+
 def check(driver_exe, engine, db, tmp_path, name):
     ev = tmp_path / f"{name}.jsonl"
     p = drv(driver_exe, "tpcc-check", "--engine", engine, "--db-path", str(db), "--events", str(ev))
@@ -53,6 +63,7 @@ def loaded(request, driver_exe, tmp_path_factory):
 def test_fresh_load_is_consistent_and_complete(loaded, driver_exe, tmp_path):
     engine, db = loaded
     c = check(driver_exe, engine, db, tmp_path, "fresh")
+    tolerate_missed_rows(engine, c)
     assert c["ok"], c
     assert [x["id"] for x in c["conditions"]] == [1, 2, 3, 4]
     # a second load into the same folder is refused, the data untouched
@@ -74,6 +85,7 @@ def test_run_keeps_consistency_and_nopm_agrees_with_the_client(loaded, driver_ex
     assert p.returncode == 0, p.stderr
     evs = read_events(ev)
     c = next(e.data for e in evs if e.type == "check")
+    tolerate_missed_rows(engine, c)
     assert c["ok"], c
     s = next(e.data for e in evs if e.type == "summary")
     if s["total_errors"]:
@@ -89,10 +101,55 @@ def test_run_keeps_consistency_and_nopm_agrees_with_the_client(loaded, driver_ex
     # and a separate check afterwards agrees (after a close and a reopen: TidesDB may then miss
     # rows it holds, the engine bug above, which the check names)
     after = check(driver_exe, engine, db, tmp_path, "after")
-    if not after["ok"]:
-        tolerate_engine_bug(engine, "TPC-C row missing after reopen: " + "; ".join(
-            f"condition {x.get('id')}: {x.get('detail')}" for x in after["conditions"] if not x.get("ok")))
+    tolerate_missed_rows(engine, after)
     assert after["ok"], after
+
+
+def test_statements_mode_keeps_consistency_on_sqlite_and_is_refused_on_key_value_engines(loaded, driver_exe,
+                                                                                        tmp_path):
+    """SQLite may run TPC-C as prepared, set-based statements; key-value engines speak no SQL and
+    say so before any transaction."""
+    engine, pristine = loaded
+    import shutil
+    db = tmp_path / "run"
+    shutil.copytree(pristine, db)
+    ev = tmp_path / "run.jsonl"
+    p = drv(driver_exe, "run", "--workload", "tpcc", "--engine", engine, "--db-path", str(db), "--threads", "2",
+            "--duration-s", "5", "--check", "--tpcc-mode", "statements", "--events", str(ev))
+    if engine != "sqlite":
+        assert p.returncode != 0 and "runs on SQL engines only" in p.stderr, p.stderr
+        assert '"phase":"measure"' not in ev.read_text()
+        return
+    assert p.returncode == 0, p.stderr
+    evs = read_events(ev)
+    assert next(e.data for e in evs if e.type == "check")["ok"]
+    s = next(e.data for e in evs if e.type == "summary")
+    assert s["total_errors"] == 0, s["first_error"]
+    assert s["workload"]["mode"] == "statements"
+    no = s["ops"]["neword"]
+    client = (no["calls"] - no["errors"] - no["rollbacks"]) / (s["duration_s"] / 60)
+    assert abs(s["workload"]["nopm"] - client) / client < 0.01
+
+
+def test_a_study_runs_sqlite_in_the_tpcc_mode_its_cell_names(tmp_path):
+    """The cell's mode reaches the embedded driver: a statements cell on SQLite runs statements."""
+    import io
+    import json
+
+    from alloclab import plan, study
+    from alloclab.progress import Progress
+    from alloclab.store import Store
+    raw = {"engines": ["sqlite"], "allocators": ["glibc"], "runs": 1, "scale": "smoke",
+           "workloads": [{"workload": "tpcc", "warehouses": 1, "threads": 2, "loaders": 2, "rampup_s": 0.5,
+                          "duration_s": 2, "mode": ["statements", "rows"]}]}
+    out = tmp_path / "res"
+    res = study.run(plan.load(raw, default_seed=3), out, Progress(0, stream=io.StringIO(), live=False))
+    rows = Store(out).rows()
+    assert res.ok == 2, [(r.run_id, r.reason) for r in rows]
+    for r in rows:
+        ran = json.loads((out / "runs" / r.run_id / "run.json").read_text())["summary"]["workload"]["mode"]
+        assert ran == r.tpcc_mode and r.cell.endswith("/statements") == (ran == "statements"), (r.cell, ran)
+    assert sorted(r.tpcc_mode for r in rows) == ["rows", "statements"]
 
 
 def test_corrupted_district_fails_condition_2(loaded, driver_exe, tmp_path):
@@ -107,6 +164,7 @@ def test_corrupted_district_fails_condition_2(loaded, driver_exe, tmp_path):
     assert not c["ok"]
     by_id = {x["id"]: x for x in c["conditions"]}
     assert not by_id[2]["ok"] and "w2 d7" in by_id[2]["detail"]
+    tolerate_missed_rows(engine, c, ids=(1, 3, 4))
     assert by_id[1]["ok"] and by_id[3]["ok"] and by_id[4]["ok"]
 
 

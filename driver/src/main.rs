@@ -21,7 +21,7 @@ use engines::{Compression, EngineOptions, SyncMode};
 use events::EventSink;
 use workloads::kv::{KvKind, KvSpec, KvWorkload, Pattern};
 use workloads::oltp::{OltpSpec, OltpWorkload};
-use workloads::tpcc::{self, Mix, TpccSpec, TpccWorkload};
+use workloads::tpcc::{self, Mix, Mode, TpccSpec, TpccWorkload};
 use workloads::Workload;
 
 #[derive(Parser)]
@@ -131,6 +131,9 @@ struct RunArgs {
     /// TPC-C: transaction mix
     #[arg(long, value_enum, default_value = "spec")]
     tpcc_mix: Mix,
+    /// TPC-C: how the client drives the database (procedures: MariaDB and PostgreSQL)
+    #[arg(long, value_enum, default_value = "rows")]
+    tpcc_mode: Mode,
     /// TPC-C: each virtual user draws a warehouse per transaction instead of its home one
     #[arg(long)]
     all_warehouses: bool,
@@ -406,6 +409,7 @@ fn run(a: RunArgs) -> Result<()> {
             let spec = TpccSpec {
                 warehouses: a.warehouses.unwrap_or(meta.warehouses),
                 mix: a.tpcc_mix,
+                mode: a.tpcc_mode,
                 all_warehouses: a.all_warehouses,
                 think: a.think,
                 seed: a.seed,
@@ -512,6 +516,7 @@ fn main() -> ExitCode {
             let spec = TpccSpec {
                 warehouses: a.warehouses.max(1),
                 mix: a.tpcc_mix,
+                mode: tpcc::Mode::Rows,
                 all_warehouses: a.all_warehouses,
                 think: false,
                 seed: a.seed,

@@ -228,9 +228,11 @@ def mapped_files(maps_text: str) -> list[str]:
 def read_maps(pid: int) -> list[str] | None:
     """Files mapped in a live process, or None if it is gone."""
     try:
-        return mapped_files(Path(f"/proc/{pid}/maps").read_text())
+        text = Path(f"/proc/{pid}/maps").read_text()
     except (OSError, ProcessLookupError):
         return None
+    # a process that has exited (a zombie) maps nothing: that is no answer, not an empty one
+    return mapped_files(text) if text.strip() else None
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -52,6 +52,9 @@ class Study:
     _summaries: dict = field(default_factory=dict, repr=False)
     _verdicts: list | None = field(default=None, repr=False)
     problems: set = field(default_factory=set)  # stored files that could not be read
+    # profiled runs (perf) and runs counting the allocator's calls (uprobes): separate runs,
+    # slowed by their instruments, never in `rows` and so never in the statistics
+    aux: list[RunRow] = field(default_factory=list)
 
     @property
     def policy(self) -> decide.Policy:
@@ -89,6 +92,10 @@ class Study:
         """Rows that count: finished, and the allocator proved."""
         return [r for r in self.rows if r.status == "ok" and r.allocator_verified]
 
+    def profiled(self, purpose: str = "profile") -> list[RunRow]:
+        """The valid runs of a purpose other than measuring: "profile" or "calls"."""
+        return [r for r in self.aux if r.purpose == purpose and r.status == "ok" and r.allocator_verified]
+
     def not_valid(self) -> list[RunRow]:
         return [r for r in self.rows if not (r.status == "ok" and r.allocator_verified)]
 
@@ -118,8 +125,10 @@ class Study:
 def load(root: Path) -> Study:
     s = Store(root)
     sched = s.read_json("rounds.json") if (Path(root) / "rounds.json").exists() else {}
-    return Study(root=Path(root), rows=s.rows(), plan=s.read_json("plan.json"), machine=s.read_json("machine.json"),
-                 schedule=sched)
+    rows = s.rows()
+    return Study(root=Path(root), rows=[r for r in rows if r.purpose == "measure"], plan=s.read_json("plan.json"),
+                 machine=s.read_json("machine.json"), schedule=sched,
+                 aux=[r for r in rows if r.purpose != "measure"])
 
 
 def cell_dict(cell: tuple) -> dict:
@@ -286,10 +295,10 @@ def scalings(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str
 
 def warnings(study: Study) -> list[str]:
     out = []
-    if study.plan.get("perf"):
-        out.append("every run was profiled (--profile): perf takes CPU from the process under test "
-                   "(bench/profile_overhead.py measures how much on this machine), so throughput here compares "
-                   "allocators with each other, not with unprofiled studies")
+    bad_aux = [r for r in study.aux if not (r.status == "ok" and r.allocator_verified)]
+    if bad_aux:
+        out.append(f"{len(bad_aux)} profiled or call-counting run(s) failed or were not proved; first: "
+                   f"{bad_aux[0].run_id}: {bad_aux[0].reason}")
     bad = study.not_valid()
     unverified = [r for r in bad if not r.allocator_verified]
     failed = [r for r in bad if r.status == "failed"]

@@ -90,8 +90,10 @@ def build(study: analyse.Study) -> Answers:
     for v in primary:
         by_q[_question(v)].append(v)
     sentences = []
-    by_unit: dict[tuple, list] = defaultdict(list)  # the valid runs of each (cell, allocator), read once
-    for r in study.valid():
+    # the valid runs of each (cell, allocator), read once: measured ones, and the profiled ones
+    # whose allocator shares (only they have them) explain a verdict
+    by_unit: dict[tuple, list] = defaultdict(list)
+    for r in study.valid() + study.profiled():
         by_unit[(r.cell, r.allocator)].append(r)
     for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
         items = sorted(by_q[q], key=lambda v: -_effect(v))
@@ -145,6 +147,7 @@ def build(study: analyse.Study) -> Answers:
 
 
 WHY_FIELDS = (("alloc_cpu_self_pct", "allocator share of CPU", "{:.1f} %"),
+              ("alloc_cs_pct", "context switches in the allocator", "{:.1f} %"),
               ("fragmentation", "fragmentation (RSS ÷ live)", "{:.2f}"))
 
 

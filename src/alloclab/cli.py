@@ -52,8 +52,8 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
             raw[key] = v
     if a.warmup is not None:
         raw["warmup_s"] = a.warmup
-    if a.profile:
-        raw["perf"] = True
+    if a.profile is not None:
+        raw["perf"] = a.profile
     if a.runs is not None:  # exactly N runs: the preset's adaptive settings do not apply
         for k in ("budget", "min_runs", "max_rounds", "target_ci_pct"):
             raw.pop(k, None)
@@ -235,8 +235,9 @@ def cmd_setup(a: argparse.Namespace) -> int:
         raise AlloclabError(f"unknown setup target '{a.what}'", "use: alloclab setup stack")
     st = stack.setup(notify=lambda m: print(m, flush=True), force=a.force)
     c = st["steps"]["check"]
-    print(f"stack ready at {st['home']}: MariaDB {c['server_version']}, engines {', '.join(c['engines'])}, "
-          f"TideSQL plugin {c['tidesql_plugin_version']}")
+    tidesql = (f"TideSQL plugin {c['tidesql_plugin_version']}" if c.get("tidesql_plugin_version") else
+               f"without TideSQL (mariadb11-tidesdb is refused): {stack.tidesql_missing()}")
+    print(f"stack ready at {st['home']}: MariaDB {c['server_version']}, engines {', '.join(c['engines'])}, {tidesql}")
     return EXIT_OK
 
 
@@ -284,9 +285,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--baseline", help="allocator the others are compared to (default glibc)")
     r.add_argument("--name", help="study name")
     r.add_argument("--out", help="results folder (default: a new folder under ./results)")
-    r.add_argument("--profile", action="store_true",
-                   help="CPU profile of each run's measured window (perf, cpu-clock): allocator share of CPU, "
-                        "folded stacks; perf costs throughput on small machines (bench/profile_overhead.py)")
+    r.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
+                   help="add profiled runs beside the measured ones (never in the statistics): perf CPU samples "
+                        "and context switches of the measured window (allocator share of CPU, flame graphs) and "
+                        "a short run counting the allocator's calls and sizes (uprobes); on by default in "
+                        "sysbench-scaling, --no-profile turns it off")
     r.add_argument("--quiet", action="store_true", help="plain lines, no live display")
     r.add_argument("--resume", metavar="DIR", help="finish a study that was interrupted: finished runs are kept")
     r.set_defaults(fn=cmd_run)

@@ -29,7 +29,7 @@ DEFAULT_MAX_ROUNDS = 30
 
 # What identifies a cell apart from the allocator and the repeat (threads last: sweeps drop it).
 CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "profile", "warehouses",
-               "shape", "client", "threads")
+               "shape", "client", "tpcc_mode", "threads")
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,13 @@ _NOT_TPCC = ("pattern", "key_bytes", "value_bytes", "batch", "client")
 
 def cell_of(r: RunRow) -> tuple:
     """The row's cell. TPC-C cells are the same cell whichever engine ran them: the key-value
-    columns, which embedded and server runs fill differently, do not apply to TPC-C."""
+    columns, which embedded and server runs fill differently, do not apply to TPC-C, and each
+    engine's own default mode (procedures on servers, rows embedded) is the same cell; a
+    mode other than the engine's default is a cell of its own."""
     if r.workload == "tpcc":
-        return tuple("" if f in _NOT_TPCC else getattr(r, f) for f in CELL_FIELDS)
+        from alloclab.plan import default_tpcc_mode
+        mode = "" if r.tpcc_mode in ("", default_tpcc_mode(r.engine)) else r.tpcc_mode
+        return tuple("" if f in _NOT_TPCC else mode if f == "tpcc_mode" else getattr(r, f) for f in CELL_FIELDS)
     return tuple(getattr(r, f) for f in CELL_FIELDS)
 
 
@@ -74,7 +78,8 @@ def settings_of(cell: tuple) -> str:
     extra = "" if c["profile"] == "default" else f" profile={c['profile']}"
     extra += "" if c["shape"] == "default" else f" shape={c['shape']}"
     if c["workload"] == "tpcc":
-        return f"w{c['warehouses']}{extra}"
+        mode = f" mode={c['tpcc_mode']}" if c.get("tpcc_mode") else ""
+        return f"w{c['warehouses']}{mode}{extra}"
     if c["workload"] == "sysbench":
         client = "" if c["client"] in ("", "sysbench") else f" client={c['client']}"
         return f"{c['pattern']}{client}{extra}"

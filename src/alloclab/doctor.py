@@ -119,6 +119,35 @@ class Perf(Check):
         return value.startswith(("hardware", "software"))
 
 
+class Uprobes(Check):
+    name = "uprobes"
+    meaning = ("--profile counts the allocator's calls and sizes in a short separate run with uprobes on "
+               "malloc/calloc/realloc/free (perf probe -x); they need root and a kernel with uprobe events.")
+
+    def read(self):
+        for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+            if os.path.exists(f"{d}/uprobe_events"):
+                return f"available ({d})"
+        return "no uprobe_events in tracefs (mount tracefs, or a kernel with CONFIG_UPROBE_EVENTS)"
+
+    def ok(self, value):
+        return value.startswith("available")
+
+
+class AccountHelper(Check):
+    name = "memory-account helper"
+    meaning = ("liballoclab_account.so, preloaded beside the allocator into servers, reads the allocator's own "
+               "account of memory at the end of each run's window (built by ./setup.sh beside the driver).")
+
+    def read(self):
+        from alloclab import driver
+        lib = driver.account_library()
+        return f"built ({lib})" if lib else "not built: run ./setup.sh"
+
+    def ok(self, value):
+        return value.startswith("built")
+
+
 class Cgroups(Check):
     name = "cgroups"
     meaning = "Server CPU and memory limits (study 5) need a memory controller, in cgroup v1 or v2."
@@ -157,10 +186,10 @@ class Stack(Check):
         return stack.describe()
 
     def ok(self, value):
-        return value.startswith("ready")
+        return value.startswith("ready") and "without TideSQL" not in value
 
 
-CHECKS = (Governor, Turbo, TransparentHugePages, Swap, Perf, Cgroups, Load, Stack)
+CHECKS = (Governor, Turbo, TransparentHugePages, Swap, Perf, Uprobes, AccountHelper, Cgroups, Load, Stack)
 
 
 def findings() -> list[Finding]:

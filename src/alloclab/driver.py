@@ -45,6 +45,19 @@ def locate_link(base: str) -> Path:
     return exe
 
 
+ACCOUNT_LIBRARY = "liballoclab_account.so"
+
+
+def account_library() -> Path | None:
+    """The helper preloaded into servers to read the allocator's account (built beside the
+    driver by setup.sh); None where it is not built."""
+    try:
+        lib = locate().resolve().parent / ACCOUNT_LIBRARY
+    except AlloclabError:
+        return None
+    return lib if lib.is_file() else None
+
+
 @functools.lru_cache(maxsize=8)
 def _link_proof(exe: str, mtime: float, base: str):
     from alloclab import allocators
@@ -97,7 +110,7 @@ def argv(exe: str | Path, spec: RunSpec, db_path: Path, events_fd: int) -> list[
          "--threads", str(c.threads), "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s),
          "--interval-ms", str(spec.interval_ms), "--events-fd", str(events_fd)]
     if c.workload == "tpcc":
-        a += ["--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--check"]
+        a += ["--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--tpcc-mode", c.tpcc_mode, "--check"]
         a += ["--all-warehouses"] if c.all_warehouses else []
         a += ["--think"] if c.think else []
     else:

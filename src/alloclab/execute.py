@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from alloclab import allocators, driver, events, noise, profiling, sampler
+from alloclab import account, allocators, driver, events, noise, profiling, sampler
 from alloclab.datasets import Datasets
 from alloclab.errors import AlloclabError
 from alloclab.placement import parse_cpus
@@ -137,12 +137,25 @@ def _profile_window(recorder: profiling.Recorder, on_event):
     return hook
 
 
-def _profile(spec: RunSpec, run_dir: Path) -> dict:
-    """The allocator's share of the window's CPU samples; the stacks kept folded, perf.data
-    (large) removed."""
+def instrumented(spec: RunSpec, run_dir: Path) -> profiling.Recorder | None:
+    """The recorder of a profiled or call-counting run; None for a measured run."""
+    return profiling.Recorder(run_dir / "perf.data", spec.purpose) if spec.purpose != "measure" else None
+
+
+def recorded(recorder: profiling.Recorder | None, run_dir: Path, ops: int, window_s: float) -> dict:
+    """What the recorder saw, as row fields; written beside the run: the folded stacks of a
+    profile, calls.json of a calls run. perf.data (large) is removed. Calls per operation count
+    the operations of the part of the window that perf recorded (at the window's mean rate)."""
     data = run_dir / "perf.data"
-    if not spec.perf or not data.exists():
+    if recorder is None or not data.exists():
         return {}
+    if recorder.purpose == "calls":
+        seen = ops * min(1.0, recorder.seconds / window_s) if window_s > 0 else 0
+        calls = profiling.read_calls(data, recorder.seconds) | {"library": recorder.library, "ops": round(seen)}
+        data.unlink()
+        write_json(run_dir / "calls.json", calls)
+        return {"alloc_calls_per_s": calls["total_per_s"],
+                "alloc_calls_per_op": round(calls["total"] / seen, 3) if seen else None}
     by_event = profiling.read_stacks(data)
     data.unlink()
     cpu, switches = by_event.get("cpu-clock", []), by_event.get("context-switches", [])
@@ -156,22 +169,16 @@ def _profile(spec: RunSpec, run_dir: Path) -> dict:
     return out
 
 
-def _profile_note(spec: RunSpec, run_dir: Path) -> dict | None:
-    if not spec.perf:
+def profile_note(spec: RunSpec, run_dir: Path, recorder: profiling.Recorder | None) -> dict | None:
+    """run.json's account of the instrument: what was recorded, or why nothing was."""
+    if recorder is None:
         return None
-    why = profiling.unavailable()
+    why = profiling.unavailable() or recorder.error
+    if spec.purpose == "calls":
+        return {"recorded": (run_dir / "calls.json").exists(), "probes": [f for f, _ in profiling.CALL_PROBES],
+                "seconds": round(recorder.seconds, 3), "absent_because": why}
     return {"recorded": (run_dir / "stacks.folded").exists(), "event": "cpu-clock", "frequency_hz":
             profiling.FREQ_HZ, "switches": "context-switches, every one", "absent_because": why}
-
-
-def memory_account(summary: dict) -> dict:
-    """The allocator's own account at the end of the measured window (read by the driver inside
-    the process), and fragmentation = RSS / live bytes at the same moment; empty where the
-    allocator offers no count of live bytes."""
-    acc = summary.get("alloc_account") or {}
-    live, resident, rss = acc.get("live_bytes"), acc.get("resident_bytes"), summary.get("rss_bytes")
-    return {"alloc_live_bytes": live, "alloc_resident_bytes": resident,
-            "fragmentation": round(rss / live, 4) if live and rss else None}
 
 
 def failed_row(spec: RunSpec, study: str, reason: str) -> RunRow:
@@ -186,7 +193,7 @@ def failed_row(spec: RunSpec, study: str, reason: str) -> RunRow:
         retries=0, peak_rss_bytes=0, cpu_user_s=0, cpu_sys_s=0, ctx_voluntary=0, ctx_involuntary=0, minor_faults=0,
         major_faults=0, wall_s=0.0, status=STATUS_FAILED, reason=reason,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), profile=c.profile,
-        warehouses=c.warehouses, shape=c.shape)
+        warehouses=c.warehouses, shape=c.shape, purpose=spec.purpose)
 
 
 def _watch(proc: subprocess.Popen, r: int, raw, watch: Watch, timeline: sampler.Timeline, spec: RunSpec,
@@ -247,7 +254,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
     log_path = run_dir / "driver.log"
     raw_path = run_dir / ".events.jsonl.partial"
     watch_cpu = noise.CpuWatch()
-    recorder = profiling.Recorder(run_dir / "perf.data") if spec.perf else None
+    recorder = instrumented(spec, run_dir)
     if recorder:
         on_event = _profile_window(recorder, on_event)
     t0 = time.monotonic()
@@ -262,8 +269,8 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
             raise AlloclabError(f"cannot start the driver {exe}: {e.strerror}", "rebuild it: ./setup.sh") from e
         os.close(w)
         watch = Watch(pid=proc.pid)
-        if recorder:
-            recorder.pid = proc.pid
+        if recorder:  # uprobes are placed when the window opens, after the maps are read
+            recorder.pids = [proc.pid]
         timeline = sampler.Timeline(sample_hz)
         try:
             failure = _watch(proc, r, raw, watch, timeline, spec, on_event, t0)
@@ -298,6 +305,7 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         proof_source += "; LD_DEBUG=bindings of a short start of the same binary"
 
     summary = watch.summary or {}
+    acc = account.own(summary.get("alloc_account"), spec.allocator.base)
     merged = events.merged_histogram(summary) if summary else None
     pct = events.percentiles_ns(merged)
     usage = summary.get("usage_window", {})
@@ -346,7 +354,9 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         minor_faults=int(usage.get("minor_faults", 0)), major_faults=int(usage.get("major_faults", 0)),
         wall_s=round(wall_s, 3), status=status, reason=reason, started_at=started_at,
         other_busy_cores=round(run_noise.other_cores, 3), profile=c.profile, warehouses=c.warehouses, shape=c.shape,
-        **tpcc_rates(summary), **memory_account(summary), **_profile(spec, run_dir),
+        **tpcc_rates(summary), **account.row_fields(acc, summary.get("rss_bytes")),
+        **recorded(recorder, run_dir, int(summary.get("total_ops", 0)), float(summary.get("duration_s", 0.0))),
+        purpose=spec.purpose, tpcc_mode=c.tpcc_mode,
     )
 
     buf_csv = io.StringIO()
@@ -371,8 +381,8 @@ def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
         "samples": len(timeline.samples),
         "noise": run_noise.to_json(),
         "check": watch.check,
-        "alloc_account": summary.get("alloc_account"),
-        "profile": _profile_note(spec, run_dir),
+        "alloc_account": acc,
+        "profile": profile_note(spec, run_dir, recorder),
         "seed_data": str(seed_data) if seed_data else None,
     })
     return row

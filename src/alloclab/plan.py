@@ -12,7 +12,7 @@ import itertools
 import math
 import random
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,6 +20,7 @@ from alloclab import allocators as alloc_mod
 from alloclab import decide
 from alloclab.errors import AlloclabError
 from alloclab.presets import MIN_WINDOW_S, SCALES
+from alloclab.profiling import CALLS_WINDOW_S
 from alloclab.units import parse_duration, parse_size
 
 try:
@@ -32,6 +33,13 @@ WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range", "tpcc", "sysbe
 SYSBENCH_TESTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write")
 TPCC_ENGINES = ("tidesdb", "rocksdb", "sqlite")
 TPCC_MIXES = ("spec", "hammerdb")
+# how the client drives TPC-C: one CALL per transaction (servers' default, as HammerDB),
+# prepared set-based statements (SQL engines), or row at a time (every engine)
+TPCC_MODES = ("procedures", "statements", "rows")
+
+
+def default_tpcc_mode(engine: str) -> str:
+    return "rows" if engine in ENGINES else "procedures"
 PATTERNS = ("seq", "random", "zipfian", "uniform")
 SYNC = ("none", "full")
 COMPRESSION = ("none", "lz4", "zstd")
@@ -185,6 +193,7 @@ WORKLOAD_SCHEMA = {
     "loaders": _int(1),
     "rampup_s": _seconds(0.0),
     "mix": _choice(TPCC_MIXES),
+    "mode": _list_of(_choice(TPCC_MODES)),
     "all_warehouses": _bool,
     "think": _bool,
     # sysbench against a server target
@@ -241,8 +250,10 @@ TOP_SCHEMA = {
     "client_cpus": _cpus,
     "server_memory_bytes": _size(1 << 24),
     "workloads": _workloads,
-    # CPU profiles of the process under test over each measured window (perf, cpu-clock)
+    # profiled runs beside the measured ones: perf CPU samples and context switches of the
+    # measured window, and a short run counting the allocator's calls (uprobes)
     "perf": _bool,
+    "profile_runs": _int(1, 100),
 }
 
 WORKLOAD_DEFAULTS = {"pattern": ["random"], "key_bytes": [16], "value_bytes": [100], "batch": [1],
@@ -281,13 +292,21 @@ class Cell:
     tables: int = 0
     table_size: int = 0
     shape: str = "default"
+    mode: str = ""  # TPC-C: procedures or rows ("" in folders from before modes: rows)
+
+    @property
+    def tpcc_mode(self) -> str:
+        """How the client drives TPC-C: the cell's mode, else the engine's default (cells from
+        before modes); "" for other workloads."""
+        return (self.mode or default_tpcc_mode(self.engine)) if self.workload == "tpcc" else ""
 
     @property
     def key(self) -> str:
         base = f"{self.engine}/{self.part}/{self.workload}"
         prof = "" if self.profile == "default" else f"/{self.profile}"
         if self.workload == "tpcc":
-            return f"{base}/w{self.warehouses}/vu{self.threads}{prof}"
+            mode = f"/{self.mode}" if self.mode and self.mode != default_tpcc_mode(self.engine) else ""
+            return f"{base}/w{self.warehouses}/vu{self.threads}{mode}{prof}"
         if self.workload == "sysbench":
             shape = "" if self.shape == "default" else f"/{self.shape}"
             client = "" if self.client == "sysbench" else f"/{self.client}"
@@ -312,7 +331,10 @@ class RunSpec:
     server_cpus: str = ""
     client_cpus: str = ""
     server_memory_bytes: int = 0
-    perf: bool = False
+    # "measure": enters the statistics; "profile": perf records its measured window (CPU
+    # samples, context switches); "calls": uprobes count the allocator's calls and sizes.
+    # Profiling costs throughput, so profiled runs never enter the throughput statistics.
+    purpose: str = "measure"
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -360,7 +382,9 @@ class Plan:
     min_window_s: float = 0.0
     questions: list[str] = field(default_factory=lambda: ["allocators"])
     baseline_engine: str = ""
-    perf: bool = False
+    perf: bool = False  # add profiled runs beside the measured ones (--profile)
+    profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
+    perf_absent: str = ""  # why profiles were asked for and could not be recorded here (preflight)
 
     @property
     def adaptive(self) -> bool:
@@ -380,10 +404,11 @@ class Plan:
                 for w in self.workloads:
                     w = {**WORKLOAD_DEFAULTS, **w}
                     tpcc = w["workload"] == "tpcc"
-                    for pattern, kb, vb, batch, threads, wh, test, client in itertools.product(
+                    modes = w.get("mode") or [default_tpcc_mode(engine)] if tpcc else [""]
+                    for pattern, kb, vb, batch, threads, wh, test, client, mode in itertools.product(
                             w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"],
                             w.get("warehouses", [1 if tpcc else 0]), w.get("test", [""]),
-                            w.get("client", ["sysbench"])):
+                            w.get("client", ["sysbench"]), modes):
                         ops = w.get("ops")
                         if ops is None and "duration_s" not in w:
                             ops = 100_000
@@ -395,7 +420,7 @@ class Plan:
                             warehouses=wh if tpcc else 0, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
                             mix=w.get("mix", "spec"), all_warehouses=w.get("all_warehouses", False),
                             think=w.get("think", False), test=test, client=client, tables=w.get("tables", 10),
-                            table_size=w.get("table_size", 100_000), shape=shape))
+                            table_size=w.get("table_size", 100_000), shape=shape, mode=mode))
         seen = set()
         for c in out:
             if c.key in seen:
@@ -424,22 +449,36 @@ class Plan:
         specs: list[RunSpec] = []
         for ci, cell in enumerate(order):
             k = (rnd - 1 + ci) % len(self.allocators)
-            for alloc in self.allocators[k:] + self.allocators[:k]:
-                if active is not None and (cell.key, alloc.name) not in active:
-                    continue
+            turn = self.allocators[k:] + self.allocators[:k]
+            runs = [(a, "measure") for a in turn if active is None or (cell.key, a.name) in active]
+            if self.perf and rnd <= self.profile_runs:
+                # separate runs, right after the measured ones of the same cell: a profile
+                # never costs a measured run its throughput
+                runs += [(a, "profile") for a in turn]
+                if rnd == 1:
+                    runs.append((self.baseline_allocator(), "calls"))
+            for alloc, purpose in runs:
                 i = first_index + len(specs)
+                run_cell = cell
+                if purpose == "calls" and cell.duration_s:
+                    # short: uprobes slow every call (the cell's key stays the same)
+                    run_cell = replace(cell, duration_s=min(cell.duration_s, CALLS_WINDOW_S))
+                tag = {"measure": "", "profile": "-prof", "calls": "-calls"}[purpose]
                 specs.append(RunSpec(
                     index=i,
                     run_id=(f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}"
-                            f"-{_safe(alloc.name)}-r{rnd}"),
-                    cell=cell, allocator=alloc, repeat=rnd,
+                            f"-{_safe(alloc.name)}-r{rnd}{tag}"),
+                    cell=run_cell, allocator=alloc, repeat=rnd,
                     seed=_derive_seed(self.seed, cell.key, rnd - 1),
                     warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
                     interval_ms=self.interval_ms,
                     engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
                     timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
-                    perf=self.perf, **self.placement(cell.shape)))
+                    purpose=purpose, **self.placement(cell.shape)))
         return specs
+
+    def baseline_allocator(self) -> alloc_mod.Allocator:
+        return next((a for a in self.allocators if a.name == self.baseline), self.allocators[0])
 
     def placement(self, shape: str) -> dict:
         s = {"server_cpus": self.server_cpus, "client_cpus": self.client_cpus,
@@ -502,7 +541,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             raise AlloclabError(f"workloads[{i}]: missing key 'workload'", "allowed values: " + ", ".join(WORKLOADS))
         if "ops" in w and "duration_s" in w:
             raise AlloclabError(f"workloads[{i}]: give either ops or duration_s, not both")
-        tpcc_keys = {"warehouses", "loaders", "rampup_s", "mix", "all_warehouses", "think"}
+        tpcc_keys = {"warehouses", "loaders", "rampup_s", "mix", "mode", "all_warehouses", "think"}
         if w["workload"] != "tpcc" and tpcc_keys & set(w):
             raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(tpcc_keys & set(w)))} only apply to "
                                 "workload = \"tpcc\"")
@@ -512,6 +551,17 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             if bad:
                 raise AlloclabError(f"workloads[{i}]: TPC-C does not run on {', '.join(bad)}",
                                     "allowed engines for tpcc: " + ", ".join(TPCC_ENGINES) + " and the servers")
+            embedded = [e for e in engines if e in ENGINES]
+            kv = [e for e in engines if e in ENGINES and e != "sqlite"]
+            if "procedures" in w.get("mode", []) and embedded:
+                raise AlloclabError(f"workloads[{i}].mode: procedures run inside a server, not in "
+                                    f"{', '.join(embedded)}",
+                                    "use mode = [\"rows\"] for embedded engines, or leave mode out (each engine "
+                                    "gets its default: procedures on servers, rows embedded)")
+            if "statements" in w.get("mode", []) and kv:
+                raise AlloclabError(f"workloads[{i}].mode: statements are SQL, which {', '.join(kv)} do not speak",
+                                    "statements run on the servers and sqlite; key-value engines run mode = "
+                                    "[\"rows\"]")
         sb_keys = {"test", "tables", "table_size", "client"}
         if w["workload"] != "sysbench" and sb_keys & set(w):
             raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(sb_keys & set(w)))} only apply to "
@@ -578,10 +628,11 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         questions=d.get("questions") or decide.default_questions(labels, engines_all),
         baseline_engine=d.get("baseline_engine", engines_all[0]),
         perf=d.get("perf", False),
+        profile_runs=d.get("profile_runs", 2),
     )
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:
-        from alloclab import sysbench, targets
+        from alloclab import targets
         linked = [a.name for a in allocs if a.link]
         for e in servers:
             t = targets.parse(e)
@@ -595,10 +646,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
                                     f"they do not apply to {e}: {why}",
                                     "use preloaded allocators (jemalloc, mimalloc, ...) for servers, or run "
                                     "@link allocators on tidesdb, rocksdb, sqlite in a separate study")
-            targets.check_available(t)
             for prof in plan.profiles or {"small": {}, "sysbench": {}}:
                 targets.load_profile(t, prof)
-        sysbench.binary()
     n_runs = len(plan.cells()) * len(allocs) * (plan.runs or plan.max_rounds)  # duplicate cells are an error here too
     if n_runs > MAX_RUNS:
         raise AlloclabError(f"the plan expands to {n_runs} runs, more than {MAX_RUNS}",

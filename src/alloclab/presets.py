@@ -147,6 +147,10 @@ def sysbench_scaling(scale: str) -> dict:
         "name": "sysbench-scaling",
         "engines": ["mariadb-innodb"],
         **_rounds(scale, "20m"),
+        # the study's question is whether the allocator causes the collapse: its share of CPU
+        # and of context switches against threads (profiled runs, beside the measured ones)
+        "perf": True,
+        "profile_runs": 1 if scale == "smoke" else 2,
         "profiles": {"sysbench": {}},
         "workloads": [{"part": "scaling", "workload": "sysbench", "test": tests, "threads": threads,
                        "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],

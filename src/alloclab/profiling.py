@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,31 +81,169 @@ def unavailable() -> str | None:
 
 
 class Recorder:
-    """`perf record` attached to one process for the measured window."""
+    """`perf record` attached to the processes under test for the measured window: CPU samples
+    and context switches with their stacks ("profile"), or uprobes on the allocator's malloc,
+    calloc, realloc and free for at most CALLS_WINDOW_S ("calls")."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, purpose: str = "profile"):
         self.out = out
-        self.pid = 0  # the process to profile, set once it runs
+        self.purpose = purpose
+        self.pids: list[int] = []  # the processes to record, set once they run
         self.proc: subprocess.Popen | None = None
+        self.probes: Probes | None = None
+        self.window: tuple[float, float] | None = None  # monotonic start, stop
+        self.error: str | None = None
+        self.library: str | None = None  # the library probed (calls)
+        self._err = out.with_name(out.name + ".err")  # perf's own words, read when it stops
+
+    def prepare(self) -> None:
+        """Place the uprobes of a calls run (about a second) before its window opens."""
+        if self.purpose != "calls" or unavailable() or self.probes is not None or self.error or not self.pids:
+            return
+        try:
+            self.library = malloc_library(self.pids[0])
+            self.probes = Probes(self.library, f"alloclab_{os.getpid()}_{self.pids[0]}")
+        except ProbeError as e:
+            self.error = str(e)
 
     def start(self) -> None:
-        if unavailable() or self.proc is not None or not self.pid:
+        if unavailable() or self.proc is not None or not self.pids:
             return
-        self.proc = subprocess.Popen(
-            [perf_exe(), "record", "-q", "-e", f"cpu-clock/freq={FREQ_HZ}/", "-e", "context-switches/period=1/",
-             "-g", "-p", str(self.pid),
-             "-o", str(self.out)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
+        if self.purpose == "calls":
+            self.prepare()
+            if self.probes is None:
+                return
+            events = [x for ev in self.probes.events for x in ("-e", ev)]
+        else:
+            events = ["-e", f"cpu-clock/freq={FREQ_HZ}/", "-e", "context-switches/period=1/", "-g"]
+        with open(self._err, "wb") as err:
+            self.proc = subprocess.Popen(
+                [perf_exe(), "record", "-q", *events, "-p", ",".join(map(str, self.pids)), "-o", str(self.out)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        self.window = (time.monotonic(), 0.0)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            if self.window:
+                self.window = (self.window[0], time.monotonic())
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self.probes is not None:
+            self.probes.remove()
+            self.probes = None
+        self._said()
+
+    def _said(self) -> None:
+        """perf's own words when it recorded nothing (e.g. it may not attach to the process)."""
+        err = self._err
+        if not err.exists():
             return
-        self.proc.send_signal(signal.SIGINT)
+        lines = [x.strip() for x in err.read_text(errors="replace").splitlines() if x.strip()]
+        err.unlink()
+        if not self.out.exists():
+            self.error = self.error or (f"perf record failed: {lines[-1]}" if lines else
+                                        f"perf record exited with code {self.proc.returncode if self.proc else '?'}")
+
+    @property
+    def seconds(self) -> float:
+        return self.window[1] - self.window[0] if self.window and self.window[1] else 0.0
+
+
+CALLS_WINDOW_S = 5.0  # a calls run measures at most this long: every call is a trap into the kernel
+# the allocator's entry points and the arguments that carry sizes (x86-64 SysV registers)
+CALL_PROBES = (("malloc", "size=%di:u64"), ("calloc", "n=%di:u64 size=%si:u64"), ("realloc", "size=%si:u64"),
+               ("free", ""))
+
+
+class ProbeError(RuntimeError):
+    pass
+
+
+def malloc_library(pid: int) -> str:
+    """The file whose malloc the process calls: a mapped allocator library, else libc."""
+    from alloclab import allocators
+    files = allocators.read_maps(pid) or []
+    lib = next((f for f in files if ALLOCATOR_DSO.search(f)), None) or next(
+        (f for f in files if LIBC_DSO.search(f)), None)
+    if lib is None:
+        raise ProbeError(f"process {pid} maps neither libc nor an allocator library")
+    # maps names files as this process sees them (a chroot's files by their host path); a
+    # process in another mount namespace names them in its own
+    return lib if os.path.exists(lib) else f"/proc/{pid}/root{lib}"
+
+
+class Probes:
+    """uprobes on one library's allocation functions, under a group of our own, removed after."""
+
+    def __init__(self, library: str, group: str):
+        self.group = group
+        self.library = library
+        self.events: list[str] = []
+        for fn, args in CALL_PROBES:
+            p = subprocess.run([perf_exe(), "probe", "-q", "-x", library, "-a", f"{group}:{fn}={fn} {args}".strip()],
+                               capture_output=True, text=True, timeout=120)
+            if p.returncode != 0:
+                self.remove()
+                err = (p.stderr or p.stdout).strip().splitlines()
+                raise ProbeError(f"perf probe cannot place a uprobe on {fn} in {library}: "
+                                 f"{err[-1] if err else p.returncode} (uprobes need root and a kernel with "
+                                 "CONFIG_UPROBE_EVENTS)")
+            self.events.append(f"{group}:{fn}")
+
+    def remove(self) -> None:
+        if self.events:
+            subprocess.run([perf_exe(), "probe", "-q", "-d", f"{self.group}:*"], capture_output=True, timeout=120)
+            self.events = []
+
+
+SIZE_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 4096, 16384, 65536, 262144, 1 << 20)
+
+
+def bucket_label(upper: int | None) -> str:
+    if upper is None:
+        return f"> {bucket_label(SIZE_BUCKETS[-1])}"
+    return f"≤ {upper >> 20} MiB" if upper >= 1 << 20 else f"≤ {upper >> 10} KiB" if upper >= 1024 else f"≤ {upper} B"
+
+
+def read_calls(data: Path, seconds: float) -> dict:
+    """Calls per second of each function and the histogram of requested sizes (malloc, calloc
+    n × size, realloc), from a calls run's perf.data."""
+    p = subprocess.run([perf_exe() or "perf", "script", "-i", str(data), "-F", "event,trace"],
+                       capture_output=True, text=True, timeout=600)
+    return count_calls(p.stdout, seconds)
+
+
+TRACE = re.compile(r"^\s*\S+:(\w+):\s*\([0-9a-f]+\)(.*)$")
+
+
+def count_calls(text: str, seconds: float) -> dict:
+    counts: Counter = Counter()
+    sizes: Counter = Counter()
+    for line in text.splitlines():
+        m = TRACE.match(line)
+        if not m:
+            continue
+        fn, rest = m.group(1), m.group(2)
+        counts[fn] += 1
+        args = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+        if fn == "free" or "size" not in args:
+            continue
         try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            n = int(args["size"], 0) * (int(args["n"], 0) if "n" in args else 1)
+        except ValueError:
+            continue
+        sizes[next((b for b in SIZE_BUCKETS if n <= b), None)] += 1
+    total = sum(counts.values())
+    n_sized = sum(sizes.values())
+    return {"seconds": round(seconds, 3), "calls": dict(counts), "total": total,
+            "per_s": {k: round(v / seconds, 1) for k, v in counts.items()} if seconds else {},
+            "total_per_s": round(total / seconds, 1) if seconds else None,
+            "sizes": [{"bucket": bucket_label(b), "calls": sizes[b], "pct": round(100 * sizes[b] / n_sized, 2)}
+                      for b in (*SIZE_BUCKETS, None) if sizes[b]]}
 
 
 def read_stacks(data: Path) -> dict[str, list[list[tuple[str, str]]]]:

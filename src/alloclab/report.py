@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -82,7 +83,8 @@ def params(cell: tuple) -> str:
     prof = "" if c["profile"] == "default" else f" [{c['profile']}]"
     prof += "" if c.get("shape", "default") == "default" else f" <{c['shape']}>"
     if c["workload"] == "tpcc":
-        return f"tpcc w{c['warehouses']}{prof} vu{c['threads']}"
+        mode = f" ({c['tpcc_mode']})" if c.get("tpcc_mode") else ""
+        return f"tpcc w{c['warehouses']}{mode}{prof} vu{c['threads']}"
     if c["workload"] == "sysbench":
         client = "" if c.get("client") in ("", "sysbench") else f" ({c['client']})"
         return f"{c['pattern']}{client}{prof} t{c['threads']}"
@@ -168,7 +170,7 @@ def flame_table(study: analyse.Study, out: Path) -> Table | None:
     d = out / "flamegraphs"
     d.mkdir(exist_ok=True)
     merged: dict[tuple, tuple[str, str]] = {}
-    groups = _valid_by_cell(study)
+    groups = _valid_by_cell(study, study.profiled())
     for (cell, alloc), rows in groups:
         dirs = [study.root / "runs" / r.run_id for r in rows]
         merged[(cell, alloc)] = (flames.merge([x / "stacks.folded" for x in dirs]),
@@ -190,10 +192,10 @@ def flame_table(study: analyse.Study, out: Path) -> Table | None:
     return t
 
 
-def _valid_by_cell(study: analyse.Study) -> list[tuple[tuple, list]]:
-    """Valid rows grouped by (cell, allocator), in cell order."""
+def _valid_by_cell(study: analyse.Study, rows: list | None = None) -> list[tuple[tuple, list]]:
+    """Valid rows (measured ones unless `rows` is given) grouped by (cell, allocator), in cell order."""
     groups: dict[tuple, list] = defaultdict(list)
-    for r in study.valid():
+    for r in study.valid() if rows is None else rows:
         groups[(decide.cell_of(r), r.allocator)].append(r)
     return sorted(groups.items(), key=lambda kv: (analyse.sort_key(kv[0][0]), kv[0][1]))
 
@@ -205,16 +207,19 @@ def memory_account_table(study: analyse.Study) -> Table:
                "fragmentation (RSS ÷ live)", "allocator resident ÷ live", "read from"],
               note="Live bytes: handed out and not yet freed, as the allocator counts them (jemalloc stats.allocated, "
                    "tcmalloc generic.current_allocated_bytes, glibc mallinfo2 in-use + mmapped); read inside the "
-                   "process by the driver. Fragmentation below 1 means the program holds allocations it never "
-                   "touched.")
+                   "process under test: by the driver, or in servers by liballoclab_account.so at the end of the "
+                   "client's window, summed over the server's processes. A server's RSS includes memory the "
+                   "allocator never sees (InnoDB's buffer pool, PostgreSQL's shared buffers, counted in every "
+                   "backend), so its fragmentation is an upper bound. Fragmentation below 1 means the program "
+                   "holds allocations it never touched.")
     for (cell, alloc), rows in _valid_by_cell(study):
-        acc = [study.run_json(r.run_id).get("alloc_account") or {} for r in rows]
+        runs = [study.run_json(r.run_id) for r in rows]
+        acc = [j.get("alloc_account") or {} for j in runs]
         src = next((a.get("source") for a in acc if a), None)
         if not any(acc):
-            server = "target" in study.run_json(rows[0].run_id)
+            why = next((j.get("alloc_account_missing") for j in runs if j.get("alloc_account_missing")), None)
             t.add([cell[0], params(cell), alloc, str(len(rows)), "", "", "", "",
-                   "not read: alloclab does not read the allocator inside a server" if server
-                   else "not read (runs of a driver without the memory account)"],
+                   f"not read: {why}" if why else "not read (runs of a driver without the memory account)"],
                   [cell[0], params(cell), alloc, len(rows), None, None, None, None, ""])
             continue
         live = [r.alloc_live_bytes for r in rows if r.alloc_live_bytes]
@@ -224,6 +229,8 @@ def memory_account_table(study: analyse.Study) -> Table:
                  if a and b]
         med = stats.median
         note = next((a.get("note") for a in acc if a.get("note")), "")
+        procs = max((a.get("processes") or 1 for a in acc), default=1)
+        src = src + (f", {procs} processes" if procs > 1 else "")
         t.add([cell[0], params(cell), alloc, str(len(rows)),
                f"{med(live) / 2**20:.1f}" if live else "not offered",
                f"{med(res) / 2**20:.1f}" if res else "not offered",
@@ -234,28 +241,79 @@ def memory_account_table(study: analyse.Study) -> Table:
     return t
 
 
+def _mean_ci(vals: list[float]) -> tuple[float | None, float | None]:
+    """The mean and the half-width of its 95 % t interval (None with fewer than 2 values)."""
+    if not vals:
+        return None, None
+    mean = sum(vals) / len(vals)
+    rel = stats.mean_ci_half_width(vals) if len(vals) > 1 and mean else None
+    return mean, (rel * abs(mean) if rel is not None else (0.0 if len(vals) > 1 else None))
+
+
 def cpu_share_table(study: analyse.Study) -> Table | None:
-    """With --profile: the allocator's share of the measured window's CPU samples, per cell."""
-    if not study.plan.get("perf"):
+    """With --profile: the allocator's share of the profiled runs' CPU samples and context
+    switches, per cell, with a 95 % interval over the profiled runs."""
+    absent = study.plan.get("perf_absent")
+    if not study.plan.get("perf") and not absent:
         return None
-    t = Table("alloc_cpu", "Allocator share of CPU (perf cpu-clock samples of the measured window, median per cell)",
+    t = Table("alloc_cpu", "Allocator share of CPU and of context switches (profiled runs, mean ± 95 % CI per cell)",
               ["engine", "parameters", "allocator", "profiled runs", "self %", "total %", "in kernel %",
                "switches in allocator %"],
-              note="self: the sample's leaf frame is in the allocator (its library, or glibc's malloc family in "
+              note="From separate profiled runs (perf cpu-clock samples and every context switch, with stacks, over "
+                   "the measured window), never from the measured runs: profiling slows the process under test. "
+                   "self: the sample's leaf frame is in the allocator (its library, or glibc's malloc family in "
                    "libc); total: an allocator frame anywhere in the stack; in kernel: kernel time inside an "
                    "allocator call; switches in allocator: context switches whose stack passes through the "
                    "allocator (waits under its locks). Folded stacks per run: runs/<run>/stacks.folded, "
                    "switches.folded.")
-    for (cell, alloc), rows in _valid_by_cell(study):
-        got = [r for r in rows if r.alloc_cpu_total_pct is not None]
-        vals = [stats.median([getattr(r, k) for r in got]) if got else None
-                for k in ("alloc_cpu_self_pct", "alloc_cpu_total_pct", "alloc_cpu_kernel_pct")]
-        cs = [r.alloc_cs_pct for r in got if r.alloc_cs_pct is not None]
-        vals.append(stats.median(cs) if cs else None)
-        why = (study.run_json(rows[0].run_id).get("profile") or {}).get("absent_because")
-        shown = ([f"{v:.1f}" if v is not None else "–" for v in vals] if got
-                 else ["absent: " + (why or "not recorded for this run kind")] * 4)
-        t.add([cell[0], params(cell), alloc, str(len(got)), *shown], [cell[0], params(cell), alloc, len(got), *vals])
+    fields_ = ("alloc_cpu_self_pct", "alloc_cpu_total_pct", "alloc_cpu_kernel_pct", "alloc_cs_pct")
+    groups = dict(_valid_by_cell(study, study.profiled()))
+    for (cell, alloc), _rows in _valid_by_cell(study):
+        got = [r for r in groups.get((cell, alloc), []) if r.alloc_cpu_total_pct is not None]
+        vals = [_mean_ci([getattr(r, k) for r in got if getattr(r, k) is not None]) for k in fields_]
+        if got:
+            shown = [("–" if m is None else f"{m:.1f}" + (f" ± {h:.1f}" if h is not None else "")) for m, h in vals]
+        else:
+            bad = [r for r in study.aux
+                   if r.purpose == "profile" and decide.cell_of(r) == cell and r.allocator == alloc]
+            why = next(((study.run_json(r.run_id).get("profile") or {}).get("absent_because") for r in bad
+                        if r.status == "ok"), None) or (bad[0].reason if bad else None)
+            shown = ["absent: " + (why or absent or "no profiled run")] * 4
+        t.add([cell[0], params(cell), alloc, str(len(got)), *shown],
+              [cell[0], params(cell), alloc, len(got), *(m for m, _h in vals)])
+    return t
+
+
+def calls_table(study: analyse.Study) -> Table | None:
+    """With --profile: the allocator's calls per second and per operation and the sizes asked
+    for, per cell, from a short separate run with uprobes on malloc, calloc, realloc and free."""
+    if not study.plan.get("perf"):
+        return None
+    t = Table("alloc_calls", "Allocation rate and sizes (uprobes on malloc/calloc/realloc/free, separate short run)",
+              ["engine", "parameters", "allocator", "calls/s", "calls per operation", "malloc : free",
+               "sizes (share of sized calls)", "library"],
+              note="Counted in one short run per cell (the baseline allocator) with a uprobe on each call, which "
+                   "slows every call: calls per operation is the number to compare, calls/s is a lower bound. "
+                   "Histogram per run: runs/<run>/calls.json.")
+    for (cell, alloc), rows in _valid_by_cell(study, study.profiled("calls")):
+        files = [study.root / "runs" / r.run_id / "calls.json" for r in rows]
+        data = [json.loads(p.read_text()) for p in files if p.exists()]
+        if not data:
+            why = next(((study.run_json(r.run_id).get("profile") or {}).get("absent_because") for r in rows), None)
+            t.add([cell[0], params(cell), alloc, "–", "–", "–", f"absent: {why or 'not recorded'}", ""])
+            continue
+        d = data[0]
+        per_op = [r.alloc_calls_per_op for r in rows if r.alloc_calls_per_op is not None]
+        calls = d.get("calls", {})
+        sizes = sorted(d.get("sizes", []), key=lambda b: -b["pct"])[:4]
+        t.add([cell[0], params(cell), alloc, f"{d.get('total_per_s') or 0:,.0f}",
+               f"{stats.median(per_op):.1f}" if per_op else "–",
+               f"{calls.get('malloc', 0) + calls.get('calloc', 0)} : {calls.get('free', 0)}",
+               ", ".join(f"{b['bucket']} {b['pct']:.0f} %" for b in sizes),
+               Path(d.get("library") or "").name],
+              [cell[0], params(cell), alloc, d.get("total_per_s"), stats.median(per_op) if per_op else None,
+               calls.get("malloc", 0) + calls.get("calloc", 0), calls.get("free", 0),
+               json.dumps(d.get("sizes", [])), d.get("library")])
     return t
 
 
@@ -428,6 +486,15 @@ class Chart:
     metric: Metric
     kind: str = "line"  # line | bars
     logx: bool = False
+    source: str = "measure"  # the runs drawn: "measure", or "profile" (the profiled runs)
+    per_test: bool = False  # a panel per engine and sysbench test (else per engine)
+
+    def rows(self, study: analyse.Study) -> list:
+        rows = study.valid() if self.source == "measure" else study.profiled(self.source)
+        return [r for r in rows if r.part in self.parts]
+
+    def panel(self, r) -> str:
+        return f"{r.engine} {r.pattern}" if self.per_test and r.pattern else r.engine
 
 
 KV_CHARTS = (
@@ -441,18 +508,27 @@ KV_CHARTS = (
     Chart("large_value_p99", "Large-value PUT p99 latency (t8)", ("large_4kb", "large_64kb"), "part", P99,
           kind="bars"),
 )
+ALLOC_SHARE = Metric("alloc_cpu_total_pct", "Allocator share of CPU (total)", "%", 1, False)
+ALLOC_CS = Metric("alloc_cs_pct", "Context switches in the allocator", "%", 1, False)
+# study 3: is the allocator the cause of the collapse? Its share against threads (profiled runs)
+SCALING_CHARTS = (
+    Chart("alloc_share_vs_threads", "Allocator share of CPU vs threads (profiled runs)", ("scaling",), "threads",
+          ALLOC_SHARE, source="profile", per_test=True),
+    Chart("alloc_switches_vs_threads", "Context switches in the allocator vs threads (profiled runs)", ("scaling",),
+          "threads", ALLOC_CS, source="profile", per_test=True),
+)
 
 
 def chart_table(study: analyse.Study, spec: Chart) -> Table | None:
     """The data of a chart in the study's table shape: x | one column per allocator."""
-    rows = [r for r in study.valid() if r.part in spec.parts]
+    rows = [r for r in spec.rows(study) if getattr(r, spec.metric.column) is not None]
     if not rows:
         return None
     allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
     t = Table(spec.name, f"{spec.title} ({spec.metric.unit}, median)", ["engine", spec.x] + allocs)
     groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        groups[(r.engine, getattr(r, spec.x))][r.allocator].append(getattr(r, spec.metric.column))
+        groups[(spec.panel(r), getattr(r, spec.x))][r.allocator].append(getattr(r, spec.metric.column))
     for (engine, x) in sorted(groups, key=analyse.sort_key):
         meds = [stats.median(groups[(engine, x)][a]) if groups[(engine, x)].get(a) else None
                 for a in allocs]
@@ -469,14 +545,15 @@ def _save(fig, out: Path, name: str) -> tuple[Path, Path]:
 
 
 def draw_chart(study: analyse.Study, spec: Chart, out: Path) -> tuple[Path, Path] | None:
-    rows = [r for r in study.valid() if r.part in spec.parts]
+    rows = [r for r in spec.rows(study) if getattr(r, spec.metric.column) is not None]
     if not rows:
         return None
-    engines = [e for e in study.engines if any(r.engine == e for r in rows)]
+    order = {e: i for i, e in enumerate(study.engines)}
+    engines = list(dict.fromkeys(spec.panel(r) for r in sorted(rows, key=lambda r: (order[r.engine], r.pattern))))
     allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
     fig, axes = plt.subplots(1, len(engines), figsize=(5.2 * len(engines), 4), squeeze=False)
     for ax, engine in zip(axes[0], engines):
-        er = [r for r in rows if r.engine == engine]
+        er = [r for r in rows if spec.panel(r) == engine]
         if spec.kind == "line":
             for a in allocs:
                 pts: dict = defaultdict(list)
@@ -581,6 +658,35 @@ def tpcc_runs_table(study: analyse.Study) -> Table:
                digests.get(f"runs/{r.run_id}/events.jsonl", "")],
               [_group_label(r), r.allocator, r.repeat, r.nopm, r.client_nopm, r.tpm, no.get("mean_ns"),
                no.get("p95_ns"), digests.get(f"runs/{r.run_id}/events.jsonl", "")])
+    return t
+
+
+def cpu_per_txn_table(study: analyse.Study) -> Table | None:
+    """Server runs: CPU per New-Order (TPC-C) or per transaction (sysbench OLTP) of the server
+    and of the client, over the same window, medians per cell and allocator."""
+    rows = [r for r in study.valid() if r.client_cpu_user_s is not None]
+    if not rows:
+        return None
+    t = Table("cpu_per_txn", "CPU per New-Order (TPC-C) or per transaction (OLTP): server and client",
+              ["engine", "parameters", "allocator", "TPC-C mode", "runs", "per", "server CPU (ms)", "client CPU (ms)",
+               "client ÷ server"],
+              note="CPU (user + system) of the server's processes and of the client over the client's measured "
+                   "window, divided by the committed New-Orders (TPC-C) or the transactions (OLTP) of that window: "
+                   "a client that costs the server nothing has a small ratio on a machine it shares.")
+    for (cell, alloc), rs in _valid_by_cell(study, rows):
+        def per(r):
+            n = r.client_nopm * r.duration_s / 60 if r.workload == "tpcc" else r.ops
+            return ((r.cpu_user_s + r.cpu_sys_s) / n * 1e3, (r.client_cpu_user_s + (r.client_cpu_sys_s or 0)) / n * 1e3
+                    ) if n else None
+        got = [x for x in map(per, rs) if x]
+        if not got:
+            continue
+        srv, cli = stats.median([x[0] for x in got]), stats.median([x[1] for x in got])
+        mode = rs[0].tpcc_mode or ("–" if rs[0].workload != "tpcc" else "rows")
+        what = "New-Order" if rs[0].workload == "tpcc" else "transaction"
+        t.add([cell[0], params(cell), alloc, mode, str(len(got)), what, f"{srv:.3f}", f"{cli:.3f}",
+               f"{cli / srv:.2f}" if srv else "–"],
+              [cell[0], params(cell), alloc, mode, len(got), what, srv, cli, cli / srv if srv else None])
     return t
 
 
@@ -790,12 +896,13 @@ def build(root: Path) -> Path:
 
     has_tpcc = bool(tpcc_valid(study))
     main_tables = [vs_baseline_table(study, m) for m in ((NOPM,) if has_tpcc else ()) + (THROUGHPUT, P99, PEAK_RSS)]
-    shaped = [t for t in (chart_table(study, c) for c in KV_CHARTS) if t]
+    shaped = [t for t in (chart_table(study, c) for c in KV_CHARTS + SCALING_CHARTS) if t]
     if has_tpcc:
         shaped += [tpcc_runs_table(study), tpcc_txn_table(study), tpcc_ratio_table(study)]
     pub = published_table(study)
     shaped += [pub] if pub else []
-    other = [t for t in (cpu_share_table(study), flame_table(study, out)) if t] + [
+    other = [t for t in (cpu_per_txn_table(study), cpu_share_table(study), calls_table(study),
+                         flame_table(study, out)) if t] + [
         memory_account_table(study), spread_table(study), engine_ratio_table(study), sweep_table(study),
         scaling_table(study)]
     excluded = Table("excluded", "Runs excluded (failed, or allocator not proved)",
@@ -813,11 +920,10 @@ def build(root: Path) -> Path:
     charts += [(png, svg, _caption(name, tp)) for (png, svg), name in
                zip(draw_tpcc_charts(study, out / "charts"), ("TPC-C NOPM by allocator, per engine",
                                                             "TPC-C NEW-ORDER average latency (ms)"))]
-    for spec in KV_CHARTS:
+    for spec in KV_CHARTS + SCALING_CHARTS:
         c = draw_chart(study, spec, out / "charts")
         if c:
-            rows = [r for r in study.valid() if r.part in spec.parts]
-            charts.append((*c, _caption(f"{spec.title} ({spec.metric.unit})", rows)))
+            charts.append((*c, _caption(f"{spec.title} ({spec.metric.unit})", spec.rows(study))))
     rss = draw_rss_timelines(study, out / "charts")
     if rss:
         charts.append((*rss, "RSS of the process under test over its run (MiB, sampled at 20 Hz from /proc), repeat 1 "

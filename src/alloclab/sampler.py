@@ -31,8 +31,10 @@ class Sample:
         return list(asdict(self).values())
 
 
-def read(pid: int, t_s: float, phase: str) -> Sample | None:
-    """One sample of `pid`, or None if it is gone (or a zombie without memory)."""
+def read(pid: int, t_s: float, phase: str, reaped: bool = False) -> Sample | None:
+    """One sample of `pid`, or None if it is gone (or a zombie without memory). `reaped`: add
+    the CPU time and faults of its children that ended and were waited for, so that a tree's
+    counters never shrink when a worker ends (PostgreSQL's backends)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode(errors="replace")
@@ -55,8 +57,10 @@ def read(pid: int, t_s: float, phase: str) -> Sample | None:
     return Sample(
         t_s=round(t_s, 4), phase=phase,
         rss_bytes=kb("VmRSS"), vm_hwm_bytes=kb("VmHWM"),
-        cpu_user_s=int(rest[11]) / CLK_TCK, cpu_sys_s=int(rest[12]) / CLK_TCK,
-        minor_faults=int(rest[7]), major_faults=int(rest[9]),
+        cpu_user_s=(int(rest[11]) + (int(rest[13]) if reaped else 0)) / CLK_TCK,
+        cpu_sys_s=(int(rest[12]) + (int(rest[14]) if reaped else 0)) / CLK_TCK,
+        minor_faults=int(rest[7]) + (int(rest[8]) if reaped else 0),
+        major_faults=int(rest[9]) + (int(rest[10]) if reaped else 0),
         ctx_voluntary=int(kv.get("voluntary_ctxt_switches", 0)),
         ctx_involuntary=int(kv.get("nonvoluntary_ctxt_switches", 0)),
         threads=int(kv.get("Threads", 0)),
@@ -91,7 +95,9 @@ class Timeline:
         VmHWM being the largest single process's."""
         now = time.monotonic()
         self.next_at = max(self.next_at + self.period, now)
-        parts = [x for x in (read(p, now - self.t0, phase) for p in pids) if x is not None]
+        # the first pid is the tree's root: it holds the counters of its workers that ended
+        parts = [x for x in (read(p, now - self.t0, phase, reaped=i == 0) for i, p in enumerate(pids))
+                 if x is not None]
         if not parts:
             return None
         s = Sample(t_s=parts[0].t_s, phase=phase, rss_bytes=sum(x.rss_bytes for x in parts),

@@ -14,13 +14,23 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab import allocators, events, noise, sampler, sysbench, targets
+from alloclab import account, allocators, driver, events, noise, sampler, sysbench, targets
 from alloclab.datasets import Prepared
 from alloclab.errors import AlloclabError
-from alloclab.execute import STATUS_FAILED, STATUS_INVALID, STATUS_OK, die_with_parent, tpcc_rates
+from alloclab.execute import (
+    STATUS_FAILED,
+    STATUS_INVALID,
+    STATUS_OK,
+    die_with_parent,
+    instrumented,
+    profile_note,
+    recorded,
+    tpcc_rates,
+)
 from alloclab.placement import MemoryLimit, parse_cpus
 from alloclab.plan import RunSpec
 from alloclab.store import RunRow, atomic_write, write_json
@@ -132,7 +142,8 @@ def oltp_client_argv(exe: Path, srv: targets.Server, spec: RunSpec, events_path:
 def tpcc_client_argv(exe: Path, srv: targets.Server, spec: RunSpec, events_path: Path) -> list[str]:
     c = spec.cell
     a = [str(exe), "run", "--workload", "tpcc", *client_target(srv), "--threads", str(c.threads),
-         "--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--seed", str(spec.seed), "--warmup-s",
+         "--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--tpcc-mode", c.tpcc_mode, "--seed",
+         str(spec.seed), "--warmup-s",
          repr(spec.warmup_s), "--interval-ms", str(spec.interval_ms), "--check", "--events", str(events_path)]
     a += ["--all-warehouses"] if c.all_warehouses else []
     a += ["--think"] if c.think else []
@@ -166,12 +177,24 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
     client = None
     alloc = spec.allocator
     server_version = None
+    recorder = instrumented(spec, run_dir)
+    helper = driver.account_library()
+    if helper and t.stack:
+        from alloclab import stack
+        helper = stack.place(helper)
+    # the allocator's own account, read by a helper inside every server process at the window's end
+    mem = account.ServerAccount(datadir / "alloc-account" if t.stack else scratch / f"{spec.run_id}.account", helper)
+    acc, rss_at_end, account_read = None, None, False
     try:
         if t.stack:
             from alloclab import stack
             alloc = stack.allocator(spec.allocator)  # the root's own library of that allocator
-        srv.start(alloc.target_env(dict(os.environ)), cpus=server_cpus, preexec=limit.attach if limit else None)
+        srv.start(mem.env(alloc.target_env(dict(os.environ))), cpus=server_cpus,
+                  preexec=limit.attach if limit else None)
         proofs["server"] = _proof(alloc, srv.pid)
+        if recorder:
+            recorder.pids = [srv.pid]
+            recorder.prepare()
         server_version = srv.sql("SELECT @@version" if t.kind == "mariadb" else "SHOW server_version").strip()
         if c.workload == "tpcc":
             argv = tpcc_client_argv(exe, srv, spec, run_dir / ".events.jsonl.partial")
@@ -181,6 +204,7 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
             argv = sysbench.run_argv(srv, c.test, c.threads, c.duration_s, c.tables, c.table_size, spec.seed,
                                      events=c.ops)
         with open(run_dir / "client.log", "wb") as out:
+            t_client = time.monotonic()
             client = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                       preexec_fn=_client_setup(client_cpus), env=_clean_env())
             deadline = t0 + spec.timeout_s
@@ -197,9 +221,18 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
                     failure = f"the client sent nothing for {spec.hang_timeout_s:g}s (hung) and was killed"
                     client.kill()
                 time.sleep(max(0.0, min(server_tl.due(), client_tl.due())))
+                begun, ended = _window(c, outputs[1], time.monotonic() - t_client)
+                # sysbench counts transactions over its whole run, the driver over its window
+                phase = ("measure" if _sysbench_client(c) or (begun and not ended)
+                         else "rampup" if not begun else "after")
                 pids = srv.pids()
-                server_tl.take_tree(pids, "measure") if pids else None
-                client_tl.take(client.pid, "measure")
+                server_tl.take_tree(pids, phase) if pids else None
+                client_tl.take(client.pid, phase)
+                if ended and not account_read:  # first: stopping perf takes a while
+                    acc, rss_at_end = _account(mem, srv, server_tl, spec.allocator.base)
+                    account_read = True
+                if recorder:  # sysbench's window ends with it: perf stops when it exits
+                    _follow_window(recorder, srv, begun, ended and not _sysbench_client(c))
                 if not backend_checked and time.monotonic() - t0 > 1.0:
                     backends = [p for p in pids if p != srv.pid]
                     if backends:  # the processes that served the run
@@ -210,6 +243,8 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
                 if time.monotonic() > deadline and failure is None:
                     failure = f"ran past its deadline of {spec.timeout_s:g}s and was killed"
                     client.kill()
+        if not account_read:  # a client that ended before its window's end was seen
+            acc, rss_at_end = _account(mem, srv, server_tl, spec.allocator.base)
         text = (run_dir / "client.log").read_text(errors="replace")
         if failure is None and (c.workload == "tpcc" or c.client == "native"):
             driven, failure = _driver_outcome(run_dir, client.returncode, text, need_check=c.workload == "tpcc")
@@ -221,12 +256,15 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
     except AlloclabError as e:
         failure = str(e)
     finally:
+        if recorder:
+            recorder.stop()
         if client is not None and client.poll() is None:
             client.kill()
             client.wait()
         clean = srv.stop()
         if limit:
             limit.remove()
+        mem.close()
         shutil.rmtree(datadir, ignore_errors=True)
     wall = time.monotonic() - t0
     run_noise = cpu_watch.stop()  # server and client were reaped: their CPU is alloclab's children time
@@ -249,10 +287,13 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         reason = f"allocator not proved: {bad}" + (f"; {reason}" if reason else "")
         status = STATUS_INVALID if status == STATUS_OK else status
 
-    first, last = (server_tl.samples[0], server_tl.samples[-1]) if server_tl.samples else (None, None)
-
-    def delta(attr):
-        return getattr(last, attr) - getattr(first, attr) if first else 0
+    delta = _window_delta(server_tl)
+    client_delta = _window_delta(client_tl)
+    usage = ((driven or {}).get("summary") or {}).get("usage_window") or {}
+    client_cpu = ({"client_cpu_user_s": round(usage.get("cpu_user_s", 0.0), 3),
+                   "client_cpu_sys_s": round(usage.get("cpu_sys_s", 0.0), 3)} if usage else
+                  {"client_cpu_user_s": round(client_delta("cpu_user_s"), 3),
+                   "client_cpu_sys_s": round(client_delta("cpu_sys_s"), 3)} if client_tl.samples else {})
 
     row = RunRow(
         run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine,
@@ -265,7 +306,10 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         minor_faults=delta("minor_faults"), major_faults=delta("major_faults"), wall_s=round(wall, 3),
         status=status, reason=reason, started_at=started_at, other_busy_cores=round(run_noise.other_cores, 3),
         profile=c.profile, shape=c.shape, warehouses=c.warehouses, client=c.client if c.workload == "sysbench" else "",
-        **_measures(result, driven))
+        purpose=spec.purpose, **_measures(result, driven), **account.row_fields(acc, rss_at_end), **client_cpu,
+        tpcc_mode=c.tpcc_mode)
+    if recorder:
+        row = replace(row, **recorded(recorder, run_dir, row.ops, row.duration_s))
     for name, tl in (("samples.csv", server_tl), ("client_samples.csv", client_tl)):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -278,7 +322,8 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         "proof": {"verified": verified, "server": proofs["server"].to_json() if "server" in proofs else None,
                   "backends": [p.to_json() for p in proofs.get("backends", [])],
                   "reason": all_proofs[0].reason if all_proofs else "no proof"},
-        "server_settings": srv.settings, "clean_shutdown": clean,
+        "server_settings": srv.settings, "clean_shutdown": clean, "profile": profile_note(spec, run_dir, recorder),
+        "alloc_account": acc, "alloc_account_missing": None if acc else mem.missing,
         "sysbench": result.__dict__ if result else None, "noise": run_noise.to_json(),
         "summary": {k: v for k, v in (driven or {}).get("summary", {}).items() if k != "ops"} or None,
         "ops": {n: {k: v for k, v in op.items() if k != "hist"}
@@ -289,6 +334,61 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
                       "server_memory_bytes": spec.server_memory_bytes or None},
     })
     return row
+
+
+SYSBENCH_CONNECTED_S = 1.0  # sysbench has connected every thread by then
+SYSBENCH_END_MARGIN_S = 0.5  # the window's end is read this long before sysbench's --time is up
+
+
+def _window_delta(tl: sampler.Timeline):
+    """A counter's growth over the samples of the measured window (all samples if none is
+    marked so): CPU and context switches of the same span as the client's count."""
+    inside = [x for x in tl.samples if x.phase == "measure"] or tl.samples
+    first, last = (inside[0], inside[-1]) if inside else (None, None)
+
+    def delta(attr):
+        return getattr(last, attr) - getattr(first, attr) if first else 0
+    return delta
+
+
+def _account(mem: account.ServerAccount, srv: targets.Server, tl: sampler.Timeline,
+             base: str) -> tuple[dict | None, int | None]:
+    """The window is over: the allocator's account of every server process, and their RSS at the
+    same moment."""
+    pids = srv.pids()
+    acc = account.own(mem.read(pids), base)
+    end = tl.take_tree(pids, "end") if pids else None
+    return acc, end.rss_bytes if end else None
+
+
+def _sysbench_client(c) -> bool:
+    return c.workload == "sysbench" and c.client != "native"
+
+
+def _window(c, events_path: Path, since_client_s: float) -> tuple[bool, bool]:
+    """Whether the client's measured window has begun and ended: sysbench's run once its threads
+    have connected, until just before its time is up (its connections, and PostgreSQL's
+    backends, are still there); the driver's `measure` phase (after the ramp-up)."""
+    if _sysbench_client(c):
+        return (since_client_s >= SYSBENCH_CONNECTED_S,
+                bool(c.duration_s) and since_client_s >= c.duration_s - SYSBENCH_END_MARGIN_S)
+    try:
+        text = events_path.read_text(errors="replace")
+    except OSError:
+        return False, False
+    return '"phase":"measure","state":"begin"' in text, '"phase":"measure","state":"end"' in text
+
+
+def _follow_window(recorder, srv: targets.Server, begun: bool, ended: bool) -> None:
+    """perf records the window: the server and every backend that serves the client
+    (PostgreSQL's, forked later, inherit it)."""
+    if recorder.window and recorder.window[1]:
+        return
+    if begun and recorder.proc is None:
+        recorder.pids = srv.pids() or [srv.pid]
+        recorder.start()
+    if ended:
+        recorder.stop()
 
 
 def _driver_outcome(run_dir: Path, exit_code: int, log_text: str, need_check: bool) -> tuple[dict | None, str | None]:

@@ -301,12 +301,53 @@ def _step_packages(log) -> dict:
     return {"mariadb_version": version, "allocator_packages": allocs}
 
 
+def source_files(version: str) -> list[Path]:
+    """Debian's source package of exactly `version` (its .dsc and the archives it names) in a
+    vendor folder, for a mirror that serves the binaries but not the source."""
+    upstream = version.split(":", 1)[-1].rsplit("-", 1)[0]
+    full = version.split(":", 1)[-1]
+    for d in vendor_dirs():
+        dsc = d / f"mariadb_{full}.dsc"
+        if dsc.is_file():
+            return [dsc, *sorted(d.glob(f"mariadb_{upstream}.orig.tar.*")), *sorted(d.glob(f"mariadb_{full}.debian.*"))]
+    return []
+
+
 def _step_source(log) -> dict:
+    """The source of exactly the installed server (TideSQL is built against it). A mirror that
+    does not serve it leaves the stack without TideSQL, with the reason: InnoDB and MyRocks in
+    the same server still run."""
     version = state()["steps"]["packages"]["mariadb_version"]
-    sh(f"rm -rf {SRC}/mariadb && mkdir -p {SRC}/mariadb && cd {SRC}/mariadb && "
-       f"apt-get source -qq --download-only mariadb={version} && dpkg-source -x --skip-patches *.dsc src >/dev/null "
-       f"|| dpkg-source -x *.dsc src", log, env={"DEBIAN_FRONTEND": "noninteractive"})
-    return {"source_version": version}
+    unpack = (f"cd {SRC}/mariadb && (dpkg-source -x --skip-patches *.dsc src >/dev/null "
+              f"|| dpkg-source -x *.dsc src)")
+    sh(f"rm -rf {SRC}/mariadb && mkdir -p {SRC}/mariadb", log)
+    try:
+        sh(f"cd {SRC}/mariadb && apt-get source -qq --download-only mariadb={version} && {unpack}", log,
+           env={"DEBIAN_FRONTEND": "noninteractive"})
+        return {"source_version": version}
+    except AlloclabError as e:
+        fetched = str(e)
+    files = source_files(version)
+    if not files:
+        full = version.split(":", 1)[-1]
+        return {"source_version": None, "skipped": (
+            f"the mirror ({mirror()}) does not serve the source of mariadb {version} (apt-get source failed: see "
+            f"{home() / 'setup.log'}), and no vendor folder has mariadb_{full}.dsc with its archives; put them in "
+            f"{vendor_cache()} (or ALLOCLAB_VENDOR) and run alloclab setup stack again"), "error": fetched[-300:]}
+    dst = root() / SRC.lstrip("/") / "mariadb"
+    for f in files:
+        shutil.copy(f, dst / f.name)
+    sh(unpack, log)
+    return {"source_version": version, "from": str(files[0].parent)}
+
+
+def tidesql_missing() -> str | None:
+    """Why the stack has no TideSQL plugin (e.g. the server's source could not be had), or None."""
+    for name in ("source", "configure", "plugin"):
+        why = state()["steps"].get(name, {}).get("skipped")
+        if why:
+            return why
+    return None
 
 
 def find_archive(a: Archive) -> Path:
@@ -381,6 +422,8 @@ def _mariadb_src() -> str:
 
 
 def _step_configure(log) -> dict:
+    if tidesql_missing():
+        return {"skipped": tidesql_missing()}
     tidesql = archives()[0]
     d = _unpack(tidesql, log)
     src = _mariadb_src()
@@ -405,6 +448,8 @@ def plugin_dir() -> str:
 
 
 def _step_plugin(log) -> dict:
+    if tidesql_missing():
+        return {"skipped": tidesql_missing()}
     src = _mariadb_src()
     jobs = os.cpu_count() or 2
     pdir = plugin_dir()
@@ -415,11 +460,14 @@ def _step_plugin(log) -> dict:
 
 def _step_check(log) -> dict:
     """Start the server once with the plugin and ask it what it has; record the root's
-    allocators; find out whether TideSQL built with a linked allocator really uses it."""
+    allocators; find out whether TideSQL built with a linked allocator really uses it. Without
+    TideSQL (see `tidesql_missing`) the server starts with InnoDB alone."""
     from alloclab import targets  # the server code; imported here to keep setup importable alone
+    missing = tidesql_missing()
     d = home() / "check"
     shutil.rmtree(d, ignore_errors=True)
-    srv = targets.Server(targets.parse("mariadb11-tidesdb"), d, home() / "check-server.log")
+    srv = targets.Server(targets.parse("mariadb11-innodb" if missing else "mariadb11-tidesdb"), d,
+                         home() / "check-server.log")
     srv.initialise()
     srv.start({})
     try:
@@ -428,7 +476,7 @@ def _step_check(log) -> dict:
         plugin = srv.sql("SELECT PLUGIN_VERSION FROM information_schema.PLUGINS WHERE PLUGIN_NAME='TidesDB'").strip()
     finally:
         srv.stop()
-    if "TidesDB" not in engines:
+    if "TidesDB" not in engines and not missing:
         raise AlloclabError(f"the TideSQL plugin did not load into MariaDB {version}: {srv.log_tail(6)}",
                             f"run alloclab setup stack again; if it persists, see {home() / 'check-server.log'}")
     shutil.rmtree(d, ignore_errors=True)
@@ -442,8 +490,10 @@ def _step_check(log) -> dict:
             allocs[base] = {"path": lib, "version": f"{name} {ver}"}
     libc = root_output(["dpkg-query", "-W", "-f=${Version}", "libc6"]).strip()
     allocs["glibc"] = {"path": None, "version": f"libc6 {libc}"}
-    return {"server_version": version, "engines": engines, "tidesql_plugin_version": plugin, "allocators": allocs,
-            "link": {"mimalloc": link_binding("mimalloc")}}
+    link = ({"bound": False, "reason": f"not measured: the stack has no TideSQL ({missing})", "mapped": False}
+            if missing else link_binding("mimalloc"))
+    return {"server_version": version, "engines": engines, "tidesql_plugin_version": plugin or None,
+            "allocators": allocs, "link": {"mimalloc": link}}
 
 
 def link_binding(base: str) -> dict:
@@ -500,6 +550,12 @@ def setup(notify=print, force: bool = False) -> dict:
         _save(st)
     with open(home() / "setup.log", "ab") as log:
         for name in STEPS:
+            if name in st["steps"] and not st["steps"][name].get("skipped"):
+                continue
+            if name == "source" and name in st["steps"]:
+                # the source is tried again (the mirror or a vendor folder may have it now); the
+                # steps after it are redone if it is found
+                st["steps"].pop(name)
             if name in st["steps"]:
                 continue
             notify(f"stack: {name} ...")
@@ -508,6 +564,9 @@ def setup(notify=print, force: bool = False) -> dict:
             st["steps"][name] = {**out, "seconds": round(time.monotonic() - t0, 1)}
             if name == "root":  # a new root invalidates every later step
                 st["steps"] = {"root": st["steps"]["root"]}
+            if name == "source" and not out.get("skipped"):
+                for later in ("configure", "plugin", "check"):
+                    st["steps"].pop(later, None)
             _save(st)
             notify(f"stack: {name} done in {time.monotonic() - t0:.0f}s")
     st["ready"] = True
@@ -521,6 +580,9 @@ def describe() -> str:
     st = state()
     if ready():
         steps = st["steps"]
+        if tidesql_missing():
+            return (f"ready at {home()} without TideSQL: MariaDB {steps['check'].get('server_version', '?')} "
+                    f"(InnoDB, MyRocks); {tidesql_missing()}")
         return (f"ready at {home()}: MariaDB {steps['check'].get('server_version', '?')}, TideSQL "
                 f"{steps['configure'].get('tidesql_version')} (TidesDB {steps['tidesdb'].get('tidesdb_version')})")
     miss = missing_steps()
@@ -562,3 +624,15 @@ def allocator(alloc):
                             "use one of: " + ", ".join(sorted(have)))
     lib = have[alloc.base]["path"]
     return replace(alloc, path=str(root() / lib.lstrip("/")) if lib else None, version=have[alloc.base]["version"])
+
+
+def place(lib: Path) -> Path:
+    """A host library copied into the root (/opt/alloclab), for a stack server to preload;
+    copied again when it changed. Returns its host path."""
+    dest = root() / "opt" / "alloclab" / lib.name
+    if not dest.exists() or dest.stat().st_size != lib.stat().st_size or dest.stat().st_mtime < lib.stat().st_mtime:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+        shutil.copy2(lib, tmp)
+        os.replace(tmp, dest)
+    return dest

@@ -89,6 +89,15 @@ class RunRow:
     alloc_cpu_total_pct: float | None = None
     alloc_cpu_kernel_pct: float | None = None
     alloc_cs_pct: float | None = None  # context switches whose stack passes through the allocator
+    # added in 0.4: "measure" rows make the statistics; "profile" rows (perf) and "calls" rows
+    # (uprobes on malloc/free) are separate runs, slowed by their instruments
+    purpose: str = "measure"
+    alloc_calls_per_s: float | None = None  # malloc+calloc+realloc+free calls per second (calls runs)
+    alloc_calls_per_op: float | None = None
+    # server runs: the client's CPU over the same window as the server's (cpu_user_s, cpu_sys_s)
+    client_cpu_user_s: float | None = None
+    client_cpu_sys_s: float | None = None
+    tpcc_mode: str = ""  # TPC-C: how the client drives the server (rows, statements, procedures)
 
     @classmethod
     def columns(cls) -> list[str]:

@@ -99,20 +99,37 @@ def check_plan_against_driver(engines: list[str], info: dict) -> None:
                             "rebuild the driver from this checkout: ./setup.sh")
 
 
-def _ensure_stack(plan: Plan, progress: Progress | None) -> None:
-    """Targets on the studies' stack: build it once (resumable) before the first run."""
-    from alloclab import targets
-    if any(e not in ENGINES and targets.parse(e).stack for e in plan.engines):
+def preflight(plan: Plan, progress: Progress | None) -> Path:
+    """What this machine must have for the plan, checked before any work (plan validation reads
+    only the plan): the driver and its engines, link-time builds, every server target and the
+    sysbench binary, the studies' stack (built once, resumable), perf. Returns the driver."""
+    from alloclab import sysbench, targets
+    exe = driver.locate()
+    check_plan_against_driver(plan.engines, driver.info(str(exe)))
+    driver.check_links(plan.allocators)
+    servers = [targets.parse(e) for e in plan.engines if e not in ENGINES]
+    for t in servers:
+        targets.check_available(t)
+    if servers:
+        sysbench.binary()
+    if any(t.stack for t in servers):
         from alloclab import stack
         stack.ensure(notify=progress.message if progress else print)
+        for t in servers:  # what the stack has is known once it is built
+            if t.stack:
+                targets.check_available(t)
+    _say_if_no_profiles(plan, progress)
+    return exe
 
 
 def _say_if_no_profiles(plan: Plan, progress: Progress | None) -> None:
-    """--profile where perf cannot record: said once, then the study runs without profiles."""
+    """--profile where perf cannot record: said once, then the study runs without profiled runs
+    (none would record anything), and the plan keeps why for the report."""
     from alloclab import profiling
     why = profiling.unavailable() if plan.perf else None
     if why:
         (progress.message if progress else print)(f"profiles are absent from this study: {why}")
+        plan.perf, plan.perf_absent = False, why
 
 
 def _scratch(scratch_root: Path | None) -> Path:
@@ -124,12 +141,8 @@ def _scratch(scratch_root: Path | None) -> Path:
 
 
 def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: Path | None = None) -> StudyResult:
-    exe = driver.locate()
+    exe = preflight(plan, progress)
     info = driver.info(str(exe))
-    check_plan_against_driver(plan.engines, info)
-    driver.check_links(plan.allocators)
-    _ensure_stack(plan, progress)
-    _say_if_no_profiles(plan, progress)
     os.umask(0o022)  # results are never world-writable
     scratch = _scratch(scratch_root)
     store = Store(out)
@@ -166,11 +179,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
         plan.budget = budget
     else:
         plan.budget = sched.budget_s if sched.sittings else plan.budget
-    exe = driver.locate()
-    check_plan_against_driver(plan.engines, driver.info(str(exe)))
-    driver.check_links(plan.allocators)
-    _ensure_stack(plan, progress)
-    _say_if_no_profiles(plan, progress)
+    exe = preflight(plan, progress)
     missing = sorted({a.path for a in plan.allocators if a.path and not os.path.exists(a.path)})
     if missing:
         raise AlloclabError(f"allocator libraries of this study are gone: {', '.join(missing)}",
@@ -231,7 +240,8 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
         if rnd > plan.max_rounds:
             sched.stop = {"reason": "max_rounds", "text": f"max_rounds ({plan.max_rounds}) reached", "at": _now()}
             return None
-        active, _why = decide.active_units(plan.units(), rows, plan.policy())
+        measured = [r for r in rows if r.purpose == "measure"]
+        active, _why = decide.active_units(plan.units(), measured, plan.policy())
         if not active:
             sched.stop = {"reason": "decided", "text": "every comparison is decided or precise enough", "at": _now()}
             return None

@@ -101,6 +101,9 @@ def check_available(t: ServerTarget) -> None:
         if not stack.ready():
             stack.check_can_setup()  # the study builds it before its first run
             return
+        if t.plugin == "ha_tidesdb.so" and stack.tidesql_missing():
+            raise AlloclabError(f"target {t.name}: the stack has no TideSQL plugin: {stack.tidesql_missing()}",
+                                "run mariadb11-innodb or mariadb11-myrocks meanwhile (the same server binary)")
         if t.plugin and not (stack.root() / stack.plugin_dir().lstrip("/") / t.plugin).exists():
             raise AlloclabError(f"target {t.name}: plugin {t.plugin} is not in the stack's plugin directory",
                                 "run alloclab setup stack again (it builds ha_tidesdb.so)")
@@ -304,11 +307,12 @@ class Server:
 
         kw = {"user": "postgres", "group": "postgres", "extra_groups": []} if self.target.kind == "postgres" else {}
         stderr = log if self.target.kind == "postgres" or self.target.stack else subprocess.DEVNULL
-        inner = {k: v for k, v in env.items()
-                 if k.startswith("LD_") or k.startswith(TUNING_PREFIXES)} if self.target.stack else {}
+        inner = ({k: v for k, v in env.items()
+                 if k.startswith("LD_") or k == "ALLOCLAB_ACCOUNT_DIR" or k.startswith(TUNING_PREFIXES)}
+                 if self.target.stack else {})
         if inner.get("LD_PRELOAD"):
             from alloclab import stack
-            inner["LD_PRELOAD"] = stack.in_root_path(inner["LD_PRELOAD"])
+            inner["LD_PRELOAD"] = " ".join(stack.in_root_path(x) for x in inner["LD_PRELOAD"].split())
         self._mountpoint = None
         if self.target.stack:
             from alloclab import stack

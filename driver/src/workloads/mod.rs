@@ -62,26 +62,32 @@ pub fn transact(
     max_retries: u64,
     body: &mut dyn FnMut(&mut dyn Session) -> DbResult<()>,
 ) -> (u64, DbResult<()>) {
-    let mut retries = 0;
-    loop {
+    retry_conflicts(max_retries, || {
         let attempt = session
             .begin(write)
             .and_then(|_| body(session))
             .and_then(|_| session.commit());
-        match attempt {
-            Err(DbError::Conflict(m)) => {
-                let _ = session.rollback();
-                if retries >= max_retries {
-                    return (retries, Err(DbError::Conflict(m)));
-                }
+        if attempt.is_err() {
+            let _ = session.rollback();
+        }
+        attempt
+    })
+}
+
+/// Run `attempt` again, after a backoff, while it ends in a conflict, at most `max` times;
+/// returns the retries and the last outcome. Every retry loop of the driver is this one.
+pub fn retry_conflicts<T>(
+    max: u64,
+    mut attempt: impl FnMut() -> DbResult<T>,
+) -> (u64, DbResult<T>) {
+    let mut retries = 0;
+    loop {
+        match attempt() {
+            Err(DbError::Conflict(_)) if retries < max => {
                 retries += 1;
                 backoff(retries);
             }
-            Err(e) => {
-                let _ = session.rollback();
-                return (retries, Err(e));
-            }
-            Ok(()) => return (retries, Ok(())),
+            other => return (retries, other),
         }
     }
 }

@@ -11,8 +11,8 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use super::tpcc::sql::{connection, Server, SqlConn, V};
-use super::{backoff, Step, Worker, Workload};
-use crate::engines::{DbError, DbResult};
+use super::{retry_conflicts, Step, Worker, Workload};
+use crate::engines::DbResult;
 use crate::events::EventSink;
 
 pub const TESTS: [&str; 3] = ["oltp_point_select", "oltp_read_only", "oltp_read_write"];
@@ -203,23 +203,14 @@ impl OltpWorker {
 
 impl Worker for OltpWorker {
     fn step(&mut self) -> Step {
-        let mut retries = 0;
-        loop {
-            match self.event() {
-                Err(DbError::Conflict(_)) if retries < self.spec.max_retries => {
-                    retries += 1;
-                    backoff(retries);
-                }
-                r => {
-                    return Step {
-                        op: 0,
-                        ops: 1,
-                        retries,
-                        rolled_back: false,
-                        result: r,
-                    }
-                }
-            }
+        let max = self.spec.max_retries;
+        let (retries, result) = retry_conflicts(max, || self.event());
+        Step {
+            op: 0,
+            ops: 1,
+            retries,
+            rolled_back: false,
+            result,
         }
     }
 }

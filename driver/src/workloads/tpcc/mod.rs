@@ -4,8 +4,10 @@
 //! engines (`kv`) and SQL engines (`sql`) implement it.
 
 pub mod kv;
+pub mod procs;
 pub mod rows;
 pub mod sql;
+pub mod stmts;
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -18,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use self::rows::*;
-use super::{Step, Worker, Workload};
+use super::{retry_conflicts, Step, Worker, Workload};
 use crate::engines::{self, DbError, DbResult, EngineOptions};
 use crate::events::EventSink;
 
@@ -31,6 +33,27 @@ const OSTAT: usize = 4;
 
 pub trait TpccDb: Send + Sync {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>>;
+    /// Make ready what `mode` needs (procedures mode: create the procedures); before any
+    /// measured transaction, so that a failure names the server and what failed.
+    fn prepare_mode(&self, mode: Mode) -> Result<()> {
+        match mode {
+            Mode::Rows => Ok(()),
+            other => bail!(
+                "TPC-C mode {} runs on SQL engines only (MariaDB, PostgreSQL; SQLite: statements)",
+                other.name()
+            ),
+        }
+    }
+    /// One virtual user's way of running whole transactions in `mode`.
+    fn terminal(&self, mode: Mode) -> Result<Box<dyn TxnSession + '_>> {
+        match mode {
+            Mode::Rows => Ok(Box::new(RowSession(self.session()?))),
+            other => bail!(
+                "TPC-C mode {} runs on SQL engines only (MariaDB, PostgreSQL; SQLite: statements)",
+                other.name()
+            ),
+        }
+    }
     /// The server's own count of committed plus rolled-back transactions, where there is a
     /// server (MariaDB: Com_commit + Com_rollback; PostgreSQL: xact_commit + xact_rollback).
     fn transaction_counter(&self) -> Result<Option<u64>> {
@@ -41,6 +64,12 @@ pub trait TpccDb: Send + Sync {
 /// Row-level access TPC-C needs, inside begin .. commit. `insert` tells SQL engines
 /// whether a put is an INSERT or an UPDATE; key-value engines write the row either way.
 pub trait TpccTx {
+    /// Loading: writes may wait until commit and go together (SQL: multi-row INSERTs).
+    fn set_bulk(&mut self, _on: bool) {}
+    /// Rows per load transaction: servers take bulk inserts best in large transactions.
+    fn load_batch(&self) -> usize {
+        500
+    }
     fn begin(&mut self, write: bool) -> DbResult<()>;
     fn commit(&mut self) -> DbResult<()>;
     fn rollback(&mut self) -> DbResult<()>;
@@ -127,10 +156,61 @@ pub enum Mix {
     Hammerdb,
 }
 
+/// How the client drives the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// row at a time through `TpccTx` (the key-value engines' only way; SQL engines too)
+    Rows,
+    /// prepared statements, set-based where the specification allows, fewest round trips
+    Statements,
+    /// one CALL per transaction, the work inside the server (HammerDB's default)
+    Procedures,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Rows => "rows",
+            Mode::Statements => "statements",
+            Mode::Procedures => "procedures",
+        }
+    }
+}
+
+/// A virtual user's connection that runs whole transactions, retrying conflicts up to `max`
+/// times; returns the retries and the outcome.
+pub trait TxnSession {
+    fn run(&mut self, input: &Input, max: u64) -> (u64, DbResult<Outcome>);
+}
+
+/// A session whose transaction is one call (a procedure, or its statements between BEGIN and
+/// COMMIT): retried whole on a conflict, with the same time stamp.
+pub trait WholeTxn {
+    fn once(&mut self, input: &Input, now: i64) -> DbResult<Outcome>;
+}
+
+impl<T: WholeTxn> TxnSession for T {
+    fn run(&mut self, input: &Input, max: u64) -> (u64, DbResult<Outcome>) {
+        let now = now_s();
+        retry_conflicts(max, || self.once(input, now))
+    }
+}
+
+/// The row-at-a-time way: the transaction logic below, over `TpccTx`.
+pub(crate) struct RowSession<'a>(pub(crate) Box<dyn TpccTx + 'a>);
+
+impl TxnSession for RowSession<'_> {
+    fn run(&mut self, input: &Input, max: u64) -> (u64, DbResult<Outcome>) {
+        execute(&mut *self.0, input, max)
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct TpccSpec {
     pub warehouses: u32,
     pub mix: Mix,
+    pub mode: Mode,
     /// each virtual user picks a random warehouse per transaction instead of its home one
     pub all_warehouses: bool,
     /// the spec's keying and think times (off in HammerDB's default)
@@ -145,26 +225,15 @@ fn retry<T>(
     max: u64,
     body: &mut dyn FnMut(&mut dyn TpccTx) -> DbResult<T>,
 ) -> (u64, DbResult<T>) {
-    let mut retries = 0;
-    loop {
-        let r = tx.begin(write).and_then(|_| body(tx));
-        let r = match r {
-            Ok(v) => tx.commit().map(|_| v),
-            Err(e) => {
-                // the transaction's error is the one to report; a rollback that fails after it
-                // only means the engine already ended the transaction
-                let _ = tx.rollback();
-                Err(e)
-            }
-        };
-        match r {
-            Err(DbError::Conflict(_)) if retries < max => {
-                retries += 1;
-                super::backoff(retries);
-            }
-            other => return (retries, other),
+    retry_conflicts(max, || match tx.begin(write).and_then(|_| body(tx)) {
+        Ok(v) => tx.commit().map(|_| v),
+        Err(e) => {
+            // the transaction's error is the one to report; a rollback that fails after it
+            // only means the engine already ended the transaction
+            let _ = tx.rollback();
+            Err(e)
         }
-    }
+    })
 }
 
 // --- load ------------------------------------------------------------------------------------
@@ -206,6 +275,7 @@ pub fn load(
                 let done = &done;
                 s.spawn(move || -> Result<()> {
                     let mut tx = db.session()?;
+                    tx.set_bulk(true);
                     let lo = ITEMS as u64 * l as u64 / loaders as u64 + 1;
                     let hi = ITEMS as u64 * (l as u64 + 1) / loaders as u64;
                     let mut rng = SmallRng::seed_from_u64(seed ^ 0x17E45 ^ l as u64);
@@ -255,7 +325,8 @@ fn batched(
     mut f: impl FnMut(&mut dyn TpccTx, u32) -> DbResult<()>,
 ) -> Result<()> {
     let ids: Vec<u32> = ids.collect();
-    for chunk in ids.chunks(500) {
+    let per = tx.load_batch();
+    for chunk in ids.chunks(per) {
         let (_, r) = retry(tx, true, 100, &mut |tx| {
             chunk.iter().try_for_each(|&i| f(tx, i))
         });
@@ -280,7 +351,8 @@ fn load_warehouse(tx: &mut dyn TpccTx, w: u32, seed: u64, c: &Constants) -> Resu
             tx.insert_history(&history(&mut rng, w, d, cid, now))
         })?;
         let orders = orders(&mut rng, w, d, now);
-        for chunk in orders.chunks(100) {
+        // an order is about 11 rows (itself, its lines, maybe a new-order)
+        for chunk in orders.chunks((tx.load_batch() / 5).max(1)) {
             let (_, r) = retry(tx, true, 100, &mut |tx| {
                 for (o, lines) in chunk {
                     tx.put_order(o, true)?;
@@ -415,6 +487,7 @@ impl<'a> TpccWorkload<'a> {
         }
         let c_run =
             Constants::for_run(&meta.c_load, &mut SmallRng::seed_from_u64(spec.seed ^ 0x8C));
+        db.prepare_mode(spec.mode)?;
         Ok(TpccWorkload {
             db,
             spec,
@@ -434,7 +507,7 @@ impl Workload for TpccWorkload<'_> {
     }
     fn worker(&self, thread: usize, _threads: usize) -> Result<Box<dyn Worker + '_>> {
         Ok(Box::new(Terminal {
-            tx: self.db.session()?,
+            tx: self.db.terminal(self.spec.mode)?,
             gen: InputGen::new(&self.spec, self.c_run, thread),
             max_retries: self.spec.max_retries,
         }))
@@ -465,6 +538,7 @@ impl Workload for TpccWorkload<'_> {
             "server_tpm": server_tpm,
             "c_run": self.c_run,
             "mix": self.spec.mix,
+            "mode": self.spec.mode,
         }))
     }
 }
@@ -669,12 +743,12 @@ impl InputGen {
 
 /// One HammerDB virtual user.
 struct Terminal<'a> {
-    tx: Box<dyn TpccTx + 'a>,
+    tx: Box<dyn TxnSession + 'a>,
     gen: InputGen,
     max_retries: u64,
 }
 
-enum Outcome {
+pub enum Outcome {
     Committed,
     RolledBack,
 }
@@ -683,7 +757,7 @@ impl Worker for Terminal<'_> {
     fn step(&mut self) -> Step {
         let (op, input) = self.gen.next();
         self.gen.think(op);
-        let (retries, r) = execute(&mut *self.tx, &input, self.max_retries);
+        let (retries, r) = self.tx.run(&input, self.max_retries);
         let (rolled_back, result) = match r {
             Ok(Outcome::RolledBack) => (true, Ok(())),
             Ok(Outcome::Committed) => (false, Ok(())),

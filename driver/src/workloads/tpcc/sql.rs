@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use super::rows::*;
-use super::{TpccDb, TpccTx};
+use super::{procs, stmts, Mode, TpccDb, TpccTx, TxnSession};
 use crate::engines::sqlite::{map_err as sqlite_map_err, SqliteFile};
 use crate::engines::{DbError, DbResult, EngineOptions};
 
@@ -46,6 +46,31 @@ impl Dialect {
         match self {
             Dialect::Sqlite => "",
             Dialect::MariaDb | Dialect::Postgres => " FOR UPDATE",
+        }
+    }
+
+    /// A statement written with `?`, `{lock}` (the row lock) and `{bigint}` (PostgreSQL's SUM
+    /// of a BIGINT is NUMERIC: read back as the integer it is), in this dialect.
+    pub fn statement(self, text: &str) -> String {
+        let bigint = if self == Dialect::Postgres {
+            "::bigint"
+        } else {
+            ""
+        };
+        self.sql(
+            &text
+                .replace("{lock}", self.for_update())
+                .replace("{bigint}", bigint),
+        )
+    }
+
+    /// The statement that opens a transaction (SQLite: taking the write lock at once for one
+    /// that writes).
+    pub fn begin(self, write: bool) -> &'static str {
+        match (self, write) {
+            (Dialect::Sqlite, true) => "BEGIN IMMEDIATE",
+            (Dialect::Sqlite, false) | (Dialect::Postgres, _) => "BEGIN",
+            (Dialect::MariaDb, _) => "START TRANSACTION",
         }
     }
 }
@@ -150,7 +175,7 @@ impl<T: Into<V>> From<Option<T>> for V {
 }
 
 impl V {
-    fn i(&self) -> i64 {
+    pub(crate) fn i(&self) -> i64 {
         match self {
             V::I(x) => *x,
             // every TPC-C column read as a number is an integer here (money in cents): text that
@@ -161,7 +186,7 @@ impl V {
             V::Null => 0,
         }
     }
-    fn u(&self) -> u32 {
+    pub(crate) fn u(&self) -> u32 {
         self.i() as u32
     }
     fn opt_u(&self) -> Option<u32> {
@@ -170,7 +195,7 @@ impl V {
     fn opt_i(&self) -> Option<i64> {
         (*self != V::Null).then(|| self.i())
     }
-    fn s(&self) -> String {
+    pub(crate) fn s(&self) -> String {
         match self {
             V::T(t) => t.clone(),
             V::I(x) => x.to_string(),
@@ -265,6 +290,25 @@ impl TpccDb for TpccSqlite {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
         Ok(Box::new(SqlTx::new(SqliteConn(self.db.connect()?))))
     }
+    fn prepare_mode(&self, mode: Mode) -> Result<()> {
+        match mode {
+            Mode::Procedures => {
+                anyhow::bail!("SQLite has no stored procedures: use --tpcc-mode statements or rows")
+            }
+            _ => Ok(()),
+        }
+    }
+    fn terminal(&self, mode: Mode) -> Result<Box<dyn TxnSession + '_>> {
+        let c = self.db.connect()?;
+        c.set_prepared_statement_cache_capacity(256);
+        match mode {
+            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(SqliteConn(c)))),
+            Mode::Rows => Ok(Box::new(super::RowSession(Box::new(SqlTx::new(
+                SqliteConn(c),
+            ))))),
+            Mode::Procedures => anyhow::bail!("SQLite has no stored procedures"),
+        }
+    }
 }
 
 struct SqliteConn(rusqlite::Connection);
@@ -328,7 +372,7 @@ pub struct TpccMariaDb {
     server: Server,
 }
 
-fn mysql_err(e: mysql::Error) -> DbError {
+pub fn mysql_err(e: mysql::Error) -> DbError {
     match &e {
         // deadlock, lock wait timeout, and MariaDB 11.8's snapshot isolation ("record has
         // changed since last read"): retry the transaction
@@ -367,7 +411,7 @@ impl TpccMariaDb {
             .socket(Some(self.server.socket.to_string_lossy().into_owned()))
             .user(Some("root"))
             .db_name(Some(self.server.database.clone()))
-            .stmt_cache_size(Some(64));
+            .stmt_cache_size(Some(512));
         let c = mysql::Conn::new(opts).with_context(|| {
             format!(
                 "cannot connect to MariaDB at {}",
@@ -381,6 +425,19 @@ impl TpccMariaDb {
 impl TpccDb for TpccMariaDb {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
         Ok(Box::new(SqlTx::new(self.connect()?)))
+    }
+    fn prepare_mode(&self, mode: Mode) -> Result<()> {
+        if mode == Mode::Procedures {
+            procs::create_mariadb(&mut self.connect()?.0, &self.server)?;
+        }
+        Ok(())
+    }
+    fn terminal(&self, mode: Mode) -> Result<Box<dyn TxnSession + '_>> {
+        match mode {
+            Mode::Procedures => Ok(Box::new(procs::MariaProcs::new(self.connect()?.0)?)),
+            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(self.connect()?))),
+            Mode::Rows => Ok(Box::new(super::RowSession(self.session()?))),
+        }
     }
     fn transaction_counter(&self) -> Result<Option<u64>> {
         let mut c = self.connect()?;
@@ -450,7 +507,7 @@ pub struct TpccPostgres {
     server: Server,
 }
 
-fn pg_err(e: postgres::Error) -> DbError {
+pub fn pg_err(e: postgres::Error) -> DbError {
     use postgres::error::SqlState;
     match e.code() {
         Some(c)
@@ -496,6 +553,19 @@ impl TpccPostgres {
 impl TpccDb for TpccPostgres {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
         Ok(Box::new(SqlTx::new(self.connect()?)))
+    }
+    fn prepare_mode(&self, mode: Mode) -> Result<()> {
+        if mode == Mode::Procedures {
+            procs::create_postgres(&mut self.connect()?.c, &self.server)?;
+        }
+        Ok(())
+    }
+    fn terminal(&self, mode: Mode) -> Result<Box<dyn TxnSession + '_>> {
+        match mode {
+            Mode::Procedures => Ok(Box::new(procs::PgProcs::new(self.connect()?.c)?)),
+            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(self.connect()?))),
+            Mode::Rows => Ok(Box::new(super::RowSession(self.session()?))),
+        }
     }
     fn transaction_counter(&self) -> Result<Option<u64>> {
         let mut c = self.connect()?;
@@ -592,19 +662,53 @@ impl SqlConn for PgConn {
 struct SqlTx<C: SqlConn> {
     c: C,
     open: bool,
+    /// loading: INSERTs wait here, per statement, and go at COMMIT as multi-row INSERTs
+    bulk: bool,
+    pending: Vec<(&'static str, Vec<V>)>,
 }
+
+/// Parameters of one multi-row INSERT at most (servers allow 65,535).
+const BULK_PARAMS: usize = 16_000;
 
 impl<C: SqlConn> SqlTx<C> {
     fn new(c: C) -> Self {
-        SqlTx { c, open: false }
+        SqlTx {
+            c,
+            open: false,
+            bulk: false,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Send the waiting INSERTs, each statement's rows as few multi-row INSERTs.
+    fn flush(&mut self) -> DbResult<()> {
+        for (text, values) in std::mem::take(&mut self.pending) {
+            let cols = text.matches('?').count();
+            let (head, group) = text.split_at(text.find('(').expect("INSERT ... VALUES (...)"));
+            let per = (BULK_PARAMS / cols).max(1);
+            for chunk in values.chunks(per * cols) {
+                let rows = chunk.len() / cols;
+                let mut sql = String::with_capacity(head.len() + rows * (group.len() + 2));
+                sql.push_str(head);
+                for k in 0..rows {
+                    if k > 0 {
+                        sql.push_str(", ");
+                    }
+                    sql.push_str(group);
+                }
+                let sql = self.c.dialect().sql(&sql);
+                self.c.exec(&sql, chunk)?;
+            }
+        }
+        Ok(())
     }
 
     fn q(&self, text: &str) -> String {
-        let d = self.c.dialect();
-        d.sql(&text.replace("{lock}", d.for_update()))
+        self.c.dialect().statement(text)
     }
 
     fn rows(&mut self, text: &str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
+        self.flush()?; // a read sees the transaction's own writes
         let sql = self.q(text);
         self.c.query(&sql, params)
     }
@@ -618,10 +722,34 @@ impl<C: SqlConn> SqlTx<C> {
     }
 
     fn exec(&mut self, text: &str, params: &[V]) -> DbResult<()> {
+        if self.bulk {
+            // the statements are constants: their text is the key
+            if let Some(key) = STATEMENTS.iter().copied().find(|s| *s == text) {
+                match self.pending.iter_mut().find(|(t, _)| *t == key) {
+                    Some(slot) => slot.1.extend_from_slice(params),
+                    None => self.pending.push((key, params.to_vec())),
+                }
+                return Ok(());
+            }
+        }
+        self.flush()?;
         let sql = self.q(text);
         self.c.exec(&sql, params)
     }
 }
+
+/// The INSERTs a load sends, whose rows can wait for one multi-row INSERT.
+const STATEMENTS: &[&str] = &[
+    WAREHOUSE_INSERT,
+    DISTRICT_INSERT,
+    CUSTOMER_INSERT,
+    ITEM_INSERT,
+    STOCK_INSERT,
+    ORDER_INSERT,
+    NEW_ORDER_INSERT,
+    LINE_INSERT,
+    HISTORY_INSERT,
+];
 
 fn customer_from(r: &[V]) -> Customer {
     Customer {
@@ -679,16 +807,23 @@ fn line_from(r: &[V]) -> OrderLine {
 
 impl<C: SqlConn> TpccTx for SqlTx<C> {
     fn begin(&mut self, write: bool) -> DbResult<()> {
-        let stmt = match (self.c.dialect(), write) {
-            (Dialect::Sqlite, true) => "BEGIN IMMEDIATE",
-            (Dialect::Sqlite, false) | (Dialect::Postgres, _) => "BEGIN",
-            (Dialect::MariaDb, _) => "START TRANSACTION",
-        };
+        let stmt = self.c.dialect().begin(write);
         self.c.batch(stmt)?;
         self.open = true;
         Ok(())
     }
+    fn set_bulk(&mut self, on: bool) {
+        self.bulk = on;
+    }
+    fn load_batch(&self) -> usize {
+        if self.bulk {
+            5000
+        } else {
+            500
+        }
+    }
     fn commit(&mut self) -> DbResult<()> {
+        self.flush()?; // on error the caller rolls back
         self.open = false;
         self.c.batch("COMMIT").inspect_err(|_| {
             // the COMMIT's own error is what the caller needs; a failed ROLLBACK after it only
@@ -697,6 +832,7 @@ impl<C: SqlConn> TpccTx for SqlTx<C> {
         })
     }
     fn rollback(&mut self) -> DbResult<()> {
+        self.pending.clear();
         if std::mem::take(&mut self.open) {
             self.c.batch("ROLLBACK")?;
         }

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""The driver's native OLTP client against the real sysbench, measured side by side in one run
+(not a test): per server (MariaDB InnoDB, PostgreSQL) and per test (oltp_point_select,
+oltp_read_only, oltp_read_write), interleaved runs of both clients against the same server and
+socket, the same tables, threads and seconds. Prints TPS and client CPU per transaction (the
+client process's whole user + system time, from wait4) and their ratios native ÷ sysbench.
+
+    .venv/bin/python bench/oltp_native.py [--servers mariadb-innodb,postgres] [--threads 2]
+                                          [--seconds 20] [--repeats 3] [--tables 4] [--table-size 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from alloclab import driver, events, sysbench, targets  # noqa: E402
+
+
+def wait_usage(argv: list[str], log: Path) -> tuple[int, float]:
+    """Run a client to its end: its exit code and its own CPU seconds (user + system)."""
+    with open(log, "wb") as out:
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        _, status, ru = os.wait4(p.pid, 0)
+    return os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime
+
+
+def native(exe: Path, srv: targets.Server, test: str, a, work: Path) -> dict:
+    ev = work / "native.jsonl"
+    engine = "postgres" if srv.target.kind == "postgres" else "mariadb"
+    argv = [str(exe), "run", "--workload", test, "--engine", engine, "--socket", str(srv.socket), "--database",
+            sysbench.DATABASE, "--tables", str(a.tables), "--table-size", str(a.table_size), "--threads",
+            str(a.threads), "--seed", "5", "--warmup-s", "0", "--duration-s", str(a.seconds), "--events", str(ev)]
+    code, cpu = wait_usage(argv, work / "native.log")
+    found = {e.type: e.data for e in events.parse_lines(ev.read_text().splitlines())} if ev.exists() else {}
+    if code != 0 or "summary" not in found:
+        raise SystemExit(f"native {test} failed: {(work / 'native.log').read_text()[-400:]}")
+    s = found["summary"]
+    if s.get("total_errors"):
+        raise SystemExit(f"native {test}: {s['total_errors']} errors, first {s.get('first_error')}")
+    return {"tps": s["ops_per_s"], "cpu_us": 1e6 * cpu / max(s["total_ops"], 1)}
+
+
+def real(srv: targets.Server, test: str, a, work: Path) -> dict:
+    argv = sysbench.run_argv(srv, test, a.threads, a.seconds, a.tables, a.table_size, seed=5)
+    code, cpu = wait_usage(argv, work / "sysbench.log")
+    text = (work / "sysbench.log").read_text(errors="replace")
+    if code != 0:
+        raise SystemExit(f"sysbench {test} failed: {text[-400:]}")
+    r = sysbench.parse(text)
+    return {"tps": r.tps, "cpu_us": 1e6 * cpu / max(r.transactions, 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--servers", default="mariadb-innodb,postgres")
+    ap.add_argument("--tests", default=",".join(sysbench.TESTS))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tables", type=int, default=4)
+    ap.add_argument("--table-size", type=int, default=10000)
+    a = ap.parse_args()
+    exe = driver.locate()
+    lines = []
+    for name in a.servers.split(","):
+        t = targets.parse(name)
+        work = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
+        os.chmod(work, 0o711)
+        srv = targets.Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "sysbench"))
+        srv.initialise()
+        srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+        try:
+            srv.sql(f"CREATE DATABASE {sysbench.DATABASE}")
+            t0 = time.monotonic()
+            subprocess.run(sysbench.prepare_argv(srv, a.tables, a.table_size), check=True, capture_output=True)
+            print(f"{name}: prepared {a.tables} x {a.table_size} rows in {time.monotonic() - t0:.1f}s", flush=True)
+            for test in a.tests.split(","):
+                got: dict[str, list[dict]] = {"native": [], "sysbench": []}
+                for r in range(a.repeats):
+                    order = ["native", "sysbench"] if r % 2 == 0 else ["sysbench", "native"]  # interleaved
+                    for client in order:
+                        got[client].append(native(exe, srv, test, a, work) if client == "native"
+                                           else real(srv, test, a, work))
+                        print(f"  {name} {test} {client} #{r + 1}: tps {got[client][-1]['tps']:.0f}, "
+                              f"client CPU {got[client][-1]['cpu_us']:.0f} µs/txn", flush=True)
+                med = {k: {m: statistics.median(x[m] for x in v) for m in ("tps", "cpu_us")} for k, v in got.items()}
+                n, s = med["native"], med["sysbench"]
+                lines.append(f"| {name} | {test} | {n['tps']:.0f} | {s['tps']:.0f} | {n['tps'] / s['tps']:.2f}× | "
+                             f"{n['cpu_us']:.0f} | {s['cpu_us']:.0f} | {n['cpu_us'] / s['cpu_us']:.2f}× |")
+        finally:
+            srv.stop()
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"\nmedians of {a.repeats} interleaved runs, {a.threads} threads, {a.seconds} s each, "
+          f"{a.tables} x {a.table_size} rows")
+    print("| server | test | native TPS | sysbench TPS | ratio | native µs CPU/txn | sysbench µs CPU/txn | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""TPC-C on servers, the way HammerDB drives them, against the driver of landed main (commit
+d84df70, row at a time), measured side by side in one run (not a test): per server (MariaDB
+InnoDB, PostgreSQL) the load (warehouses per minute, client CPU per warehouse) and, in
+interleaved runs, NOPM, client and server CPU per New-Order and Stock-Level p50, for each mode
+against today's. Prints a table of the figures and their ratios to today's.
+
+    .venv/bin/python bench/tpcc_modes.py [--warehouses 4] [--vus 2] [--seconds 60] [--repeats 2]
+
+The baseline driver is built once from the checkout's history (git archive of d84df70) into
+~/.cache/alloclab/bench (a few minutes the first time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from alloclab import driver, events, stats, targets  # noqa: E402
+
+BASE = "d84df70"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "alloclab" / "bench"
+
+
+def baseline_driver() -> Path:
+    """The driver of commit d84df70, built once."""
+    exe = CACHE / f"target-{BASE}" / "release" / "alloclab-driver"
+    if exe.exists():
+        return exe
+    src = CACHE / f"src-{BASE}"
+    if not (src / "driver" / "Cargo.toml").exists():
+        src.mkdir(parents=True, exist_ok=True)
+        # the driver's sources at that commit, copied out of the history (the checkout is untouched)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASE, "driver"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    print(f"building the driver of {BASE} (once, a few minutes)", flush=True)
+    env = {**os.environ, "ROCKSDB_LIB_DIR": os.environ.get("ROCKSDB_LIB_DIR", "/usr/lib/x86_64-linux-gnu"),
+           "CARGO_TARGET_DIR": str(CACHE / f"target-{BASE}")}
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(src / "driver" / "Cargo.toml")],
+                   check=True, env=env)
+    return exe
+
+
+def child_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _stat(pid: int) -> list[str]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()
+
+
+def server_cpu(srv: targets.Server) -> float:
+    """CPU seconds of the server's live processes, plus what its exited children used
+    (PostgreSQL's backends end with their connection; the postmaster reaps them)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in srv.pids():
+        try:
+            f = _stat(p)
+        except OSError:
+            continue
+        total += (int(f[11]) + int(f[12]) + (int(f[13]) + int(f[14]) if p == srv.pid else 0)) / tick
+    return total
+
+
+def target_args(srv: targets.Server, db: str) -> list[str]:
+    engine = "postgres" if srv.target.kind == "postgres" else "mariadb"
+    return ["--engine", engine, "--socket", str(srv.socket), "--database", db, "--table-engine", srv.target.engine]
+
+
+def load(exe: Path, srv: targets.Server, db: str, warehouses: int, loaders: int) -> dict:
+    srv.sql(f"CREATE DATABASE {db}")
+    c0, t0 = child_cpu(), time.monotonic()
+    log = Path(tempfile.mkstemp(suffix=".jsonl")[1])
+    p = subprocess.run([str(exe), "tpcc-load", *target_args(srv, db), "--warehouses", str(warehouses), "--loaders",
+                        str(loaders), "--seed", "7", "--events", str(log)], capture_output=True, text=True)
+    log.unlink()
+    if p.returncode != 0:
+        raise SystemExit(f"load with {exe} failed: {p.stderr.strip()[-400:]}")
+    secs = time.monotonic() - t0
+    return {"wh_per_min": warehouses * 60 / secs, "client_cpu_per_wh": (child_cpu() - c0) / warehouses}
+
+
+def run(exe: Path, srv: targets.Server, db: str, mode: str | None, a) -> dict:
+    out = Path(tempfile.mkstemp(suffix=".jsonl")[1])
+    argv = [str(exe), "run", "--workload", "tpcc", *target_args(srv, db), "--threads", str(a.vus), "--warehouses",
+            str(a.warehouses), "--duration-s", str(a.seconds), "--seed", "11", "--events", str(out)]
+    argv += ["--tpcc-mode", mode] if mode else []
+    s0 = server_cpu(srv)
+    p = subprocess.run(argv, capture_output=True, text=True)
+    s1 = server_cpu(srv)
+    evs = {e.type: e.data for e in events.parse_lines(out.read_text().splitlines())}
+    out.unlink()
+    if p.returncode != 0 or "summary" not in evs:
+        raise SystemExit(f"{mode or 'rows'} run failed: {p.stderr.strip()[-400:]}")
+    s = evs["summary"]
+    no = s["ops"]["neword"]
+    new_orders = max(no["calls"] - no.get("errors", 0) - no.get("rollbacks", 0), 1)
+    use = s["usage_window"]
+    return {"nopm": s["workload"]["nopm"], "client_ms": 1e3 * (use["cpu_user_s"] + use["cpu_sys_s"]) / new_orders,
+            "server_ms": 1e3 * (s1 - s0) / new_orders, "slev_p50_ms": s["ops"]["slev"]["p50_ns"] / 1e6,
+            "errors": s.get("total_errors", 0)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--servers", default="mariadb-innodb,postgres")
+    ap.add_argument("--warehouses", type=int, default=4)
+    ap.add_argument("--loaders", type=int, default=2)
+    ap.add_argument("--vus", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--repeats", type=int, default=2)
+    a = ap.parse_args()
+    old, new = baseline_driver(), driver.locate()
+    modes = [("today (d84df70, rows)", old, None), ("rows", new, "rows"), ("statements", new, "statements"),
+             ("procedures", new, "procedures")]
+    for name in a.servers.split(","):
+        t = targets.parse(name)
+        work = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
+        os.chmod(work, 0o711)
+        srv = targets.Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "small"))
+        srv.initialise()
+        srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+        try:
+            loads = {"today": load(old, srv, "tpcc_old", a.warehouses, a.loaders),
+                     "bulk": load(new, srv, "tpcc_new", a.warehouses, a.loaders)}
+            got: dict[str, list[dict]] = {m[0]: [] for m in modes}
+            for r in range(a.repeats):
+                for label, exe, mode in modes[r % len(modes):] + modes[:r % len(modes)]:  # interleaved, rotating
+                    got[label].append(run(exe, srv, "tpcc_old" if exe == old else "tpcc_new", mode, a))
+                    print(f"  {name} {label} #{r + 1}: {got[label][-1]}", flush=True)
+        finally:
+            srv.stop()
+            shutil.rmtree(work, ignore_errors=True)
+        lt, lb = loads["today"], loads["bulk"]
+        print(f"\n{name}: load {a.warehouses} WH with {a.loaders} loaders: today {lt['wh_per_min']:.1f} WH/min, "
+              f"{lt['client_cpu_per_wh']:.2f} s client CPU/WH; bulk {lb['wh_per_min']:.1f} WH/min "
+              f"({lb['wh_per_min'] / lt['wh_per_min']:.2f}x), {lb['client_cpu_per_wh']:.2f} s/WH "
+              f"({lb['client_cpu_per_wh'] / lt['client_cpu_per_wh']:.2f}x)")
+        med = {k: {f: stats.median([x[f] for x in v]) for f in v[0]} for k, v in got.items()}
+        base = med[modes[0][0]]
+        print(f"{'mode':24s} {'NOPM':>8s} {'client ms/NO':>13s} {'server ms/NO':>13s} {'SLEV p50 ms':>12s}   "
+              "ratios to today (NOPM, client, server, SLEV)")
+        for label, m in med.items():
+            print(f"{label:24s} {m['nopm']:8.0f} {m['client_ms']:13.3f} {m['server_ms']:13.3f} "
+                  f"{m['slev_p50_ms']:12.2f}   "
+                  f"{m['nopm'] / base['nopm']:.2f}x {m['client_ms'] / base['client_ms']:.2f}x "
+                  f"{m['server_ms'] / base['server_ms']:.2f}x {m['slev_p50_ms'] / base['slev_p50_ms']:.2f}x")
+        print(json.dumps({"server": name, "load": loads, "medians": med}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
