@@ -96,8 +96,8 @@ def main() -> int:
                               f"client CPU {got[client][-1]['cpu_us']:.0f} µs/txn", flush=True)
                 med = {k: {m: statistics.median(x[m] for x in v) for m in ("tps", "cpu_us")} for k, v in got.items()}
                 n, s = med["native"], med["sysbench"]
-                lines.append(f"| {name} | {test} | {n['tps']:.0f} | {s['tps']:.0f} | {n['tps'] / s['tps']:.2f}× | "
-                             f"{n['cpu_us']:.0f} | {s['cpu_us']:.0f} | {n['cpu_us'] / s['cpu_us']:.2f}× |")
+                lines.append(f"| {name} | {test} | {n['tps']:.0f} | {s['tps']:.0f} | {n['tps'] / s['tps']:.3f}× | "
+                             f"{n['cpu_us']:.0f} | {s['cpu_us']:.0f} | {n['cpu_us'] / s['cpu_us']:.3f}× |")
         finally:
             srv.stop()
             shutil.rmtree(work, ignore_errors=True)

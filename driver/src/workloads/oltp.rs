@@ -10,7 +10,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::tpcc::sql::{connection, Server, SqlConn, V};
+use super::libmariadb;
+use super::tpcc::sql::{connection, Dialect, Prepared, Server, SqlConn, V};
 use super::{retry_conflicts, Step, Worker, Workload};
 use crate::engines::DbResult;
 use crate::events::EventSink;
@@ -55,6 +56,57 @@ impl OltpSpec {
     }
 }
 
+/// What the OLTP tests need of a connection: statements prepared once, run by handle.
+pub trait OltpConn: Send {
+    fn dialect(&self) -> Dialect;
+    fn batch(&mut self, sql: &str) -> DbResult<()>;
+    fn prepare(&mut self, sql: &str) -> DbResult<Prepared>;
+    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64>;
+}
+
+impl OltpConn for Box<dyn SqlConn + Send> {
+    fn dialect(&self) -> Dialect {
+        (**self).dialect()
+    }
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        (**self).batch(sql)
+    }
+    fn prepare(&mut self, sql: &str) -> DbResult<Prepared> {
+        (**self).prepare(sql)
+    }
+    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64> {
+        (**self).run(st, params)
+    }
+}
+
+impl OltpConn for libmariadb::Conn {
+    fn dialect(&self) -> Dialect {
+        libmariadb::Conn::dialect(self)
+    }
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        libmariadb::Conn::batch(self, sql)
+    }
+    fn prepare(&mut self, sql: &str) -> DbResult<Prepared> {
+        libmariadb::Conn::prepare(self, sql)
+    }
+    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64> {
+        libmariadb::Conn::run(self, st, params)
+    }
+}
+
+/// A worker's connection: MariaDB through libmariadb (sysbench's own client library),
+/// PostgreSQL through the `postgres` crate.
+fn oltp_connection(engine: &str, server: &Server) -> Result<Box<dyn OltpConn>> {
+    Ok(match engine {
+        "mariadb" => Box::new(libmariadb::Conn::connect(
+            &server.socket,
+            "root",
+            &server.database,
+        )?),
+        _ => Box::new(connection(engine, server)?),
+    })
+}
+
 pub struct OltpWorkload {
     engine: String,
     server: Server,
@@ -87,103 +139,169 @@ impl Workload for OltpWorkload {
         Ok(())
     }
     fn worker(&self, thread: usize, _threads: usize) -> Result<Box<dyn Worker + '_>> {
-        Ok(Box::new(OltpWorker {
-            c: connection(&self.engine, &self.server)?,
-            rng: SmallRng::seed_from_u64(
+        Ok(Box::new(OltpWorker::new(
+            oltp_connection(&self.engine, &self.server)?,
+            SmallRng::seed_from_u64(
                 self.spec.seed ^ (thread as u64 + 1).wrapping_mul(0x9E3779B97F4A7C15),
             ),
-            spec: self.spec.clone(),
-        }))
+            self.spec.clone(),
+        )?))
+    }
+}
+
+/// One table's statements, prepared once per connection, as sysbench's oltp_common.lua does.
+struct TableStmts {
+    point: Prepared,
+    simple_range: Prepared,
+    sum_range: Prepared,
+    order_range: Prepared,
+    distinct_range: Prepared,
+    index_update: Prepared,
+    non_index_update: Prepared,
+    delete: Prepared,
+    insert: Prepared,
+}
+
+impl TableStmts {
+    fn prepare(c: &mut dyn OltpConn, table: u32) -> DbResult<Self> {
+        let d = c.dialect();
+        let mut p = |text: &str| c.prepare(&d.sql(&text.replace("%u", &table.to_string())));
+        Ok(TableStmts {
+            point: p("SELECT c FROM sbtest%u WHERE id=?")?,
+            simple_range: p("SELECT c FROM sbtest%u WHERE id BETWEEN ? AND ?")?,
+            sum_range: p("SELECT SUM(k) FROM sbtest%u WHERE id BETWEEN ? AND ?")?,
+            order_range: p("SELECT c FROM sbtest%u WHERE id BETWEEN ? AND ? ORDER BY c")?,
+            distinct_range: p(
+                "SELECT DISTINCT c FROM sbtest%u WHERE id BETWEEN ? AND ? ORDER BY c",
+            )?,
+            index_update: p("UPDATE sbtest%u SET k=k+1 WHERE id=?")?,
+            non_index_update: p("UPDATE sbtest%u SET c=? WHERE id=?")?,
+            delete: p("DELETE FROM sbtest%u WHERE id=?")?,
+            insert: p("INSERT INTO sbtest%u (id, k, c, pad) VALUES (?, ?, ?, ?)")?,
+        })
     }
 }
 
 struct OltpWorker {
-    c: Box<dyn SqlConn + Send>,
+    c: Box<dyn OltpConn>,
     rng: SmallRng,
     spec: OltpSpec,
+    /// per table (sbtest1 is index 0)
+    tables: Vec<TableStmts>,
+    begin: Prepared,
+    commit: Prepared,
+    /// parameters, reused from call to call
+    args: Vec<V>,
 }
 
-/// sysbench's c and pad values: groups of 11 random digits joined by dashes.
-fn digits(rng: &mut SmallRng, groups: usize) -> String {
-    (0..groups)
-        .map(|_| {
-            (0..11)
-                .map(|_| (b'0' + rng.gen_range(0..10u8)) as char)
-                .collect::<String>()
-        })
-        .collect::<Vec<_>>()
-        .join("-")
+/// sysbench's c and pad values: groups of 11 random digits joined by dashes, written into `out`.
+fn digits(rng: &mut SmallRng, groups: usize, out: &mut String) {
+    out.clear();
+    for g in 0..groups {
+        if g > 0 {
+            out.push('-');
+        }
+        for _ in 0..11 {
+            out.push((b'0' + rng.gen_range(0..10u8)) as char);
+        }
+    }
+}
+
+/// `text` into the reused value `v` (its buffer kept).
+fn text_into(v: &mut V) -> &mut String {
+    if !matches!(v, V::T(_)) {
+        *v = V::T(String::with_capacity(128));
+    }
+    match v {
+        V::T(t) => t,
+        _ => unreachable!(),
+    }
 }
 
 impl OltpWorker {
-    fn sql(&self, text: &str, table: u32) -> String {
-        self.c
-            .dialect()
-            .sql(&text.replace("%u", &table.to_string()))
+    fn new(mut c: Box<dyn OltpConn>, rng: SmallRng, spec: OltpSpec) -> Result<Self> {
+        let prepared = (|| -> DbResult<_> {
+            let tables = (1..=spec.tables)
+                .map(|t| TableStmts::prepare(&mut *c, t))
+                .collect::<DbResult<Vec<_>>>()?;
+            Ok((tables, c.prepare("BEGIN")?, c.prepare("COMMIT")?))
+        })();
+        let (tables, begin, commit) =
+            prepared.map_err(|e| anyhow::anyhow!("preparing the OLTP statements: {e}"))?;
+        Ok(OltpWorker {
+            c,
+            rng,
+            spec,
+            tables,
+            begin,
+            commit,
+            args: vec![V::Null; 4],
+        })
     }
 
     fn id(&mut self) -> i64 {
         self.rng.gen_range(1..=self.spec.table_size) as i64
     }
 
-    fn table(&mut self) -> u32 {
-        self.rng.gen_range(1..=self.spec.tables)
+    fn table(&mut self) -> usize {
+        self.rng.gen_range(0..self.spec.tables as usize)
+    }
+
+    /// Run `st` of table `t` with the first `n` reused arguments.
+    fn call(&mut self, t: usize, st: fn(&TableStmts) -> Prepared, n: usize) -> DbResult<()> {
+        let st = st(&self.tables[t]);
+        std::hint::black_box(self.c.run(st, &self.args[..n])?);
+        Ok(())
     }
 
     fn reads(&mut self) -> DbResult<()> {
+        // oltp_common.lua: the point selects of one event read one table
         let t = self.table();
-        let q = self.sql("SELECT c FROM sbtest%u WHERE id=?", t);
         for _ in 0..10 {
-            let id = self.id();
-            std::hint::black_box(self.c.query(&q, &[V::I(id)])?);
+            self.args[0] = V::I(self.id());
+            self.call(t, |s| s.point, 1)?;
         }
-        for text in [
-            "SELECT c FROM sbtest%u WHERE id BETWEEN ? AND ?",
-            "SELECT SUM(k) FROM sbtest%u WHERE id BETWEEN ? AND ?",
-            "SELECT c FROM sbtest%u WHERE id BETWEEN ? AND ? ORDER BY c",
-            "SELECT DISTINCT c FROM sbtest%u WHERE id BETWEEN ? AND ? ORDER BY c",
-        ] {
+        let ranges: [fn(&TableStmts) -> Prepared; 4] = [
+            |s| s.simple_range,
+            |s| s.sum_range,
+            |s| s.order_range,
+            |s| s.distinct_range,
+        ];
+        for st in ranges {
             let t = self.table();
-            let q = self.sql(text, t);
             let id = self.id();
-            std::hint::black_box(
-                self.c
-                    .query(&q, &[V::I(id), V::I(id + self.spec.range_size as i64 - 1)])?,
-            );
+            self.args[0] = V::I(id);
+            self.args[1] = V::I(id + self.spec.range_size as i64 - 1);
+            self.call(t, st, 2)?;
         }
         Ok(())
     }
 
     fn writes(&mut self) -> DbResult<()> {
         let t = self.table();
-        let q = self.sql("UPDATE sbtest%u SET k=k+1 WHERE id=?", t);
-        let id = self.id();
-        self.c.exec(&q, &[V::I(id)])?;
+        self.args[0] = V::I(self.id());
+        self.call(t, |s| s.index_update, 1)?;
         let t = self.table();
-        let q = self.sql("UPDATE sbtest%u SET c=? WHERE id=?", t);
-        let (c, id) = (digits(&mut self.rng, 10), self.id());
-        self.c.exec(&q, &[V::T(c), V::I(id)])?;
+        digits(&mut self.rng, 10, text_into(&mut self.args[0]));
+        self.args[1] = V::I(self.id());
+        self.call(t, |s| s.non_index_update, 2)?;
         let t = self.table();
         let (id, k) = (self.id(), self.id());
-        let del = self.sql("DELETE FROM sbtest%u WHERE id=?", t);
-        let ins = self.sql(
-            "INSERT INTO sbtest%u (id, k, c, pad) VALUES (?, ?, ?, ?)",
-            t,
-        );
-        self.c.exec(&del, &[V::I(id)])?;
-        let (c, pad) = (digits(&mut self.rng, 10), digits(&mut self.rng, 5));
-        self.c.exec(&ins, &[V::I(id), V::I(k), V::T(c), V::T(pad)])
+        self.args[0] = V::I(id);
+        self.call(t, |s| s.delete, 1)?;
+        self.args[1] = V::I(k);
+        digits(&mut self.rng, 10, text_into(&mut self.args[2]));
+        digits(&mut self.rng, 5, text_into(&mut self.args[3]));
+        self.call(t, |s| s.insert, 4)
     }
 
     fn event(&mut self) -> DbResult<()> {
         if self.spec.test == "oltp_point_select" {
             let t = self.table();
-            let q = self.sql("SELECT c FROM sbtest%u WHERE id=?", t);
-            let id = self.id();
-            std::hint::black_box(self.c.query(&q, &[V::I(id)])?);
-            return Ok(());
+            self.args[0] = V::I(self.id());
+            return self.call(t, |s| s.point, 1);
         }
-        self.c.batch("BEGIN")?;
+        self.c.run(self.begin, &[])?;
         let body = self.reads().and_then(|_| {
             if self.spec.test == "oltp_read_write" {
                 self.writes()
@@ -191,9 +309,11 @@ impl OltpWorker {
                 Ok(())
             }
         });
-        match body.and_then(|_| self.c.batch("COMMIT")) {
+        match body.and_then(|_| self.c.run(self.commit, &[]).map(|_| ())) {
             Ok(()) => Ok(()),
             Err(e) => {
+                // the statement's error is the one to report: a failed ROLLBACK after it only
+                // means the server already ended the transaction
                 let _ = self.c.batch("ROLLBACK");
                 Err(e)
             }

@@ -208,13 +208,32 @@ macro_rules! vals {
     ($($x:expr),* $(,)?) => { [$(V::from($x)),*] };
 }
 
-/// One database connection, as narrow as TPC-C needs.
+/// A statement prepared once on its connection (`SqlConn::prepare`), then run by this handle
+/// without looking its text up again.
+#[derive(Debug, Clone, Copy)]
+pub struct Prepared(usize);
+
+impl Prepared {
+    pub(crate) fn new(index: usize) -> Self {
+        Prepared(index)
+    }
+    pub(crate) fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// One database connection, as narrow as TPC-C and the OLTP tests need.
 pub trait SqlConn {
     fn dialect(&self) -> Dialect;
     /// Statements without parameters or results (BEGIN, COMMIT, DDL).
     fn batch(&mut self, sql: &str) -> DbResult<()>;
     fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>>;
     fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()>;
+    /// Prepare `sql` (in this dialect) on the server once, for `run`.
+    fn prepare(&mut self, sql: &str) -> DbResult<Prepared>;
+    /// Run a prepared statement, reading every row it returns and keeping none (as sysbench
+    /// does); returns how many rows it returned or changed.
+    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64>;
 }
 
 /// A connection to a server alloclab started (`mariadb` or `postgres`).
@@ -288,7 +307,10 @@ impl TpccSqlite {
 
 impl TpccDb for TpccSqlite {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
-        Ok(Box::new(SqlTx::new(SqliteConn(self.db.connect()?))))
+        Ok(Box::new(SqlTx::new(SqliteConn(
+            self.db.connect()?,
+            Vec::new(),
+        ))))
     }
     fn prepare_mode(&self, mode: Mode) -> Result<()> {
         match mode {
@@ -302,16 +324,18 @@ impl TpccDb for TpccSqlite {
         let c = self.db.connect()?;
         c.set_prepared_statement_cache_capacity(256);
         match mode {
-            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(SqliteConn(c)))),
+            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(SqliteConn(c, Vec::new())))),
             Mode::Rows => Ok(Box::new(super::RowSession(Box::new(SqlTx::new(
-                SqliteConn(c),
+                SqliteConn(c, Vec::new()),
             ))))),
             Mode::Procedures => anyhow::bail!("SQLite has no stored procedures"),
         }
     }
 }
 
-struct SqliteConn(rusqlite::Connection);
+/// A SQLite connection and the texts of its prepared statements (rusqlite keeps their
+/// preparations in its own cache).
+struct SqliteConn(rusqlite::Connection, Vec<String>);
 
 impl SqlConn for SqliteConn {
     fn dialect(&self) -> Dialect {
@@ -348,6 +372,25 @@ impl SqlConn for SqliteConn {
             .map_err(sqlite_map_err)?;
         Ok(())
     }
+    fn prepare(&mut self, sql: &str) -> DbResult<Prepared> {
+        self.0.prepare_cached(sql).map_err(sqlite_map_err)?;
+        self.1.push(sql.to_string());
+        Ok(Prepared(self.1.len() - 1))
+    }
+    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64> {
+        let mut st = self
+            .0
+            .prepare_cached(&self.1[st.0])
+            .map_err(sqlite_map_err)?;
+        let mut rows = st
+            .query(rusqlite::params_from_iter(params.iter().map(sqlite_value)))
+            .map_err(sqlite_map_err)?;
+        let mut n = 0;
+        while rows.next().map_err(sqlite_map_err)?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
 }
 
 fn sqlite_value(v: &V) -> rusqlite::types::Value {
@@ -372,19 +415,18 @@ pub struct TpccMariaDb {
     server: Server,
 }
 
+/// A MariaDB error that means "run the transaction again": deadlock, lock wait timeout,
+/// MariaDB 11.8's snapshot isolation ("record has changed since last read"), and an engine's
+/// conflict found at COMMIT (TideSQL's optimistic transactions: handler error 149,
+/// HA_ERR_LOCK_DEADLOCK, or 146, HA_ERR_LOCK_WAIT_TIMEOUT).
+pub fn is_conflict(code: u16, message: &str) -> bool {
+    matches!(code, 1213 | 1205 | 1020)
+        || (code == 1180 && (message.contains("error 149") || message.contains("error 146")))
+}
+
 pub fn mysql_err(e: mysql::Error) -> DbError {
     match &e {
-        // deadlock, lock wait timeout, and MariaDB 11.8's snapshot isolation ("record has
-        // changed since last read"): retry the transaction
-        mysql::Error::MySqlError(m) if matches!(m.code, 1213 | 1205 | 1020) => {
-            DbError::Conflict(e.to_string())
-        }
-        // an engine's conflict found at COMMIT (TideSQL's optimistic transactions): handler
-        // error 149 (HA_ERR_LOCK_DEADLOCK) or 146 (HA_ERR_LOCK_WAIT_TIMEOUT)
-        mysql::Error::MySqlError(m)
-            if m.code == 1180
-                && (m.message.contains("error 149") || m.message.contains("error 146")) =>
-        {
+        mysql::Error::MySqlError(m) if is_conflict(m.code, &m.message) => {
             DbError::Conflict(e.to_string())
         }
         _ => DbError::Other(anyhow::Error::new(e)),
@@ -418,7 +460,7 @@ impl TpccMariaDb {
                 self.server.socket.display()
             )
         })?;
-        Ok(MariaConn(c))
+        Ok(MariaConn(c, Vec::new()))
     }
 }
 
@@ -451,7 +493,8 @@ impl TpccDb for TpccMariaDb {
     }
 }
 
-struct MariaConn(mysql::Conn);
+/// A MariaDB connection and the statements prepared on it by `prepare`.
+struct MariaConn(mysql::Conn, Vec<mysql::Statement>);
 
 fn mysql_value(v: &V) -> mysql::Value {
     match v {
@@ -498,6 +541,27 @@ impl SqlConn for MariaConn {
         use mysql::prelude::Queryable;
         let p = mysql::Params::Positional(params.iter().map(mysql_value).collect());
         self.0.exec_drop(sql, p).map_err(mysql_err)
+    }
+    fn prepare(&mut self, sql: &str) -> DbResult<Prepared> {
+        use mysql::prelude::Queryable;
+        let st = self.0.prep(sql).map_err(mysql_err)?;
+        self.1.push(st);
+        Ok(Prepared(self.1.len() - 1))
+    }
+    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64> {
+        use mysql::prelude::Queryable;
+        let p = if params.is_empty() {
+            mysql::Params::Empty
+        } else {
+            mysql::Params::Positional(params.iter().map(mysql_value).collect())
+        };
+        let mut result = self.0.exec_iter(&self.1[st.0], p).map_err(mysql_err)?;
+        let mut n = 0;
+        for row in result.by_ref() {
+            row.map_err(mysql_err)?;
+            n += 1;
+        }
+        Ok(n.max(result.affected_rows()))
     }
 }
 
@@ -546,6 +610,7 @@ impl TpccPostgres {
         Ok(PgConn {
             c,
             stmts: HashMap::new(),
+            prepared: Vec::new(),
         })
     }
 }
@@ -578,7 +643,10 @@ impl TpccDb for TpccPostgres {
 
 struct PgConn {
     c: postgres::Client,
+    /// statements run by their text (prepared on first use)
     stmts: HashMap<String, postgres::Statement>,
+    /// statements prepared by `prepare`, run by handle
+    prepared: Vec<postgres::Statement>,
 }
 
 impl PgConn {
@@ -591,24 +659,35 @@ impl PgConn {
         Ok(s)
     }
 
-    fn bind(st: &postgres::Statement, params: &[V]) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
-        use postgres::types::Type;
+    fn bind(params: &[V]) -> Vec<&(dyn postgres::types::ToSql + Sync)> {
         params
             .iter()
-            .zip(st.params())
-            .map(|(v, ty)| -> Box<dyn postgres::types::ToSql + Sync> {
-                match v {
-                    V::Null if *ty == Type::INT4 => Box::new(None::<i32>),
-                    V::Null if *ty == Type::INT8 => Box::new(None::<i64>),
-                    V::Null => Box::new(None::<String>),
-                    V::I(x) if *ty == Type::INT4 => Box::new(*x as i32),
-                    V::I(x) if *ty == Type::INT2 => Box::new(*x as i16),
-                    V::I(x) => Box::new(*x),
-                    V::T(t) => Box::new(t.clone()),
-                }
-            })
+            .map(|v| v as &(dyn postgres::types::ToSql + Sync))
             .collect()
     }
+}
+
+/// A value is written in the width of the parameter the server asks for (no copy, no box).
+impl postgres::types::ToSql for V {
+    fn to_sql(
+        &self,
+        ty: &postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>>
+    {
+        use postgres::types::Type;
+        match self {
+            V::Null => Ok(postgres::types::IsNull::Yes),
+            V::I(x) if *ty == Type::INT4 => (*x as i32).to_sql(ty, out),
+            V::I(x) if *ty == Type::INT2 => (*x as i16).to_sql(ty, out),
+            V::I(x) => x.to_sql(ty, out),
+            V::T(t) => t.as_str().to_sql(ty, out),
+        }
+    }
+    fn accepts(_ty: &postgres::types::Type) -> bool {
+        true
+    }
+    postgres::types::to_sql_checked!();
 }
 
 fn pg_value(row: &postgres::Row, i: usize) -> DbResult<V> {
@@ -639,21 +718,26 @@ impl SqlConn for PgConn {
     }
     fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
         let st = self.prepared(sql)?;
-        let bound = Self::bind(&st, params);
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
-            bound.iter().map(|b| b.as_ref()).collect();
-        let rows = self.c.query(&st, &refs).map_err(pg_err)?;
+        let rows = self.c.query(&st, &Self::bind(params)).map_err(pg_err)?;
         rows.iter()
             .map(|r| (0..r.len()).map(|i| pg_value(r, i)).collect())
             .collect()
     }
     fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()> {
         let st = self.prepared(sql)?;
-        let bound = Self::bind(&st, params);
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
-            bound.iter().map(|b| b.as_ref()).collect();
-        self.c.execute(&st, &refs).map_err(pg_err)?;
+        self.c.execute(&st, &Self::bind(params)).map_err(pg_err)?;
         Ok(())
+    }
+    fn prepare(&mut self, sql: &str) -> DbResult<Prepared> {
+        let st = self.c.prepare(sql).map_err(pg_err)?;
+        self.prepared.push(st);
+        Ok(Prepared(self.prepared.len() - 1))
+    }
+    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64> {
+        // execute reads the rows and counts them without decoding a column
+        self.c
+            .execute(&self.prepared[st.0], &Self::bind(params))
+            .map_err(pg_err)
     }
 }
 
