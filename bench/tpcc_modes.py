@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """TPC-C on servers, the way HammerDB drives them, against the driver of landed main (commit
 d84df70, row at a time), measured side by side in one run (not a test): per server (MariaDB
-InnoDB, PostgreSQL) the load (warehouses per minute, client CPU per warehouse) and, in
+InnoDB, PostgreSQL) the load (warehouses per minute, client CPU per warehouse; each load on a fresh server) and, in
 interleaved runs, NOPM, client and server CPU per New-Order and Stock-Level p50, for each mode
 against today's. Prints a table of the figures and their ratios to today's.
 
     .venv/bin/python bench/tpcc_modes.py [--warehouses 4] [--vus 2] [--seconds 60] [--repeats 2]
+                                         [--load-repeats 2] [--modes statements,procedures]
 
 The baseline driver is built once from the checkout's history (git archive of d84df70) into
 ~/.cache/alloclab/bench (a few minutes the first time).
@@ -95,6 +96,20 @@ def load(exe: Path, srv: targets.Server, db: str, warehouses: int, loaders: int)
     return {"wh_per_min": warehouses * 60 / secs, "client_cpu_per_wh": (child_cpu() - c0) / warehouses}
 
 
+def fresh_load(exe: Path, t: targets.ServerTarget, a) -> dict:
+    """A load timed on a server of its own (nothing else in its buffer pool or its logs)."""
+    work = Path(tempfile.mkdtemp(prefix="alloclab-bench-load-"))
+    os.chmod(work, 0o711)
+    srv = targets.Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "small"))
+    srv.initialise()
+    srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    try:
+        return load(exe, srv, "tpcc", a.warehouses, a.loaders)
+    finally:
+        srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run(exe: Path, srv: targets.Server, db: str, mode: str | None, a) -> dict:
     out = Path(tempfile.mkstemp(suffix=".jsonl")[1])
     argv = [str(exe), "run", "--workload", "tpcc", *target_args(srv, db), "--threads", str(a.vus), "--warehouses",
@@ -124,10 +139,11 @@ def main() -> int:
     ap.add_argument("--vus", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--load-repeats", type=int, default=2)
+    ap.add_argument("--modes", default="statements,procedures", help="the new driver's modes beside today's")
     a = ap.parse_args()
     old, new = baseline_driver(), driver.locate()
-    modes = [("today (d84df70, rows)", old, None), ("rows", new, "rows"), ("statements", new, "statements"),
-             ("procedures", new, "procedures")]
+    modes = [("today (d84df70, rows)", old, None)] + [(m, new, m) for m in a.modes.split(",") if m]
     for name in a.servers.split(","):
         t = targets.parse(name)
         work = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
@@ -136,8 +152,16 @@ def main() -> int:
         srv.initialise()
         srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
         try:
-            loads = {"today": load(old, srv, "tpcc_old", a.warehouses, a.loaders),
-                     "bulk": load(new, srv, "tpcc_new", a.warehouses, a.loaders)}
+            # the loads timed, each on a fresh server, alternating which goes first
+            timed: dict[str, list[dict]] = {"today": [], "bulk": []}
+            for r in range(a.load_repeats):
+                for label in (["today", "bulk"] if r % 2 == 0 else ["bulk", "today"]):
+                    timed[label].append(fresh_load(old if label == "today" else new, t, a))
+                    print(f"  {name} load {label} #{r + 1}: {timed[label][-1]}", flush=True)
+            loads = {k: {f: stats.median([x[f] for x in v]) for f in v[0]} for k, v in timed.items()}
+            # the databases the runs use
+            load(old, srv, "tpcc_old", a.warehouses, a.loaders)
+            load(new, srv, "tpcc_new", a.warehouses, a.loaders)
             got: dict[str, list[dict]] = {m[0]: [] for m in modes}
             for r in range(a.repeats):
                 for label, exe, mode in modes[r % len(modes):] + modes[:r % len(modes)]:  # interleaved, rotating

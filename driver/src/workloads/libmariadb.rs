@@ -1,9 +1,11 @@
 //! MariaDB through its own C client library (libmariadb, the one sysbench links), for the
-//! native OLTP tests: statements prepared once on the server, parameters bound from reused
-//! buffers, results read whole into the library's memory and freed (`mysql_stmt_store_result`,
-//! as sysbench does), nothing decoded that the test does not use. The pure-Rust client decodes
-//! every row into owned values, which costs the client 1.3-1.5x sysbench's CPU on 2 cores.
+//! native OLTP tests and TPC-C's statements mode: statements prepared once on the server,
+//! parameters bound once to buffers refilled in place, results that nobody reads stored and
+//! freed (`mysql_stmt_store_result`, as sysbench does), results that are read fetched into
+//! buffers bound once per statement. The pure-Rust client decodes every row into owned values,
+//! which cost the client 1.3-1.5x sysbench's CPU on 2 cores.
 
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::path::Path;
 use std::ptr;
@@ -11,7 +13,7 @@ use std::ptr;
 use anyhow::{bail, Result};
 use mysqlclient_sys as ffi;
 
-use super::tpcc::sql::{is_conflict, Dialect, Prepared, V};
+use super::tpcc::sql::{is_conflict, Dialect, Prepared, SqlConn, V};
 use crate::engines::{DbError, DbResult};
 
 /// A prepared statement and its parameters' buffers, bound once and refilled in place for
@@ -23,12 +25,95 @@ struct Stmt {
     texts: Vec<Vec<u8>>,
     lengths: Vec<std::os::raw::c_ulong>,
     bound: bool,
+    /// the result columns' buffers, bound on the first read of the rows
+    out: Option<Columns>,
+}
+
+/// Where `mysql_stmt_fetch` writes each column of a row: integers as i64, the rest as text.
+struct Columns {
+    binds: Vec<ffi::MYSQL_BIND>,
+    ints: Vec<i64>,
+    texts: Vec<Vec<u8>>,
+    lengths: Vec<std::os::raw::c_ulong>,
+    nulls: Vec<ffi::my_bool>,
+    is_int: Vec<bool>,
+}
+
+impl Columns {
+    /// The columns of `st`'s result, from its metadata (None if it returns no rows).
+    unsafe fn of(st: *mut ffi::MYSQL_STMT) -> Option<Columns> {
+        use ffi::enum_field_types::*;
+        let meta = ffi::mysql_stmt_result_metadata(st);
+        if meta.is_null() {
+            return None;
+        }
+        let n = ffi::mysql_num_fields(meta) as usize;
+        let fields = std::slice::from_raw_parts(ffi::mysql_fetch_fields(meta), n);
+        let is_int: Vec<bool> = fields
+            .iter()
+            .map(|f| {
+                matches!(
+                    f.type_,
+                    MYSQL_TYPE_TINY
+                        | MYSQL_TYPE_SHORT
+                        | MYSQL_TYPE_LONG
+                        | MYSQL_TYPE_INT24
+                        | MYSQL_TYPE_LONGLONG
+                )
+            })
+            .collect();
+        // a column's display length bounds its bytes (at most 64 KiB here: TPC-C's are short)
+        let texts = fields
+            .iter()
+            .map(|f| vec![0u8; (f.length as usize).clamp(1, 1 << 16)])
+            .collect();
+        ffi::mysql_free_result(meta);
+        let mut c = Columns {
+            binds: (0..n).map(|_| std::mem::zeroed()).collect(),
+            ints: vec![0; n],
+            texts,
+            lengths: vec![0; n],
+            nulls: vec![0; n],
+            is_int,
+        };
+        for i in 0..n {
+            let b = &mut c.binds[i];
+            if c.is_int[i] {
+                b.buffer_type = MYSQL_TYPE_LONGLONG;
+                b.buffer = (&mut c.ints[i] as *mut i64).cast();
+            } else {
+                b.buffer_type = MYSQL_TYPE_STRING;
+                b.buffer = c.texts[i].as_mut_ptr().cast();
+                b.buffer_length = c.texts[i].len() as _;
+            }
+            b.length = &mut c.lengths[i];
+            b.is_null = &mut c.nulls[i];
+        }
+        Some(c)
+    }
+
+    fn row(&self) -> Vec<V> {
+        (0..self.binds.len())
+            .map(|i| {
+                if self.nulls[i] != 0 {
+                    V::Null
+                } else if self.is_int[i] {
+                    V::I(self.ints[i])
+                } else {
+                    let n = (self.lengths[i] as usize).min(self.texts[i].len());
+                    V::T(String::from_utf8_lossy(&self.texts[i][..n]).into_owned())
+                }
+            })
+            .collect()
+    }
 }
 
 /// One connection over the server's unix socket, and the statements prepared on it.
 pub struct Conn {
     mysql: *mut ffi::MYSQL,
     stmts: Vec<Stmt>,
+    /// statements run by their text (`query`, `exec`), prepared on first use
+    by_text: HashMap<String, Prepared>,
 }
 
 // The handles belong to this connection alone and are used by one thread at a time.
@@ -46,6 +131,22 @@ fn error(code: u32, message: String) -> DbError {
         DbError::Conflict(format!("ERROR {code}: {message}"))
     } else {
         DbError::Other(anyhow::anyhow!("ERROR {code}: {message}"))
+    }
+}
+
+/// The statement's error; the connection's where the statement has none (the library sets
+/// some errors, e.g. a lost connection, on the connection only).
+fn stmt_error(mysql: *mut ffi::MYSQL, st: *mut ffi::MYSQL_STMT) -> DbError {
+    unsafe {
+        match ffi::mysql_stmt_errno(st) {
+            0 if ffi::mysql_errno(mysql) != 0 => {
+                error(ffi::mysql_errno(mysql), c_text(ffi::mysql_error(mysql)))
+            }
+            0 => DbError::Other(anyhow::anyhow!(
+                "libmariadb reported a failure without an error code"
+            )),
+            code => error(code, c_text(ffi::mysql_stmt_error(st))),
+        }
     }
 }
 
@@ -81,12 +182,9 @@ impl Conn {
             Ok(Conn {
                 mysql: m,
                 stmts: Vec::new(),
+                by_text: HashMap::new(),
             })
         }
-    }
-
-    pub fn dialect(&self) -> Dialect {
-        Dialect::MariaDb
     }
 
     fn conn_error(&self) -> DbError {
@@ -96,10 +194,6 @@ impl Conn {
                 c_text(ffi::mysql_error(self.mysql)),
             )
         }
-    }
-
-    fn stmt_error(st: *mut ffi::MYSQL_STMT) -> DbError {
-        unsafe { error(ffi::mysql_stmt_errno(st), c_text(ffi::mysql_stmt_error(st))) }
     }
 
     /// A statement without parameters, its results (if any) read and dropped.
@@ -131,7 +225,7 @@ impl Conn {
                 return Err(self.conn_error());
             }
             if ffi::mysql_stmt_prepare(st, sql.as_ptr().cast(), sql.len() as _) != 0 {
-                let e = Self::stmt_error(st);
+                let e = stmt_error(self.mysql, st);
                 ffi::mysql_stmt_close(st);
                 return Err(e);
             }
@@ -144,14 +238,14 @@ impl Conn {
                 texts: (0..n).map(|_| Vec::with_capacity(256)).collect(),
                 lengths: vec![0; n],
                 bound: false,
+                out: None,
             });
         }
         Ok(Prepared::new(self.stmts.len() - 1))
     }
 
-    /// Execute a prepared statement; its rows are read into the library's memory and freed.
-    /// Returns the rows it returned or changed.
-    pub fn run(&mut self, p: Prepared, params: &[V]) -> DbResult<u64> {
+    /// Bind `params` (into the statement's own buffers) and execute it.
+    fn execute(&mut self, p: Prepared, params: &[V]) -> DbResult<*mut ffi::MYSQL_STMT> {
         let s = &mut self.stmts[p.index()];
         if params.len() != s.binds.len() {
             return Err(DbError::Other(anyhow::anyhow!(
@@ -201,23 +295,107 @@ impl Conn {
             // the bindings point into this statement's own buffers, which live as long as it
             if !s.bound && !s.binds.is_empty() {
                 if ffi::mysql_stmt_bind_param(st, s.binds.as_mut_ptr()) != 0 {
-                    return Err(Self::stmt_error(st));
+                    return Err(stmt_error(self.mysql, st));
                 }
                 s.bound = true;
             }
             if ffi::mysql_stmt_execute(st) != 0 {
-                return Err(Self::stmt_error(st));
+                return Err(stmt_error(self.mysql, st));
             }
+        }
+        Ok(st)
+    }
+
+    /// Execute a prepared statement; its rows are read into the library's memory and freed
+    /// unread. Returns the rows it returned or changed.
+    pub fn run(&mut self, p: Prepared, params: &[V]) -> DbResult<u64> {
+        let st = self.execute(p, params)?;
+        unsafe {
             if ffi::mysql_stmt_field_count(st) == 0 {
                 return Ok(ffi::mysql_stmt_affected_rows(st));
             }
             if ffi::mysql_stmt_store_result(st) != 0 {
-                return Err(Self::stmt_error(st));
+                return Err(stmt_error(self.mysql, st));
             }
             let rows = ffi::mysql_stmt_num_rows(st);
             ffi::mysql_stmt_free_result(st);
             Ok(rows)
         }
+    }
+
+    /// Execute a prepared statement and read its rows.
+    fn rows(&mut self, p: Prepared, params: &[V]) -> DbResult<Vec<Vec<V>>> {
+        let st = self.execute(p, params)?;
+        let s = &mut self.stmts[p.index()];
+        unsafe {
+            if ffi::mysql_stmt_field_count(st) == 0 {
+                return Ok(Vec::new());
+            }
+            if s.out.is_none() {
+                s.out = Columns::of(st);
+                if let Some(c) = s.out.as_mut() {
+                    if ffi::mysql_stmt_bind_result(st, c.binds.as_mut_ptr()) != 0 {
+                        s.out = None;
+                        return Err(stmt_error(self.mysql, st));
+                    }
+                }
+            }
+            let Some(cols) = s.out.as_ref() else {
+                return Ok(Vec::new());
+            };
+            let mut out = Vec::new();
+            loop {
+                match ffi::mysql_stmt_fetch(st) as u32 {
+                    0 => out.push(cols.row()),
+                    ffi::MYSQL_NO_DATA => break,
+                    ffi::MYSQL_DATA_TRUNCATED => {
+                        ffi::mysql_stmt_free_result(st);
+                        return Err(DbError::Other(anyhow::anyhow!(
+                            "a column of a row was longer than its declared length"
+                        )));
+                    }
+                    _ => {
+                        let e = stmt_error(self.mysql, st);
+                        ffi::mysql_stmt_free_result(st);
+                        return Err(e);
+                    }
+                }
+            }
+            ffi::mysql_stmt_free_result(st);
+            Ok(out)
+        }
+    }
+
+    fn by_text(&mut self, sql: &str) -> DbResult<Prepared> {
+        if let Some(p) = self.by_text.get(sql) {
+            return Ok(*p);
+        }
+        let p = Conn::prepare(self, sql)?;
+        self.by_text.insert(sql.to_string(), p);
+        Ok(p)
+    }
+}
+
+impl SqlConn for Conn {
+    fn dialect(&self) -> Dialect {
+        Dialect::MariaDb
+    }
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        Conn::batch(self, sql)
+    }
+    fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
+        let p = self.by_text(sql)?;
+        self.rows(p, params)
+    }
+    fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()> {
+        let p = self.by_text(sql)?;
+        self.run(p, params).map(|_| ())
+    }
+    fn prepare(&mut self, sql: &str) -> DbResult<Prepared> {
+        Conn::prepare(self, sql)
+    }
+    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64> {
+        Conn::run(self, st, params)
     }
 }
 

@@ -10,8 +10,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::libmariadb;
-use super::tpcc::sql::{connection, Dialect, Prepared, Server, SqlConn, V};
+use super::tpcc::sql::{connection, Prepared, Server, SqlConn, V};
 use super::{retry_conflicts, Step, Worker, Workload};
 use crate::engines::DbResult;
 use crate::events::EventSink;
@@ -56,57 +55,6 @@ impl OltpSpec {
     }
 }
 
-/// What the OLTP tests need of a connection: statements prepared once, run by handle.
-pub trait OltpConn: Send {
-    fn dialect(&self) -> Dialect;
-    fn batch(&mut self, sql: &str) -> DbResult<()>;
-    fn prepare(&mut self, sql: &str) -> DbResult<Prepared>;
-    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64>;
-}
-
-impl OltpConn for Box<dyn SqlConn + Send> {
-    fn dialect(&self) -> Dialect {
-        (**self).dialect()
-    }
-    fn batch(&mut self, sql: &str) -> DbResult<()> {
-        (**self).batch(sql)
-    }
-    fn prepare(&mut self, sql: &str) -> DbResult<Prepared> {
-        (**self).prepare(sql)
-    }
-    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64> {
-        (**self).run(st, params)
-    }
-}
-
-impl OltpConn for libmariadb::Conn {
-    fn dialect(&self) -> Dialect {
-        libmariadb::Conn::dialect(self)
-    }
-    fn batch(&mut self, sql: &str) -> DbResult<()> {
-        libmariadb::Conn::batch(self, sql)
-    }
-    fn prepare(&mut self, sql: &str) -> DbResult<Prepared> {
-        libmariadb::Conn::prepare(self, sql)
-    }
-    fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64> {
-        libmariadb::Conn::run(self, st, params)
-    }
-}
-
-/// A worker's connection: MariaDB through libmariadb (sysbench's own client library),
-/// PostgreSQL through the `postgres` crate.
-fn oltp_connection(engine: &str, server: &Server) -> Result<Box<dyn OltpConn>> {
-    Ok(match engine {
-        "mariadb" => Box::new(libmariadb::Conn::connect(
-            &server.socket,
-            "root",
-            &server.database,
-        )?),
-        _ => Box::new(connection(engine, server)?),
-    })
-}
-
 pub struct OltpWorkload {
     engine: String,
     server: Server,
@@ -140,7 +88,7 @@ impl Workload for OltpWorkload {
     }
     fn worker(&self, thread: usize, _threads: usize) -> Result<Box<dyn Worker + '_>> {
         Ok(Box::new(OltpWorker::new(
-            oltp_connection(&self.engine, &self.server)?,
+            connection(&self.engine, &self.server)?,
             SmallRng::seed_from_u64(
                 self.spec.seed ^ (thread as u64 + 1).wrapping_mul(0x9E3779B97F4A7C15),
             ),
@@ -163,7 +111,7 @@ struct TableStmts {
 }
 
 impl TableStmts {
-    fn prepare(c: &mut dyn OltpConn, table: u32) -> DbResult<Self> {
+    fn prepare(c: &mut dyn SqlConn, table: u32) -> DbResult<Self> {
         let d = c.dialect();
         let mut p = |text: &str| c.prepare(&d.sql(&text.replace("%u", &table.to_string())));
         Ok(TableStmts {
@@ -183,7 +131,7 @@ impl TableStmts {
 }
 
 struct OltpWorker {
-    c: Box<dyn OltpConn>,
+    c: Box<dyn SqlConn + Send>,
     rng: SmallRng,
     spec: OltpSpec,
     /// per table (sbtest1 is index 0)
@@ -219,7 +167,7 @@ fn text_into(v: &mut V) -> &mut String {
 }
 
 impl OltpWorker {
-    fn new(mut c: Box<dyn OltpConn>, rng: SmallRng, spec: OltpSpec) -> Result<Self> {
+    fn new(mut c: Box<dyn SqlConn + Send>, rng: SmallRng, spec: OltpSpec) -> Result<Self> {
         let prepared = (|| -> DbResult<_> {
             let tables = (1..=spec.tables)
                 .map(|t| TableStmts::prepare(&mut *c, t))

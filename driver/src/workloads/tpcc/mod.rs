@@ -64,8 +64,11 @@ pub trait TpccDb: Send + Sync {
 /// Row-level access TPC-C needs, inside begin .. commit. `insert` tells SQL engines
 /// whether a put is an INSERT or an UPDATE; key-value engines write the row either way.
 pub trait TpccTx {
-    /// Loading: writes may wait until commit and go together (SQL: multi-row INSERTs).
-    fn set_bulk(&mut self, _on: bool) {}
+    /// Loading: writes may wait until commit and go together (SQL: multi-row INSERTs), and
+    /// the session may skip checks a fresh load cannot fail.
+    fn set_bulk(&mut self, _on: bool) -> DbResult<()> {
+        Ok(())
+    }
     /// Rows per load transaction: servers take bulk inserts best in large transactions.
     fn load_batch(&self) -> usize {
         500
@@ -275,7 +278,8 @@ pub fn load(
                 let done = &done;
                 s.spawn(move || -> Result<()> {
                     let mut tx = db.session()?;
-                    tx.set_bulk(true);
+                    tx.set_bulk(true)
+                        .map_err(|e| anyhow::anyhow!("cannot set the load's session up: {e}"))?;
                     let lo = ITEMS as u64 * l as u64 / loaders as u64 + 1;
                     let hi = ITEMS as u64 * (l as u64 + 1) / loaders as u64;
                     let mut rng = SmallRng::seed_from_u64(seed ^ 0x17E45 ^ l as u64);
