@@ -111,6 +111,8 @@ impl Columns {
 /// One connection over the server's unix socket, and the statements prepared on it.
 pub struct Conn {
     mysql: *mut ffi::MYSQL,
+    /// autocommit is off: a transaction opens with its first statement (no BEGIN round trip)
+    implicit: bool,
     stmts: Vec<Stmt>,
     /// statements run by their text (`query`, `exec`), prepared on first use
     by_text: HashMap<String, Prepared>,
@@ -181,6 +183,7 @@ impl Conn {
             }
             Ok(Conn {
                 mysql: m,
+                implicit: false,
                 stmts: Vec::new(),
                 by_text: HashMap::new(),
             })
@@ -194,6 +197,17 @@ impl Conn {
                 c_text(ffi::mysql_error(self.mysql)),
             )
         }
+    }
+
+    /// This connection with autocommit off, for sessions whose every statement runs inside a
+    /// transaction ended by COMMIT or ROLLBACK: the transaction then opens with its first
+    /// statement, which saves BEGIN's round trip.
+    pub fn transactional(mut self) -> Result<Self> {
+        if unsafe { ffi::mysql_autocommit(self.mysql, 0) } != 0 {
+            bail!("cannot turn autocommit off: {}", self.conn_error());
+        }
+        self.implicit = true;
+        Ok(self)
     }
 
     /// A statement without parameters, its results (if any) read and dropped.
@@ -382,6 +396,12 @@ impl SqlConn for Conn {
     }
     fn batch(&mut self, sql: &str) -> DbResult<()> {
         Conn::batch(self, sql)
+    }
+    fn begin(&mut self, write: bool) -> DbResult<()> {
+        if self.implicit {
+            return Ok(()); // the next statement opens it
+        }
+        Conn::batch(self, self.dialect().begin(write))
     }
     fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
         let p = self.by_text(sql)?;

@@ -167,16 +167,16 @@ pub fn nurand(rng: &mut SmallRng, a: u32, c: u32, x: u32, y: u32) -> u32 {
 
 pub fn astring(rng: &mut SmallRng, lo: usize, hi: usize) -> String {
     let n = rng.gen_range(lo..=hi);
-    (0..n)
-        .map(|_| ALNUM[rng.gen_range(0..ALNUM.len())] as char)
-        .collect()
+    let bytes: Vec<u8> = (0..n)
+        .map(|_| ALNUM[rng.gen_range(0..ALNUM.len())])
+        .collect();
+    String::from_utf8(bytes).expect("ASCII letters and digits")
 }
 
 pub fn nstring(rng: &mut SmallRng, lo: usize, hi: usize) -> String {
     let n = rng.gen_range(lo..=hi);
-    (0..n)
-        .map(|_| (b'0' + rng.gen_range(0..10u8)) as char)
-        .collect()
+    let bytes: Vec<u8> = (0..n).map(|_| b'0' + rng.gen_range(0..10u8)).collect();
+    String::from_utf8(bytes).expect("ASCII digits")
 }
 
 pub fn last_name(num: u32) -> String {

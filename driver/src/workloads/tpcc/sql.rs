@@ -243,6 +243,11 @@ pub trait SqlConn {
     fn dialect(&self) -> Dialect;
     /// Statements without parameters or results (BEGIN, COMMIT, DDL).
     fn batch(&mut self, sql: &str) -> DbResult<()>;
+    /// Open a transaction (ended by COMMIT or ROLLBACK through `batch`).
+    fn begin(&mut self, write: bool) -> DbResult<()> {
+        let stmt = self.dialect().begin(write);
+        self.batch(stmt)
+    }
     fn query(&mut self, sql: &str, params: &[V]) -> DbResult<Vec<Vec<V>>>;
     fn exec(&mut self, sql: &str, params: &[V]) -> DbResult<()>;
     /// Prepare `sql` (in this dialect) on the server once, for `run`.
@@ -250,45 +255,57 @@ pub trait SqlConn {
     /// Run a prepared statement, reading every row it returns and keeping none (as sysbench
     /// does); returns how many rows it returned or changed.
     fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64>;
-    /// Insert the rows of `insert` (`INSERT INTO t VALUES (?, ...)`; `values` holds the rows
-    /// one after another) the fastest way the server has. Returns false where the connection
-    /// has none better than multi-row INSERTs, which the caller then sends.
-    fn bulk_insert(&mut self, _insert: &str, _values: &[V]) -> DbResult<bool> {
-        Ok(false)
+    /// Whether a load gives this connection its rows as text (`load_text`) rather than as
+    /// multi-row INSERTs.
+    fn loads_text(&self) -> bool {
+        false
+    }
+    /// Store `rows` rows of `insert` (`INSERT INTO t VALUES (?, ...)`) written as text by
+    /// `write_row`, the fastest way the server has.
+    fn load_text(&mut self, insert: &str, _text: &[u8], _rows: u64) -> DbResult<()> {
+        Err(DbError::Other(anyhow::anyhow!(
+            "this connection loads rows as INSERTs, not as text: {insert}"
+        )))
     }
 }
 
-/// The rows of `insert` as LOAD DATA's default text format: tab-separated fields, one row a
-/// line, `\N` for NULL, tabs, newlines and backslashes escaped by a backslash.
-pub(crate) fn tab_separated(insert: &str, values: &[V]) -> Vec<u8> {
-    use std::io::Write;
+/// The rows of `insert` as LOAD DATA's default text format (see `write_row`).
+#[cfg(test)]
+fn tab_separated(insert: &str, values: &[V]) -> Vec<u8> {
     let cols = insert.matches('?').count().max(1);
     let mut out = Vec::with_capacity(values.len() * 16);
     for row in values.chunks(cols) {
-        for (i, v) in row.iter().enumerate() {
-            if i > 0 {
-                out.push(b'\t');
+        write_row(&mut out, row);
+    }
+    out
+}
+
+/// One row in LOAD DATA's default text format: tab-separated fields ending in a newline, `\N`
+/// for NULL, tabs, newlines and backslashes escaped by a backslash.
+pub(crate) fn write_row(out: &mut Vec<u8>, row: &[V]) {
+    for (i, v) in row.iter().enumerate() {
+        if i > 0 {
+            out.push(b'\t');
+        }
+        match v {
+            V::Null => out.extend_from_slice(b"\\N"),
+            V::I(x) => out.extend_from_slice(itoa::Buffer::new().format(*x).as_bytes()),
+            V::T(t) if !t.bytes().any(|b| matches!(b, b'\t' | b'\n' | b'\\')) => {
+                out.extend_from_slice(t.as_bytes())
             }
-            match v {
-                V::Null => out.extend_from_slice(b"\\N"),
-                V::I(x) => {
-                    let _ = write!(out, "{x}"); // writing to a Vec cannot fail
-                }
-                V::T(t) => {
-                    for &b in t.as_bytes() {
-                        match b {
-                            b'\t' => out.extend_from_slice(b"\\t"),
-                            b'\n' => out.extend_from_slice(b"\\n"),
-                            b'\\' => out.extend_from_slice(b"\\\\"),
-                            _ => out.push(b),
-                        }
+            V::T(t) => {
+                for &b in t.as_bytes() {
+                    match b {
+                        b'\t' => out.extend_from_slice(b"\\t"),
+                        b'\n' => out.extend_from_slice(b"\\n"),
+                        b'\\' => out.extend_from_slice(b"\\\\"),
+                        _ => out.push(b),
                     }
                 }
             }
         }
-        out.push(b'\n');
     }
-    out
+    out.push(b'\n');
 }
 
 /// A connection to a server alloclab started (`mariadb` or `postgres`): MariaDB through
@@ -533,7 +550,8 @@ impl TpccDb for TpccMariaDb {
         match mode {
             Mode::Procedures => Ok(Box::new(procs::MariaProcs::new(self.connect()?.0)?)),
             Mode::Statements => Ok(Box::new(stmts::StmtSession::new(
-                libmariadb::Conn::connect(&self.server.socket, "root", &self.server.database)?,
+                libmariadb::Conn::connect(&self.server.socket, "root", &self.server.database)?
+                    .transactional()?,
             ))),
             Mode::Rows => Ok(Box::new(super::RowSession(self.session()?))),
         }
@@ -605,17 +623,18 @@ impl SqlConn for MariaConn {
         self.1.push(st);
         Ok(Prepared(self.1.len() - 1))
     }
+    fn loads_text(&self) -> bool {
+        true
+    }
     /// LOAD DATA LOCAL INFILE from memory: the server reads the rows as text, without a
     /// parameter object per value (those cost multi-row INSERTs most of the server's time).
-    fn bulk_insert(&mut self, insert: &str, values: &[V]) -> DbResult<bool> {
+    fn load_text(&mut self, insert: &str, text: &[u8], rows: u64) -> DbResult<()> {
         use mysql::prelude::Queryable;
         let table = insert
             .strip_prefix("INSERT INTO ")
             .and_then(|t| t.split(' ').next())
             .ok_or_else(|| DbError::Other(anyhow::anyhow!("not a plain INSERT: {insert}")))?;
-        let rows = (values.len() / insert.matches('?').count().max(1)) as u64;
-        let data = std::sync::Arc::new(tab_separated(insert, values));
-        let feed = data.clone();
+        let feed = std::sync::Arc::new(text.to_vec());
         self.0
             .set_local_infile_handler(Some(mysql::LocalInfileHandler::new(move |_, out| {
                 std::io::Write::write_all(out, &feed)
@@ -628,6 +647,7 @@ impl SqlConn for MariaConn {
         // LOAD DATA turns a value it cannot store into a warning: a load must have none
         let (loaded, warnings) = (self.0.affected_rows(), self.0.warnings());
         if loaded != rows || warnings > 0 {
+            // the load has failed either way: the first warning only says why, when it can
             let first: Vec<(String, u32, String)> =
                 self.0.query("SHOW WARNINGS LIMIT 1").unwrap_or_default();
             return Err(DbError::Other(anyhow::anyhow!(
@@ -635,7 +655,7 @@ impl SqlConn for MariaConn {
                 first.first()
             )));
         }
-        Ok(true)
+        Ok(())
     }
     fn run(&mut self, st: Prepared, params: &[V]) -> DbResult<u64> {
         use mysql::prelude::Queryable;
@@ -838,6 +858,9 @@ struct SqlTx<C: SqlConn> {
     /// loading: INSERTs wait here, per statement, and go at COMMIT as multi-row INSERTs
     bulk: bool,
     pending: Vec<(&'static str, Vec<V>)>,
+    /// loading into a connection that takes text: each statement's rows, written once, and
+    /// their count
+    pending_text: Vec<(&'static str, Vec<u8>, u64)>,
 }
 
 /// Parameters of one multi-row INSERT at most (servers allow 65,535).
@@ -850,15 +873,16 @@ impl<C: SqlConn> SqlTx<C> {
             open: false,
             bulk: false,
             pending: Vec::new(),
+            pending_text: Vec::new(),
         }
     }
 
     /// Send the waiting INSERTs, each statement's rows as few multi-row INSERTs.
     fn flush(&mut self) -> DbResult<()> {
+        for (text, rows, n) in std::mem::take(&mut self.pending_text) {
+            self.c.load_text(text, &rows, n)?;
+        }
         for (text, values) in std::mem::take(&mut self.pending) {
-            if self.c.bulk_insert(text, &values)? {
-                continue;
-            }
             let cols = text.matches('?').count();
             let (head, group) = text.split_at(text.find('(').expect("INSERT ... VALUES (...)"));
             let per = (BULK_PARAMS / cols).max(1);
@@ -901,6 +925,20 @@ impl<C: SqlConn> SqlTx<C> {
         if self.bulk {
             // the statements are constants: their text is the key
             if let Some(key) = STATEMENTS.iter().copied().find(|s| *s == text) {
+                if self.c.loads_text() {
+                    match self.pending_text.iter_mut().find(|(t, _, _)| *t == key) {
+                        Some(slot) => {
+                            write_row(&mut slot.1, params);
+                            slot.2 += 1;
+                        }
+                        None => {
+                            let mut rows = Vec::with_capacity(1 << 16);
+                            write_row(&mut rows, params);
+                            self.pending_text.push((key, rows, 1));
+                        }
+                    }
+                    return Ok(());
+                }
                 match self.pending.iter_mut().find(|(t, _)| *t == key) {
                     Some(slot) => slot.1.extend_from_slice(params),
                     None => self.pending.push((key, params.to_vec())),
@@ -1013,6 +1051,7 @@ impl<C: SqlConn> TpccTx for SqlTx<C> {
     }
     fn rollback(&mut self) -> DbResult<()> {
         self.pending.clear();
+        self.pending_text.clear();
         if std::mem::take(&mut self.open) {
             self.c.batch("ROLLBACK")?;
         }

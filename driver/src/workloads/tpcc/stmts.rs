@@ -127,8 +127,7 @@ impl<C: SqlConn> StmtSession<C> {
         write: bool,
         body: impl FnOnce(&mut Self) -> DbResult<Outcome>,
     ) -> DbResult<Outcome> {
-        let begin = self.c.dialect().begin(write);
-        self.c.batch(begin)?;
+        self.c.begin(write)?;
         match body(self) {
             Ok(Outcome::Committed) => self.c.batch("COMMIT").map(|_| Outcome::Committed),
             Ok(Outcome::RolledBack) => self.c.batch("ROLLBACK").map(|_| Outcome::RolledBack),
