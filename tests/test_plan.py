@@ -226,3 +226,32 @@ def test_tpcc_mode_defaults_to_procedures_on_servers_and_rows_embedded():
         load({**raw, "workloads": [{"workload": "tpcc", "mode": ["statements"]}]})
     sqlite = load({**raw, "engines": ["sqlite"], "workloads": [{"workload": "tpcc", "mode": ["statements"]}]})
     assert sqlite.cells()[0].key.endswith("/statements")
+
+
+def test_one_environment_policy_for_every_process_alloclab_starts(monkeypatch):
+    """A preload or allocator tuning in the user's shell never reaches a process alloclab
+    starts: not the process under test (which gets exactly its allocator's), not a client,
+    a loader or a dataset's preparation (the dataset code once kept MALLOC_* set), and a
+    wrapper into the studies' root gets no LD_* at all."""
+    import inspect
+    import os
+
+    from alloclab import datasets, environment, servers, targets
+    monkeypatch.setenv("LD_PRELOAD", "/stray.so")
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "1")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/somewhere")
+    monkeypatch.setenv("KEEP_ME", "yes")
+    cleaned = environment.clean()
+    assert "LD_PRELOAD" not in cleaned and "MALLOC_ARENA_MAX" not in cleaned and "GLIBC_TUNABLES" not in cleaned
+    assert cleaned["KEEP_ME"] == "yes" and cleaned["LD_LIBRARY_PATH"] == "/somewhere"
+    a = Allocator("jemalloc-tuned", "jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+                  env=(("MALLOC_CONF", "narenas:1"),))
+    t = a.target_env(dict(os.environ))
+    assert t["LD_PRELOAD"] == a.path and t["MALLOC_CONF"] == "narenas:1" and "MALLOC_ARENA_MAX" not in t
+    assert "LD_LIBRARY_PATH" not in environment.wrapper() and "MALLOC_ARENA_MAX" not in environment.wrapper()
+    assert targets._host_env(targets.parse("mariadb11-innodb"), dict(os.environ)) == environment.wrapper()
+    # the modules that start clients, loaders and preparations use the one policy
+    for mod in (datasets, servers):
+        src = inspect.getsource(mod)
+        assert "environment.clean()" in src and "os.environ.items()" not in src, mod.__name__

@@ -153,6 +153,16 @@ Latency (ms):
     assert (r.tps, r.qps, r.transactions, r.errors) == (1266.80, 25336.00, 2534, 0)
     assert r.latency_ms == {"min": 0.5, "avg": 3.15, "max": 45.67, "p99": 5.47}
     assert [i["tps"] for i in r.intervals] == [1234.56, 1300.0] and r.intervals[0]["lat_ms_p99"] == 5.67
+    # without its histogram sysbench prints no p50, p95 or p99.9: those fields stay empty in
+    # the row and in runs.csv, never 0
+    from alloclab.servers import _measures
+    from alloclab.store import RunRow
+    m = _measures(r, None)
+    assert m["p50_ns"] is None and m["p95_ns"] is None and m["p999_ns"] is None and m["p99_ns"] == 5.47e6
+    row = {f: "" for f in RunRow.__dataclass_fields__} | {k: str(v) for k, v in m.items() if v is not None}
+    row |= {"allocator_verified": "true", "status": "ok"}
+    back = RunRow.from_csv(row)
+    assert back.p50_ns is None and back.p999_ns is None and back.p99_ns == 5.47e6
 
 
 def test_sysbench_percentiles_come_from_its_histogram():

@@ -14,6 +14,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from alloclab import environment
 from alloclab.errors import AlloclabError
 
 
@@ -37,10 +38,8 @@ FOREIGN_ALLOCATOR = re.compile(
     r"lib(jemalloc|mimalloc|tcmalloc|hoard|tbbmalloc|snmalloc|rpmalloc|scalloc|supermalloc|lockless)[^/]*\.so"
 )
 
-# Environment variables that tune an allocator: stripped from the target's environment
-# unless the allocator variant sets them, so that a stray setting in the user's shell
-# never changes a run silently.
-TUNING_PREFIXES = ("MALLOC_", "TCMALLOC_", "MIMALLOC_", "JE_MALLOC_", "GLIBC_TUNABLES", "HEAPPROFILE")
+# Environment variables that tune an allocator (see environment.py)
+TUNING_PREFIXES = environment.TUNING_PREFIXES
 
 # link-time builds of the driver: the tidesdb crate's allocator features (alloclab-driver-<base>)
 LINK_SUFFIX = "@link"
@@ -106,12 +105,7 @@ class Allocator:
     def target_env(self, base_env: dict[str, str]) -> dict[str, str]:
         """The environment of the process under test: the caller's, cleaned of any preload and
         allocator tuning, plus this allocator's preload (none when it is linked in) and tuning."""
-        env = {k: v for k, v in base_env.items()
-               if k != "LD_PRELOAD" and not k.startswith(TUNING_PREFIXES)}
-        if self.path and not self.link:
-            env["LD_PRELOAD"] = self.path
-        env.update(dict(self.env))
-        return env
+        return environment.under_test(self.path if not self.link else None, dict(self.env), base_env)
 
     def to_json(self) -> dict:
         return {"name": self.name, "base": self.base, "path": self.path, "env": dict(self.env),

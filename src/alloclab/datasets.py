@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
-from alloclab import driver, events
+from alloclab import driver, environment, events
 from alloclab.errors import AlloclabError
 from alloclab.plan import RunSpec
 from alloclab.store import write_json
@@ -45,10 +44,6 @@ class Prepared:
             raise DatasetError(e.message, e.hint) from e
         marker.write_text(key)
         return path
-
-
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 
 
 class Datasets:
@@ -85,7 +80,7 @@ class Datasets:
         t0 = time.monotonic()
         with open(log_dir / "driver.log", "wb") as log:
             try:
-                p = subprocess.run(argv, env=_clean_env(), stdout=log, stderr=log, timeout=spec.timeout_s)
+                p = subprocess.run(argv, env=environment.clean(), stdout=log, stderr=log, timeout=spec.timeout_s)
             except subprocess.TimeoutExpired:
                 raise DatasetError(f"loading {key} ran past {spec.timeout_s:g}s") from None
         wall = time.monotonic() - t0

@@ -5,12 +5,10 @@ a broken run becomes a row with status `failed` or `invalid` and its reason."""
 from __future__ import annotations
 
 import csv
-import ctypes
 import io
 import os
 import selectors
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -23,6 +21,7 @@ from alloclab.datasets import Datasets
 from alloclab.errors import AlloclabError
 from alloclab.placement import parse_cpus
 from alloclab.plan import RunSpec
+from alloclab.processes import die_with_parent, kill_group
 from alloclab.store import RunRow, atomic_write, write_json
 
 STATUS_OK = "ok"
@@ -63,13 +62,6 @@ class Watch:
             self.end = d
 
 
-def die_with_parent() -> None:
-    """preexec_fn: the kernel kills the child if alloclab dies (even by kill -9), so that no
-    target outlives the study that started it."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def _target_setup(cpus: str):
     """preexec_fn of an in-process target: die with alloclab, run on the shape's CPU set."""
     cpu_set = parse_cpus(cpus) if cpus else None
@@ -82,10 +74,7 @@ def _target_setup(cpus: str):
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_group(proc.pid)
 
 
 def _reap(proc: subprocess.Popen, grace_s: float = 30.0):

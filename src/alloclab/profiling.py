@@ -22,6 +22,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from alloclab.processes import kill_group
+
 FREQ_HZ = 999
 
 ALLOCATOR_DSO = re.compile(r"lib(jemalloc|mimalloc|tcmalloc|tcmalloc_minimal)[^/]*\.so")
@@ -130,7 +132,7 @@ class Recorder:
             try:
                 self.proc.wait(60)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                kill_group(self.proc.pid)
                 self.proc.wait()
         if self.probes is not None:
             self.probes.remove()

@@ -18,14 +18,13 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab import account, allocators, driver, events, noise, sampler, sysbench, targets
+from alloclab import account, allocators, driver, environment, events, noise, sampler, sysbench, targets
 from alloclab.datasets import Prepared
 from alloclab.errors import AlloclabError
 from alloclab.execute import (
     STATUS_FAILED,
     STATUS_INVALID,
     STATUS_OK,
-    die_with_parent,
     instrumented,
     profile_note,
     recorded,
@@ -33,12 +32,8 @@ from alloclab.execute import (
 )
 from alloclab.placement import MemoryLimit, parse_cpus
 from alloclab.plan import RunSpec
+from alloclab.processes import die_with_parent
 from alloclab.store import RunRow, atomic_write, write_json
-
-
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if k != "LD_PRELOAD" and not k.startswith(allocators.TUNING_PREFIXES)}
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -93,7 +88,7 @@ class Golden:
         srv = targets.Server(t, path, logs / "server.log", settings=profile_settings(spec))
         t0 = time.monotonic()
         srv.initialise()
-        srv.start(_clean_env())
+        srv.start(environment.clean())
         try:
             if c.workload == "tpcc":
                 srv.sql(f"CREATE DATABASE {TPCC_DATABASE}")
@@ -105,7 +100,7 @@ class Golden:
                 argv = sysbench.prepare_argv(srv, c.tables, c.table_size)
             with open(logs / "prepare.log", "wb") as log:
                 p = subprocess.run(argv, stdout=log, stderr=log, timeout=spec.timeout_s, preexec_fn=die_with_parent,
-                                   env=_clean_env())
+                                   env=environment.clean())
             if p.returncode != 0:
                 raise AlloclabError(f"preparing {key} failed: "
                                     f"{(logs / 'prepare.log').read_text(errors='replace').strip()[-300:]}")
@@ -206,7 +201,7 @@ def execute_server(spec: RunSpec, run_dir: Path, scratch: Path, study: str, gold
         with open(run_dir / "client.log", "wb") as out:
             t_client = time.monotonic()
             client = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                      preexec_fn=_client_setup(client_cpus), env=_clean_env())
+                                      preexec_fn=_client_setup(client_cpus), env=environment.clean())
             deadline = t0 + spec.timeout_s
             backend_checked = t.kind != "postgres"
             # the client reports every second (sysbench's --report-interval, the driver's interval
@@ -430,9 +425,12 @@ def _measures(result: sysbench.Result | None, driven: dict | None) -> dict:
                 "errors": int(summ.get("total_errors", 0)), "retries": int(summ.get("total_retries", 0)),
                 **tpcc_rates(summ), "server_tpm": round(float((summ.get("workload") or {}).get("server_tpm") or 0), 1)}
     lat = result.latency_ms if result else {}
+
+    def ns(key):  # what sysbench did not print stays empty
+        return lat[key] * 1e6 if key in lat else None
     return {"ops": result.transactions if result else 0, "duration_s": result.total_time_s if result else 0.0,
-            "ops_per_s": result.tps if result else 0.0, "p50_ns": lat.get("p50", 0) * 1e6,
-            "p95_ns": lat.get("p95", 0) * 1e6, "p99_ns": lat.get("p99", 0) * 1e6, "p999_ns": lat.get("p99.9", 0) * 1e6,
+            "ops_per_s": result.tps if result else 0.0, "p50_ns": ns("p50"), "p95_ns": ns("p95"),
+            "p99_ns": lat.get("p99", 0) * 1e6, "p999_ns": ns("p99.9"),
             "max_ns": lat.get("max", 0) * 1e6, "mean_ns": lat.get("avg", 0) * 1e6, "errors": 0,
             # sysbench's "ignored errors" (deadlocks and the like) are retried by sysbench: recorded, not fatal
             "retries": result.errors if result else 0}

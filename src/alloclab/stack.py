@@ -206,11 +206,8 @@ def _run_group(argv: list[str], log, timeout: float) -> int:
     try:
         return p.wait(timeout)
     except BaseException:
-        import signal
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        from alloclab.processes import kill_group
+        kill_group(p.pid)
         p.wait()
         raise
 

@@ -50,10 +50,12 @@ class RunRow:
     ops: int
     duration_s: float
     ops_per_s: float
-    p50_ns: float
-    p95_ns: float
+    # a percentile the client did not report is empty, never 0 (the real sysbench prints p50,
+    # p95 and p99.9 only in its histogram)
+    p50_ns: float | None
+    p95_ns: float | None
     p99_ns: float
-    p999_ns: float
+    p999_ns: float | None
     max_ns: float
     mean_ns: float
     errors: int

@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from alloclab.allocators import TUNING_PREFIXES
+from alloclab import environment, processes
+from alloclab.environment import TUNING_PREFIXES
 from alloclab.errors import AlloclabError
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
@@ -173,9 +174,7 @@ def check_reachable(path: Path, user: str = "postgres") -> None:
 def _host_env(t: ServerTarget, env: dict[str, str]) -> dict[str, str]:
     """The environment of what alloclab starts on the host: for a stack server that is the
     namespace and chroot wrapper, which must never receive the allocator (it is set inside)."""
-    if not t.stack:
-        return env
-    return {k: v for k, v in env.items() if not k.startswith("LD_") and not k.startswith(TUNING_PREFIXES)}
+    return environment.wrapper(env) if t.stack else env
 
 
 def children(pid: int) -> list[int]:
@@ -370,10 +369,7 @@ class Server:
     def kill(self) -> None:
         if self.proc is None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        processes.kill_group(self.proc.pid)
         try:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:

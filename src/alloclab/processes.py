@@ -1,0 +1,24 @@
+"""The processes alloclab starts: each in its own process group, killed whole (a server's
+children, a build's compilers, perf), and none outliving alloclab."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL to the process group that `pid` leads (started with start_new_session); a group
+    already gone, or no longer ours, is left alone."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the kernel kills the child if alloclab dies (even by kill -9), so that no
+    target outlives the study that started it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
