@@ -320,20 +320,19 @@ impl Conn {
         Ok(st)
     }
 
-    /// Execute a prepared statement; its rows are read into the library's memory and freed
-    /// unread. Returns the rows it returned or changed.
+    /// Execute a prepared statement; the rows it returns are read off the connection and
+    /// dropped as they come (`mysql_stmt_free_result` on an unread result skips its packets),
+    /// never copied. Returns the rows it changed (0 for a query).
     pub fn run(&mut self, p: Prepared, params: &[V]) -> DbResult<u64> {
         let st = self.execute(p, params)?;
         unsafe {
             if ffi::mysql_stmt_field_count(st) == 0 {
                 return Ok(ffi::mysql_stmt_affected_rows(st));
             }
-            if ffi::mysql_stmt_store_result(st) != 0 {
+            if ffi::mysql_stmt_free_result(st) != 0 {
                 return Err(stmt_error(self.mysql, st));
             }
-            let rows = ffi::mysql_stmt_num_rows(st);
-            ffi::mysql_stmt_free_result(st);
-            Ok(rows)
+            Ok(0)
         }
     }
 
