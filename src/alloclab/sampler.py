@@ -31,10 +31,12 @@ class Sample:
         return list(asdict(self).values())
 
 
-def read(pid: int, t_s: float, phase: str, reaped: bool = False) -> Sample | None:
-    """One sample of `pid`, or None if it is gone (or a zombie without memory). `reaped`: add
-    the CPU time and faults of its children that ended and were waited for, so that a tree's
-    counters never shrink when a worker ends (PostgreSQL's backends)."""
+def read(pid: int, t_s: float, phase: str, reaped: bool = False, zombie: bool = False) -> Sample | None:
+    """One sample of `pid`, or None if it is gone (or a zombie without memory, unless
+    `zombie`: then its counters with no memory, as a tree's sum needs them until its parent
+    waits for it). `reaped`: add the CPU time and faults of its children that ended and were
+    waited for, so that a tree's counters never shrink when a worker ends (PostgreSQL's
+    backends)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode(errors="replace")
@@ -48,7 +50,7 @@ def read(pid: int, t_s: float, phase: str, reaped: bool = False) -> Sample | Non
     for line in status.splitlines():
         k, _, v = line.partition(":")
         kv[k] = v.strip()
-    if "VmRSS" not in kv:
+    if "VmRSS" not in kv and not zombie:
         return None
 
     def kb(name: str) -> int:
@@ -95,9 +97,18 @@ class Timeline:
         VmHWM being the largest single process's."""
         now = time.monotonic()
         self.next_at = max(self.next_at + self.period, now)
-        # the first pid is the tree's root: it holds the counters of its workers that ended
-        parts = [x for x in (read(p, now - self.t0, phase, reaped=i == 0) for i, p in enumerate(pids))
-                 if x is not None]
+        # the first pid is the tree's root: it holds the counters of its workers that ended. A
+        # worker waited for while the others are read would be counted twice or not at all: the
+        # root is read before and after them, and the sample taken again if it changed
+        t = now - self.t0
+        for _ in range(5):
+            before = read(pids[0], t, phase, reaped=True) if pids else None
+            others = [read(p, t, phase, zombie=True) for p in pids[1:]]
+            root = read(pids[0], t, phase, reaped=True) if pids else None
+            if before is None or root is None or (before.cpu_user_s, before.cpu_sys_s, before.minor_faults) == (
+                    root.cpu_user_s, root.cpu_sys_s, root.minor_faults):
+                break
+        parts = [x for x in [root, *others] if x is not None]
         if not parts:
             return None
         s = Sample(t_s=parts[0].t_s, phase=phase, rss_bytes=sum(x.rss_bytes for x in parts),
