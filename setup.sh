@@ -65,6 +65,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
+# the Ray executor is an optional extra; its tests run a real local cluster
+if [ "$MODE" = test ] && ! .venv/bin/python -c "import ray" 2>/dev/null; then
+  say "installing the Ray executor's extra (ray 2.60) for its tests"
+  .venv/bin/python -m pip install -q -e '.[ray]'
+fi
 
 # --- the native driver ---------------------------------------------------------------------
 say "building the driver (first build takes about 2 minutes on 2 cores)"

@@ -52,6 +52,8 @@ def test_parse_forms(found):
 def test_every_installed_allocator_is_found_with_a_version(found):
     need(found, "glibc", "jemalloc", "mimalloc", "tcmalloc", "tcmalloc-minimal")
     for a in found.values():
+        assert not a.version or a.version == allocators.checked(a).version  # discovery asks no package manager
+        a = allocators.checked(a)  # the preflight's check: the package that installed it
         assert a.version and a.version != "unknown", a
         if a.path:
             assert os.path.isabs(a.path) and os.path.exists(a.path)

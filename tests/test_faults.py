@@ -102,23 +102,29 @@ def test_hung_driver_is_killed_and_the_study_goes_on(tmp_path, found):
     assert Store(out).verify() == []
 
 
+def interrupt(out, proc, after_rows: int, total: int) -> list[dict]:
+    """Ctrl-C a study once `after_rows` runs finished, in its next run: exit 130 with the resume
+    command, finished runs kept, the interrupted one gone, the folder consistent."""
+    wait_rows(out, after_rows, proc, timeout=300)
+    time.sleep(0.5)  # into the next run
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert f"resume with: alloclab run --resume {out}" in err
+    kept = rows(out)
+    assert after_rows <= len(kept) < total
+    assert sorted(d.name for d in (out / "runs").iterdir()) == sorted(x["run_id"] for x in kept)
+    assert Store(out).verify() == []
+    return kept
+
+
 def test_sigint_then_resume(tmp_path, found):
     need(found, "jemalloc")
     out = tmp_path / "res"
     proc = subprocess.Popen([sys.executable, "-m", "alloclab", "run", "--plan", str(write_plan(tmp_path)),
                              "--out", str(out), "--quiet"], env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    wait_rows(out, 2, proc)
-    time.sleep(0.5)  # into the next run
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert f"resume with: alloclab run --resume {out}" in err
-    kept = rows(out)
-    assert 2 <= len(kept) < 12
-    # the interrupted run is gone, the folder is consistent, no driver is left running
-    assert sorted(d.name for d in (out / "runs").iterdir()) == sorted(x["run_id"] for x in kept)
-    assert Store(out).verify() == []
+    kept = interrupt(out, proc, 2, 12)
     p = alloclab("run", "--resume", str(out), "--quiet")
     assert p.returncode == 0, p.stderr
     assert f"{len(kept)} finished run(s) kept" in p.stderr

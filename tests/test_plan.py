@@ -33,7 +33,6 @@ def minimal(**kw):
     ({"engines": ["null"], "workloads": [{"workload": "write", "key_bytes": 4}]}, ["key_bytes", "between 8 bytes"]),
     (minimal(allocators=["hoard"]), ["unknown allocator", "hoard"]),
     (minimal(allocators=["tcmalloc"]), ["not installed", "apt-get install", "libgoogle-perftools4"]),
-    (minimal(allocators=["x=/nonexistent/libx.so"]), ["does not exist"]),
     (minimal(allocators=["jemalloc+MALLOC_CONF"]), ["ENV=value"]),
     (minimal(allocators=["glibc", "glibc"]), ["duplicate"]),
     (minimal(baseline="tcmalloc", allocators=["glibc"]), ["baseline", "allowed values", "glibc"]),
@@ -255,3 +254,19 @@ def test_one_environment_policy_for_every_process_alloclab_starts(monkeypatch):
     for mod in (datasets, servers):
         src = inspect.getsource(mod)
         assert "environment.clean()" in src and "os.environ.items()" not in src, mod.__name__
+
+
+def test_a_library_is_checked_by_the_preflight_not_by_plan_validation(tmp_path):
+    """Plan validation reads only the plan; that a library exists and exports malloc and free is
+    a machine check, made before any work (no results folder)."""
+    from alloclab import study
+    p = load(minimal(allocators=["glibc", "x=/nonexistent/libx.so"], runs=1))
+    with pytest.raises(AlloclabError, match="does not exist"):
+        study.preflight(p, None)
+    with pytest.raises(AlloclabError, match="does not exist"):
+        study.run(p, tmp_path / "res")
+    assert not (tmp_path / "res").exists()
+    fake = tmp_path / "libfake.so"
+    fake.write_text("not an ELF file")
+    with pytest.raises(AlloclabError, match="not an allocator"):
+        study.preflight(load(minimal(allocators=[f"x={fake}"], runs=1)), None)

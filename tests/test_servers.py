@@ -155,9 +155,9 @@ Latency (ms):
     assert [i["tps"] for i in r.intervals] == [1234.56, 1300.0] and r.intervals[0]["lat_ms_p99"] == 5.67
     # without its histogram sysbench prints no p50, p95 or p99.9: those fields stay empty in
     # the row and in runs.csv, never 0
-    from alloclab.servers import _measures
+    from alloclab.execute import measures
     from alloclab.store import RunRow
-    m = _measures(r, None)
+    m = measures(None, r)
     assert m["p50_ns"] is None and m["p95_ns"] is None and m["p999_ns"] is None and m["p99_ns"] == 5.47e6
     row = {f: "" for f in RunRow.__dataclass_fields__} | {k: str(v) for k, v in m.items() if v is not None}
     row |= {"allocator_verified": "true", "status": "ok"}

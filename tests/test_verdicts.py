@@ -170,3 +170,17 @@ def test_the_runner_code_decides_exactly_as_the_simulation():
         v = [x for x in decide.verdicts(_rows(base[s], var[s], n), POLICY) if x.metric == "throughput"][0]
         assert (n, v.verdict) == (stopped[s], verdict[s]), s
         assert v.n_pairs == n and v.confidence == pytest.approx(POLICY.confidence)
+
+
+def test_runs_pair_within_a_node_and_mixed_machines_are_said():
+    """A Ray study: a round's runs on different nodes never pair; a cell whose runs came from
+    machines with different fingerprints is named."""
+    from dataclasses import replace
+    rows = _rows([100.0, 100.0, 100.0], [110.0, 111.0, 109.0], 3)
+    on = [replace(r, node="a" if r.allocator == "base" or r.repeat < 3 else "b", machine_fingerprint="f1")
+          for r in rows]
+    v = next(x for x in decide.verdicts(on, decide.Policy(baseline="base")) if x.metric == "throughput")
+    assert v.n_pairs == 2  # round 3 ran its variant on node b: not paired with node a's baseline
+    assert decide.mixed_machines(on) == {}
+    mixed = [replace(r, machine_fingerprint="f2") if r.node == "b" else r for r in on]
+    assert decide.mixed_machines(mixed) == {"null/c": {"f1": ["a"], "f2": ["b"]}}

@@ -3,277 +3,27 @@
 //! --events (versioned JSON lines); logs go to stderr; stdout carries only `info` output.
 
 mod alloc_account;
+mod cli;
 mod engines;
 mod events;
 mod runner;
 mod rusage;
+mod sql;
 mod workloads;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand};
+use anyhow::{Context, Result};
+use clap::Parser;
 use serde_json::json;
 
-use engines::{Compression, EngineOptions, SyncMode};
+use cli::{CheckArgs, Cli, Cmd, CorruptArgs, LoadArgs, RunArgs};
 use events::EventSink;
-use workloads::kv::{KvKind, KvSpec, KvWorkload, Pattern};
-use workloads::oltp::{OltpSpec, OltpWorkload};
-use workloads::tpcc::{self, Mix, Mode, TpccSpec, TpccWorkload};
+use workloads::kv::KvWorkload;
+use workloads::oltp::OltpWorkload;
+use workloads::tpcc::{self, TpccWorkload};
 use workloads::Workload;
-
-#[derive(Parser)]
-#[command(
-    name = "alloclab-driver",
-    version,
-    about = "alloclab's in-process benchmark driver"
-)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Print the driver's version, event schema and engine versions as JSON on stdout.
-    Info,
-    /// Run one workload against one engine.
-    Run(Box<RunArgs>),
-    /// Load TPC-C warehouses into an empty database (unmeasured).
-    TpccLoad(Box<LoadArgs>),
-    /// Check TPC-C consistency conditions 1-4 (clause 3.3.2); emits a `check` event.
-    TpccCheck(Box<CheckArgs>),
-    /// Draw TPC-C transaction inputs without a database and print their counts as JSON.
-    TpccSample(SampleArgs),
-    /// Test helper: shift one district's D_NEXT_O_ID so that condition 2 breaks.
-    #[command(hide = true)]
-    TpccCorrupt(Box<CorruptArgs>),
-}
-
-#[derive(Args, Debug)]
-struct Channel {
-    /// file descriptor to write events to (inherited from the parent)
-    #[arg(long)]
-    events_fd: Option<i32>,
-    /// file to write events to
-    #[arg(long)]
-    events: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-struct Target {
-    /// tidesdb, rocksdb, sqlite, null; for TPC-C also mariadb and postgres (servers)
-    #[arg(long)]
-    engine: String,
-    /// directory for the engine's files (created if missing)
-    #[arg(long, default_value = ".")]
-    db_path: PathBuf,
-    /// server engines: the server's unix socket (PostgreSQL: the socket file in its directory)
-    #[arg(long)]
-    socket: Option<PathBuf>,
-    /// server engines: the database to use
-    #[arg(long, default_value = "tpcc")]
-    database: String,
-    /// MariaDB: the storage engine of the tables (InnoDB, ROCKSDB, ...)
-    #[arg(long, default_value = "InnoDB")]
-    table_engine: String,
-    #[command(flatten)]
-    engine_opts: EngineArgs,
-}
-
-#[derive(Args, Debug)]
-struct RunArgs {
-    #[command(flatten)]
-    target: Target,
-    /// write, read, mixed, delete, seek, range, or tpcc
-    #[arg(long, default_value = "write")]
-    workload: String,
-    #[arg(long, value_enum, default_value = "random")]
-    pattern: Pattern,
-    #[arg(long, default_value_t = 16)]
-    key_bytes: usize,
-    #[arg(long, default_value_t = 100)]
-    value_bytes: usize,
-    /// operations per engine batch / transaction
-    #[arg(long, default_value_t = 1)]
-    batch: usize,
-    /// worker threads (TPC-C: virtual users)
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
-    /// measured operations in all (default 100000 unless --duration-s)
-    #[arg(long, conflicts_with = "duration_s")]
-    ops: Option<u64>,
-    /// measured seconds
-    #[arg(long)]
-    duration_s: Option<f64>,
-    /// unmeasured seconds before measuring (TPC-C: the ramp-up)
-    #[arg(long, default_value_t = 0.0)]
-    warmup_s: f64,
-    /// keys populated before read/mixed/delete/seek/range, and drawn from by uniform/zipfian
-    /// (default: the number of operations, or 1000000 with --duration-s)
-    #[arg(long)]
-    keyspace: Option<u64>,
-    /// entries read by each range operation
-    #[arg(long, default_value_t = 100)]
-    range_len: usize,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    #[arg(long, default_value_t = 1000)]
-    interval_ms: u64,
-    /// retries of a transaction that hit a write conflict before it counts as an error
-    #[arg(long, default_value_t = 100)]
-    max_retries: u64,
-    /// TPC-C: warehouses used (the database may hold more)
-    #[arg(long)]
-    warehouses: Option<u32>,
-    /// TPC-C: transaction mix
-    #[arg(long, value_enum, default_value = "spec")]
-    tpcc_mix: Mix,
-    /// TPC-C: how the client drives the database (procedures: MariaDB and PostgreSQL)
-    #[arg(long, value_enum, default_value = "rows")]
-    tpcc_mode: Mode,
-    /// TPC-C: each virtual user draws a warehouse per transaction instead of its home one
-    #[arg(long)]
-    all_warehouses: bool,
-    /// TPC-C: the spec's keying and think times
-    #[arg(long)]
-    think: bool,
-    /// TPC-C: check consistency conditions 1-4 after the measured window
-    #[arg(long)]
-    check: bool,
-    /// OLTP: sysbench tables sbtest1..N (prepared by `sysbench prepare`)
-    #[arg(long, default_value_t = 10)]
-    tables: u32,
-    /// OLTP: rows per table
-    #[arg(long, default_value_t = 100_000)]
-    table_size: u32,
-    #[command(flatten)]
-    channel: Channel,
-}
-
-#[derive(Args, Debug)]
-struct LoadArgs {
-    #[command(flatten)]
-    target: Target,
-    #[arg(long)]
-    warehouses: u32,
-    /// loader threads
-    #[arg(long, default_value_t = 1)]
-    loaders: usize,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    #[command(flatten)]
-    channel: Channel,
-}
-
-#[derive(Args, Debug)]
-struct CheckArgs {
-    #[command(flatten)]
-    target: Target,
-    #[command(flatten)]
-    channel: Channel,
-}
-
-#[derive(Args, Debug)]
-struct SampleArgs {
-    #[arg(long, default_value_t = 10)]
-    warehouses: u32,
-    /// transactions to draw
-    #[arg(long, default_value_t = 20_000)]
-    count: u64,
-    /// virtual users drawing in turn
-    #[arg(long, default_value_t = 8)]
-    threads: usize,
-    #[arg(long, value_enum, default_value = "spec")]
-    tpcc_mix: Mix,
-    #[arg(long)]
-    all_warehouses: bool,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-}
-
-#[derive(Args, Debug)]
-struct CorruptArgs {
-    #[command(flatten)]
-    target: Target,
-    #[arg(long, default_value_t = 1)]
-    warehouse: u32,
-    #[arg(long, default_value_t = 1)]
-    district: u32,
-    #[arg(long, default_value_t = 5)]
-    next_o_id_delta: i64,
-}
-
-#[derive(Args, Debug)]
-struct EngineArgs {
-    #[arg(long)]
-    memtable_bytes: Option<usize>,
-    #[arg(long)]
-    block_cache_bytes: Option<usize>,
-    #[arg(long, value_enum, default_value = "none")]
-    sync: SyncMode,
-    #[arg(long, value_enum, default_value = "none")]
-    compression: Compression,
-    #[arg(long)]
-    flush_threads: Option<usize>,
-    #[arg(long)]
-    compaction_threads: Option<usize>,
-    /// null engine: simulated latency of each call in nanoseconds
-    #[arg(long, default_value_t = 0)]
-    null_latency_ns: u64,
-}
-
-impl Target {
-    fn server(&self) -> Option<tpcc::sql::Server> {
-        self.socket.as_ref().map(|s| tpcc::sql::Server {
-            socket: s.clone(),
-            database: self.database.clone(),
-            table_engine: self.table_engine.clone(),
-        })
-    }
-
-    fn engine_version(&self) -> serde_json::Value {
-        engines::versions()
-            .get(self.engine.as_str())
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    fn tpcc(&self) -> Result<Box<dyn tpcc::TpccDb>> {
-        tpcc::open(&self.engine, &self.options()?, self.server())
-    }
-
-    fn options(&self) -> Result<EngineOptions> {
-        let known = engines::ENGINES.contains(&self.engine.as_str())
-            || tpcc::ENGINES.contains(&self.engine.as_str());
-        if !known {
-            bail!(
-                "unknown engine '{}'; choose one of {}",
-                self.engine,
-                tpcc::ENGINES.join(", ")
-            );
-        }
-        let e = &self.engine_opts;
-        Ok(EngineOptions {
-            path: self.db_path.clone(),
-            memtable_bytes: e.memtable_bytes,
-            block_cache_bytes: e.block_cache_bytes,
-            sync: e.sync,
-            compression: e.compression,
-            flush_threads: e.flush_threads,
-            compaction_threads: e.compaction_threads,
-            null_latency_ns: e.null_latency_ns,
-        })
-    }
-}
-
-impl Channel {
-    fn open(&self) -> Result<EventSink> {
-        EventSink::open(self.events_fd, self.events.as_deref())
-    }
-}
 
 /// Emit `start`, run `body`, emit `end` with its outcome.
 fn with_events(
@@ -302,65 +52,13 @@ fn with_events(
 }
 
 fn run(a: RunArgs) -> Result<()> {
-    if a.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    if a.interval_ms == 0 {
-        bail!("--interval-ms must be at least 1");
-    }
-    if let Some(d) = a.duration_s {
-        if !(d > 0.0 && d.is_finite()) {
-            bail!("--duration-s must be a positive number of seconds, got {d}");
-        }
-    }
-    if !(a.warmup_s >= 0.0 && a.warmup_s.is_finite()) {
-        bail!("--warmup-s must be zero or a positive number of seconds");
-    }
-    let ops = match (a.ops, a.duration_s) {
-        (Some(0), _) => bail!("--ops must be at least 1"),
-        (Some(n), _) => Some(n),
-        (None, None) => Some(100_000),
-        (None, Some(_)) => None,
-    };
+    let ops = a.ops()?;
     let opts = a.target.options()?;
-    let is_tpcc = a.workload == "tpcc";
-    let is_oltp = a.workload.starts_with("oltp_");
-    let oltp_spec = if is_oltp {
-        Some(OltpSpec::new(
-            &a.workload,
-            a.tables,
-            a.table_size,
-            a.seed,
-            a.max_retries,
-        )?)
-    } else {
-        None
-    };
-    let kv_kind = if is_tpcc || is_oltp {
-        None
-    } else {
-        Some(
-            <KvKind as clap::ValueEnum>::from_str(&a.workload, true).map_err(|_| {
-                anyhow::anyhow!(
-                    "unknown workload '{}'; choose write, read, mixed, delete, seek, range, tpcc, \
-                     oltp_point_select, oltp_read_only or oltp_read_write",
-                    a.workload
-                )
-            })?,
-        )
-    };
+    let is_tpcc = a.is_tpcc();
+    let oltp_spec = a.oltp_spec()?;
+    let kv_kind = a.kv_kind()?;
     let sink = a.channel.open()?;
-    let kv_spec = kv_kind.map(|kind| KvSpec {
-        kind,
-        pattern: a.pattern,
-        key_bytes: a.key_bytes,
-        value_bytes: a.value_bytes,
-        batch: a.batch,
-        keyspace: a.keyspace.unwrap_or(ops.unwrap_or(1_000_000)),
-        range_len: a.range_len,
-        seed: a.seed,
-        max_retries: a.max_retries,
-    });
+    let kv_spec = kv_kind.map(|kind| a.kv_spec(kind, ops));
     if let Some(s) = &kv_spec {
         s.validate()?;
     }
@@ -374,18 +72,7 @@ fn run(a: RunArgs) -> Result<()> {
         "duration_s": a.duration_s,
         "warmup_s": a.warmup_s,
     });
-    let cfg = runner::RunConfig {
-        threads: a.threads,
-        ops,
-        duration: a.duration_s.map(Duration::from_secs_f64),
-        warmup: Duration::from_secs_f64(a.warmup_s),
-        interval: Duration::from_millis(a.interval_ms),
-        ops_per_call: if is_tpcc || is_oltp {
-            1
-        } else {
-            a.batch as u64
-        },
-    };
+    let cfg = a.run_config(ops);
     with_events(&sink, start, || {
         let t0 = Instant::now();
         if let Some(spec) = oltp_spec {
@@ -406,16 +93,7 @@ fn run(a: RunArgs) -> Result<()> {
             let db = a.target.tpcc()?;
             phase_end(&sink, "open", t0)?;
             let meta = tpcc::read_meta(&*db)?;
-            let spec = TpccSpec {
-                warehouses: a.warehouses.unwrap_or(meta.warehouses),
-                mix: a.tpcc_mix,
-                mode: a.tpcc_mode,
-                all_warehouses: a.all_warehouses,
-                think: a.think,
-                seed: a.seed,
-                max_retries: a.max_retries,
-            };
-            let workload = TpccWorkload::new(&*db, spec)?;
+            let workload = TpccWorkload::new(&*db, a.tpcc_spec(meta.warehouses))?;
             runner::run(&workload, &cfg, &sink)?;
             if a.check {
                 emit_check(&*db, meta.warehouses, &sink)?;
@@ -513,16 +191,7 @@ fn main() -> ExitCode {
         Cmd::TpccCheck(a) => check(*a),
         Cmd::TpccCorrupt(a) => corrupt(*a),
         Cmd::TpccSample(a) => {
-            let spec = TpccSpec {
-                warehouses: a.warehouses.max(1),
-                mix: a.tpcc_mix,
-                mode: tpcc::Mode::Rows,
-                all_warehouses: a.all_warehouses,
-                think: false,
-                seed: a.seed,
-                max_retries: 0,
-            };
-            println!("{}", tpcc::sample(&spec, a.count, a.threads));
+            println!("{}", tpcc::sample(&a.spec(), a.count, a.threads));
             Ok(())
         }
     };

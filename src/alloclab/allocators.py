@@ -11,7 +11,7 @@ import os
 import re
 import subprocess
 import sysconfig
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from alloclab import environment
@@ -127,14 +127,30 @@ class Proof:
         return {"verified": self.verified, "reason": self.reason, "mapped_libraries": self.mapped}
 
 
-def discover() -> dict[str, Allocator]:
-    """Every known allocator installed on this machine, by name."""
+def discover(versions: bool = False) -> dict[str, Allocator]:
+    """Every known allocator installed on this machine, by name (its library found by soname).
+    Package versions (dpkg-query) only when asked: that is preflight's work (`checked`)."""
     found = {}
     for name, k in KNOWN.items():
         path = None if name == "glibc" else _find_library(k.sonames)
         if name == "glibc" or path:
-            found[name] = Allocator(name=name, base=name, path=path, version=_version_of(name, path))
+            found[name] = Allocator(name=name, base=name, path=path,
+                                    version=_version_of(name, path) if versions else "")
     return found
+
+
+def checked(alloc: Allocator) -> Allocator:
+    """Preflight: the allocator's library is there and is an allocator (it exports malloc and
+    free), and its version (the package that installed it) is known. Raises AlloclabError."""
+    spec = alloc.name
+    if alloc.path:
+        if not os.path.isfile(alloc.path):
+            raise AlloclabError(f"allocator '{spec}': {alloc.path} does not exist",
+                                "check the path, or install the library first")
+        if not looks_like_allocator(alloc.path):
+            raise AlloclabError(f"allocator '{spec}': {alloc.path} does not export malloc and free, so it is not "
+                                "an allocator", "name the allocator's shared library (e.g. libjemalloc.so.2)")
+    return replace(alloc, version=alloc.version or _version_of(alloc.base, alloc.path))
 
 
 def missing() -> dict[str, Known]:
@@ -187,13 +203,7 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
         if not path or not os.path.isabs(path):
             raise AlloclabError(f"allocator '{spec}': the library path must be absolute",
                                 f"write {name}=/absolute/path/to/lib.so")
-        if not os.path.isfile(path):
-            raise AlloclabError(f"allocator '{spec}': {path} does not exist",
-                                "check the path, or install the library first")
-        if not looks_like_allocator(path):
-            raise AlloclabError(f"allocator '{spec}': {path} does not export malloc and free, so it is not an "
-                                "allocator", "name the allocator's shared library (e.g. libjemalloc.so.2)")
-        alloc = Allocator(name=name, base=name, path=path, version=_version_of(name, path))
+        alloc = Allocator(name=name, base=name, path=path)  # checked by the preflight (`checked`)
     elif name in found:
         alloc = found[name]
     elif name in KNOWN:
@@ -267,7 +277,7 @@ def prove(alloc: Allocator, files: list[str] | None, pid: int | str = "?") -> Pr
 
 def library_version_list() -> list[dict]:
     """For `alloclab allocators` and the study metadata."""
-    rows = [a.to_json() | {"installed": True} for a in discover().values()]
+    rows = [a.to_json() | {"installed": True} for a in discover(versions=True).values()]
     for name, k in missing().items():
         rows.append({"name": name, "installed": False, "package": k.package})
     return rows

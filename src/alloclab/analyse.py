@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from alloclab import decide, stats
-from alloclab.decide import CELL_FIELDS, cell_of
+from alloclab.decide import CELL_FIELDS, cell_of, pair_key
 from alloclab.noise import BUSY_OTHER_CORES
 from alloclab.store import RunRow, Store
 
@@ -185,12 +185,12 @@ class VsBaseline:
 
 
 def by_cell_rounds(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:
-    """cell -> allocator -> round -> value of `metric` (positive values only)."""
+    """cell -> allocator -> (round, node) -> value of `metric` (positive values only)."""
     out: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in sorted(rows, key=lambda r: r.index):
         v = float(getattr(r, metric))
         if v > 0:
-            out[cell_of(r)][r.allocator].setdefault(r.repeat, v)
+            out[cell_of(r)][r.allocator].setdefault(pair_key(r), v)
     return out
 
 
@@ -337,6 +337,10 @@ def warnings(study: Study) -> list[str]:
         w = min(shortw, key=lambda r: r.duration_s)
         out.append(f"{len(shortw)} run(s) measured a window shorter than the {floor:g} s floor of this scale "
                    f"(shortest {w.duration_s:.2f} s, {w.run_id}): give those cells a duration or more operations")
+    for cell, fps in sorted(decide.mixed_machines(study.rows).items()):
+        out.append(f"runs of {cell} came from {len(fps)} different machines ("
+                   + "; ".join(f"fingerprint {f}: {', '.join(n)}" for f, n in sorted(fps.items()))
+                   + "): its ratios pair runs within a node, then pool over those machines")
     busy = [r for r in study.rows if r.other_busy_cores > BUSY_OTHER_CORES]
     if busy:
         worst = max(busy, key=lambda r: r.other_busy_cores)

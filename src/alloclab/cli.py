@@ -54,6 +54,8 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
         raw["warmup_s"] = a.warmup
     if a.profile is not None:
         raw["perf"] = a.profile
+    if a.ray is not None:
+        raw["executor"], raw["ray_address"] = "ray", a.ray
     if a.runs is not None:  # exactly N runs: the preset's adaptive settings do not apply
         for k in ("budget", "min_runs", "max_rounds", "target_ci_pct"):
             raw.pop(k, None)
@@ -134,7 +136,7 @@ def cmd_resume(a: argparse.Namespace) -> int:
     out = Path(a.resume)
     live = False if a.quiet else None
     budget = plan_mod.parse_duration(a.budget, "--budget") if a.budget is not None else None
-    result = study.resume(out, Progress(0, live=live), budget=budget)
+    result = study.resume(out, Progress(0, live=live), budget=budget, ray_address=a.ray)
     plan_json = Store(out).read_json("plan.json")
     return _finish(result, out, plan_json.get("baseline", "glibc"))
 
@@ -290,6 +292,10 @@ def parser() -> argparse.ArgumentParser:
                         "and context switches of the measured window (allocator share of CPU, flame graphs) and "
                         "a short run counting the allocator's calls and sizes (uprobes); on by default in "
                         "sysbench-scaling, --no-profile turns it off")
+    r.add_argument("--ray", metavar="ADDRESS",
+                   help="run on the nodes of a Ray cluster (host:port of its head, or auto): one run per node at a "
+                        "time, on nodes started with --resources='{\"alloclab_slot\": 1}'; with --resume, the "
+                        "cluster to finish on (default: the one the study started on)")
     r.add_argument("--quiet", action="store_true", help="plain lines, no live display")
     r.add_argument("--resume", metavar="DIR", help="finish a study that was interrupted: finished runs are kept")
     r.set_defaults(fn=cmd_run)

@@ -172,15 +172,32 @@ def default_questions(allocators: list[str], engines: list[str]) -> list[str]:
     return ["engines"] if len(engines) > 1 else ["allocators"]
 
 
+def pair_key(r: RunRow) -> tuple[int, str]:
+    """Runs pair when they ran in the same round on the same node (a cell's runs of a round run
+    back to back on one machine); on one machine, that is the round."""
+    return (r.repeat, r.node)
+
+
+def mixed_machines(rows: Iterable[RunRow]) -> dict[str, dict[str, list[str]]]:
+    """cell -> machine fingerprint -> its nodes, for the cells whose valid runs came from machines
+    that differ (runner.FINGERPRINT_KEYS): their ratios pair runs within a node, and pool over
+    those machines, which the report says."""
+    by: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for r in rows:
+        if r.status == "ok" and r.allocator_verified and r.purpose == "measure":
+            by[r.cell][r.machine_fingerprint].add(r.node or "this machine")
+    return {c: {f: sorted(n) for f, n in fps.items()} for c, fps in by.items() if len(fps) > 1}
+
+
 def _groups(rows: Iterable[RunRow], m: MetricDef) -> dict[tuple, dict[str, dict[int, float]]]:
-    """cell tuple -> allocator -> round -> value, valid runs only (the first of a round wins)."""
+    """cell tuple -> allocator -> (round, node) -> value, valid runs only (the first of a round wins)."""
     out: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in sorted(rows, key=lambda r: r.index):
         if r.status != "ok" or not r.allocator_verified:
             continue
         v = value(r, m)
         if v is not None:
-            out[cell_of(r)][r.allocator].setdefault(r.repeat, v)
+            out[cell_of(r)][r.allocator].setdefault(pair_key(r), v)
     return out
 
 

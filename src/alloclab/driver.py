@@ -104,11 +104,11 @@ def _engine_flags(options: dict) -> list[str]:
     return out
 
 
-def argv(exe: str | Path, spec: RunSpec, db_path: Path, events_fd: int) -> list[str]:
+def argv(exe: str | Path, spec: RunSpec, db_path: Path, events: Path) -> list[str]:
     c = spec.cell
     a = [str(exe), "run", "--engine", c.engine, "--db-path", str(db_path), "--workload", c.workload,
          "--threads", str(c.threads), "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s),
-         "--interval-ms", str(spec.interval_ms), "--events-fd", str(events_fd)]
+         "--interval-ms", str(spec.interval_ms), "--events", str(events)]
     if c.workload == "tpcc":
         a += ["--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--tpcc-mode", c.tpcc_mode, "--check"]
         a += ["--all-warehouses"] if c.all_warehouses else []

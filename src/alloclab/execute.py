@@ -1,27 +1,21 @@
-"""Executing one run: launch the driver with the allocator preloaded, read its events, sample
-it, prove its allocator, and turn it all into a row. Never raises for a run that went wrong:
-a broken run becomes a row with status `failed` or `invalid` and its reason."""
+"""The one runner: any kind of run (kinds.py) started, its allocator proved, its processes
+sampled, stopped and recorded as one row through one row builder. Never raises for a run that
+went wrong: a broken run becomes a row with status `failed` or `invalid` and its reason."""
 
 from __future__ import annotations
 
 import csv
 import io
 import os
-import selectors
-import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from alloclab import account, allocators, driver, events, noise, profiling, sampler
-from alloclab.datasets import Datasets
+from alloclab import account, allocators, events, kinds, noise, profiling, sampler, sysbench
 from alloclab.errors import AlloclabError
-from alloclab.placement import parse_cpus
 from alloclab.plan import RunSpec
-from alloclab.processes import die_with_parent, kill_group
 from alloclab.store import RunRow, atomic_write, write_json
 
 STATUS_OK = "ok"
@@ -31,9 +25,10 @@ STATUS_INVALID = "invalid"
 
 @dataclass
 class Watch:
-    """What the executor learned from the event stream."""
+    """What the runner learned from the driver's events (none from the real sysbench)."""
 
-    pid: int
+    pid: int = 0
+    under_test: bool = False  # the driver is the process under test: its maps are the proof
     phase: str = "exec"
     start: dict | None = None
     summary: dict | None = None
@@ -42,19 +37,27 @@ class Watch:
     maps_at_summary: list[str] | None = None
     check: dict | None = None
     parse_error: str | None = None
+    measure_begun: bool = False
+    measure_ended: bool = False
 
     def handle(self, ev: events.Event) -> None:
         d = ev.data
         if ev.type == "start":
             self.start = d
             self.pid = int(d.get("pid", self.pid))
-            self.maps_at_start = allocators.read_maps(self.pid)
+            if self.under_test:
+                self.maps_at_start = allocators.read_maps(self.pid)
             self.phase = "open"
         elif ev.type == "phase":
-            self.phase = d.get("phase", self.phase) if d.get("state") == "begin" else self.phase
+            if d.get("state") == "begin":
+                self.phase = d.get("phase", self.phase)
+            if d.get("phase") == "measure":
+                self.measure_begun = True
+                self.measure_ended = self.measure_ended or d.get("state") == "end"
         elif ev.type == "summary":
             self.summary = d
-            self.maps_at_summary = allocators.read_maps(self.pid)
+            if self.under_test:
+                self.maps_at_summary = allocators.read_maps(self.pid)
             self.phase = "close"
         elif ev.type == "check":
             self.check = d
@@ -62,33 +65,23 @@ class Watch:
             self.end = d
 
 
-def _target_setup(cpus: str):
-    """preexec_fn of an in-process target: die with alloclab, run on the shape's CPU set."""
-    cpu_set = parse_cpus(cpus) if cpus else None
+class Tail:
+    """New lines of a growing events file, read as they come."""
 
-    def setup():
-        die_with_parent()
-        if cpu_set:
-            os.sched_setaffinity(0, cpu_set)
-    return setup
+    def __init__(self, path: Path):
+        self.path, self.offset, self.buf = path, 0, b""
 
-
-def _kill(proc: subprocess.Popen) -> None:
-    kill_group(proc.pid)
-
-
-def _reap(proc: subprocess.Popen, grace_s: float = 30.0):
-    """Wait for the child and return (exit code, rusage). Kills it if it does not exit."""
-    deadline = time.monotonic() + grace_s
-    while True:
-        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
-        if pid == proc.pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode, ru
-        if time.monotonic() > deadline:
-            _kill(proc)
-            grace_s, deadline = 0, time.monotonic() + 10
-        time.sleep(0.01)
+    def lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return []
+        self.offset += len(chunk)
+        self.buf += chunk
+        *done, self.buf = self.buf.split(b"\n")
+        return [x.decode(errors="replace") for x in done]
 
 
 def _tail(path: Path, lines: int = 5) -> str:
@@ -114,18 +107,6 @@ def tpcc_rates(summary: dict) -> dict[str, float]:
             "tpm": round(done / minutes, 1)}
 
 
-def _profile_window(recorder: profiling.Recorder, on_event):
-    """perf runs from the start of the measured phase to the summary (the window's end)."""
-    def hook(ev: events.Event) -> None:
-        if ev.type == "phase" and ev.data.get("phase") == "measure" and ev.data.get("state") == "begin":
-            recorder.start()
-        elif ev.type == "summary":
-            recorder.stop()
-        if on_event:
-            on_event(ev)
-    return hook
-
-
 def instrumented(spec: RunSpec, run_dir: Path) -> profiling.Recorder | None:
     """The recorder of a profiled or call-counting run; None for a measured run."""
     return profiling.Recorder(run_dir / "perf.data", spec.purpose) if spec.purpose != "measure" else None
@@ -139,8 +120,9 @@ def recorded(recorder: profiling.Recorder | None, run_dir: Path, ops: int, windo
     if recorder is None or not data.exists():
         return {}
     if recorder.purpose == "calls":
-        seen = ops * min(1.0, recorder.seconds / window_s) if window_s > 0 else 0
-        calls = profiling.read_calls(data, recorder.seconds) | {"library": recorder.library, "ops": round(seen)}
+        calls = profiling.read_calls(data, recorder.seconds)
+        seen = ops * min(1.0, calls["seconds"] / window_s) if window_s > 0 else 0
+        calls |= {"library": recorder.library, "ops": round(seen)}
         data.unlink()
         write_json(run_dir / "calls.json", calls)
         return {"alloc_calls_per_s": calls["total_per_s"],
@@ -170,208 +152,255 @@ def profile_note(spec: RunSpec, run_dir: Path, recorder: profiling.Recorder | No
             profiling.FREQ_HZ, "switches": "context-switches, every one", "absent_because": why}
 
 
-def failed_row(spec: RunSpec, study: str, reason: str) -> RunRow:
-    """A run that could not start (e.g. its data could not be loaded)."""
+def measures(summary: dict | None, result: sysbench.Result | None = None) -> dict:
+    """The client-side numbers of a row: from the driver's summary, or from the real sysbench."""
+    if summary is not None:
+        pct = events.percentiles_ns(events.merged_histogram(summary) if summary else None)
+        return {"ops": int(summary.get("total_ops", 0)), "duration_s": round(float(summary.get("duration_s", 0)), 6),
+                "ops_per_s": round(float(summary.get("ops_per_s", 0)), 2), **pct,
+                "errors": int(summary.get("total_errors", 0)), "retries": int(summary.get("total_retries", 0)),
+                **tpcc_rates(summary),
+                "server_tpm": round(float((summary.get("workload") or {}).get("server_tpm") or 0), 1)}
+    lat = result.latency_ms if result else {}
+
+    def ns(key):  # what sysbench did not print stays empty
+        return lat[key] * 1e6 if key in lat else None
+    return {"ops": result.transactions if result else 0, "duration_s": result.total_time_s if result else 0.0,
+            "ops_per_s": result.tps if result else 0.0, "p50_ns": ns("p50"), "p95_ns": ns("p95"),
+            "p99_ns": lat.get("p99", 0) * 1e6, "p999_ns": ns("p99.9"),
+            "max_ns": lat.get("max", 0) * 1e6, "mean_ns": lat.get("avg", 0) * 1e6, "errors": 0,
+            # sysbench's "ignored errors" (deadlocks and the like) are retried by sysbench: recorded, not fatal
+            "retries": result.errors if result else 0}
+
+
+USAGE = ("cpu_user_s", "cpu_sys_s", "ctx_voluntary", "ctx_involuntary", "minor_faults", "major_faults")
+
+
+def build_row(spec: RunSpec, study: str, *, status: str, reason: str, verified: bool = False,
+              fields: dict | None = None, started_at: str | None = None) -> RunRow:
+    """The one row builder: what every run has from its spec, plus what it measured."""
     c = spec.cell
+    base = {"ops": 0, "duration_s": 0.0, "ops_per_s": 0.0, "p50_ns": 0, "p95_ns": 0, "p99_ns": 0, "p999_ns": 0,
+            "max_ns": 0, "mean_ns": 0, "errors": 0, "retries": 0, "peak_rss_bytes": 0, "wall_s": 0.0,
+            **dict.fromkeys(USAGE, 0), **kinds.of(c).row_fields(spec)}
     return RunRow(
-        run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine,
-        allocator=spec.allocator.name, allocator_base=spec.allocator.base, allocator_verified=False,
-        workload=c.workload, part=c.part, pattern=c.pattern, threads=c.threads, batch=c.batch,
-        key_bytes=c.key_bytes, value_bytes=c.value_bytes, repeat=spec.repeat, seed=spec.seed, ops=0,
-        duration_s=0.0, ops_per_s=0.0, p50_ns=0, p95_ns=0, p99_ns=0, p999_ns=0, max_ns=0, mean_ns=0, errors=0,
-        retries=0, peak_rss_bytes=0, cpu_user_s=0, cpu_sys_s=0, ctx_voluntary=0, ctx_involuntary=0, minor_faults=0,
-        major_faults=0, wall_s=0.0, status=STATUS_FAILED, reason=reason,
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), profile=c.profile,
-        warehouses=c.warehouses, shape=c.shape, purpose=spec.purpose)
+        run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine, allocator=spec.allocator.name,
+        allocator_base=spec.allocator.base, allocator_verified=verified, workload=c.workload, part=c.part,
+        threads=c.threads, repeat=spec.repeat, seed=spec.seed, status=status, reason=reason,
+        started_at=started_at or datetime.now(timezone.utc).isoformat(timespec="seconds"), profile=c.profile,
+        warehouses=c.warehouses, shape=c.shape, purpose=spec.purpose, tpcc_mode=c.tpcc_mode,
+        **(base | (fields or {})))
 
 
-def _watch(proc: subprocess.Popen, r: int, raw, watch: Watch, timeline: sampler.Timeline, spec: RunSpec,
-           on_event: Callable[[events.Event], None] | None, t0: float) -> str | None:
-    """Read events until the target closes its channel, sampling it meanwhile. Kills it if it
-    runs past its deadline or stops sending events; returns why, or None."""
-    failure = None
-    sel = selectors.DefaultSelector()
-    sel.register(r, selectors.EVENT_READ)
-    buf = b""
-    last_event = time.monotonic()
+def failed_row(spec: RunSpec, study: str, reason: str) -> RunRow:
+    """A run that could not start (e.g. its data could not be prepared)."""
+    return build_row(spec, study, status=STATUS_FAILED, reason=reason)
+
+
+def driver_outcome(watch: Watch, exit_code: int | None, log: Path, tpcc: bool, who: str) -> str | None:
+    """Why a run driven by the driver failed, from its events and exit, or None. The TPC-C
+    consistency verdict lives here, once."""
+    if watch.parse_error:
+        return watch.parse_error
+    summary = watch.summary
+    if exit_code != 0 or not watch.end or watch.end.get("status") != "ok":
+        err = (watch.end or {}).get("error") or _tail(log) or "no output"
+        how = (f"exited with code {exit_code}" if exit_code is None or exit_code >= 0
+               else f"was killed by signal {-exit_code}")
+        return f"{who} {how}: {err}"
+    if not summary:
+        return f"the {who} sent no summary"
+    if summary.get("total_errors", 0):
+        what = "transactions" if tpcc else "calls"
+        return f"{summary['total_errors']} failed {what}; first: {summary.get('first_error')}"
+    if tpcc and not watch.check:
+        return "the TPC-C consistency check did not run"
+    if watch.check and not watch.check.get("ok"):
+        bad = [c for c in watch.check.get("conditions", []) if not c.get("ok")]
+        return "consistency " + "; ".join(f"condition {c.get('id')} failed: {c.get('detail')}" for c in bad)
+    return None
+
+
+def _window_delta(tl: sampler.Timeline):
+    """A counter's growth over the samples of the measured window (all samples if none is
+    marked so): CPU and context switches of the same span as the client's count."""
+    inside = [x for x in tl.samples if x.phase == "measure"] or tl.samples
+    first, last = (inside[0], inside[-1]) if inside else (None, None)
+
+    def delta(attr):
+        return getattr(last, attr) - getattr(first, attr) if first else 0
+    return delta
+
+
+def _samples_csv(tl: sampler.Timeline) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(sampler.Sample.columns())
+    w.writerows(s.row() for s in tl.samples)
+    return buf.getvalue()
+
+
+def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callable[[events.Event], None] | None = None,
+        sample_hz: float = 20.0, kind: kinds.RunKind | None = None) -> RunRow:
+    """Execute one run of any kind into `run_dir`, from `data` (the kind's prepared data, copied,
+    never touched). `node` gives the driver (`exe`), the scratch folder and the study's name."""
+    kind = kind or kinds.of(spec.cell)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    partial = run_dir / ".events.jsonl.partial"
+    partial.unlink(missing_ok=True)
+    target = kind.target(spec, run_dir, node, data, partial)
+    watch = Watch(under_test=not target.separate_client)
+    tail = Tail(partial)
+    tl, client_tl = sampler.Timeline(sample_hz), sampler.Timeline(sample_hz)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    cpu_watch = noise.CpuWatch()
+    recorder = instrumented(spec, run_dir)
+    failure, acc, rss_at_end, account_read = None, None, None, False
+    t0 = time.monotonic()
     try:
-        while True:
-            for _key, _mask in sel.select(max(0.0, timeline.due())):
-                chunk = os.read(r, 1 << 16)
-                if not chunk:
-                    return failure
-                raw.write(chunk)
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    try:
-                        ev = events.parse_line(line.decode(errors="replace"))
-                    except AlloclabError as e:
-                        watch.parse_error = watch.parse_error or str(e)
-                        continue
-                    last_event = time.monotonic()
-                    watch.handle(ev)
-                    if on_event:
-                        on_event(ev)
-            if timeline.due() <= 0:
-                timeline.take(watch.pid, watch.phase)
+        target.start()
+        t_client = time.monotonic()
+        log = run_dir / target.log_name
+        last_size, last_growth, prepared = -1, time.monotonic(), False
+        while target.client.poll() is None:
+            time.sleep(max(0.0, min(tl.due(), client_tl.due() if target.separate_client else 1.0, 0.05)))
+            for line in tail.lines():
+                try:
+                    ev = events.parse_line(line)
+                except AlloclabError as e:
+                    watch.parse_error = watch.parse_error or str(e)
+                    continue
+                watch.handle(ev)
+                if on_event:
+                    on_event(ev)
             now = time.monotonic()
+            begun, ended = kind.window(spec, watch, now - t_client)
+            # sysbench counts transactions over its whole run, the driver over its window
+            phase = (watch.phase if not target.separate_client else "measure" if not kind.driver_client or (
+                begun and not ended) else "rampup" if not begun else "after")
+            pids = target.under_test()
+            if tl.due() <= 0 and pids:
+                tl.take_tree(pids, phase)
+            if target.separate_client and client_tl.due() <= 0:
+                client_tl.take(target.client.pid, phase)
+            if recorder and not prepared and target.settled(watch):
+                recorder.pids, prepared = pids, True
+                recorder.prepare()  # a calls run's uprobes are placed before its window opens
+            if recorder and begun and recorder.proc is None and not (recorder.window and recorder.window[1]):
+                recorder.pids = pids or recorder.pids  # PostgreSQL's backends, forked later, inherit it
+                recorder.start()
+            if ended and not account_read and target.separate_client:  # first: stopping perf takes a while
+                acc, rss_at_end = target.account(watch, tl)
+                account_read = True
+            if recorder and ended and kind.driver_client and (target.separate_client or watch.summary):
+                recorder.stop()  # sysbench's window ends with it: perf stops when it exits
+            target.proving(watch, now - t0)
+            # the client reports every second (the driver's interval events, sysbench's
+            # --report-interval): output that stops growing means a hang
+            size = sum(p.stat().st_size for p in (log, partial) if p.exists())
+            if size != last_size:
+                last_size, last_growth = size, now
+            if failure is None:
+                failure = target.failure()
             if failure is None and now - t0 > spec.timeout_s:
                 failure = f"ran past its deadline of {spec.timeout_s:g}s and was killed"
-                _kill(proc)
-            elif failure is None and now - last_event > spec.hang_timeout_s:
-                failure = f"sent no event for {spec.hang_timeout_s:g}s (hung) and was killed"
-                _kill(proc)
+            elif failure is None and now - last_growth > spec.hang_timeout_s:
+                failure = f"{target.client_name} sent no event for {spec.hang_timeout_s:g}s (hung) and was killed"
+            if failure is not None:
+                target.kill()
+        for line in tail.lines():  # what came after the last look
+            try:
+                watch.handle(events.parse_line(line))
+            except AlloclabError as e:
+                watch.parse_error = watch.parse_error or str(e)
+        if not account_read:  # a client that ended before its window's end was seen
+            acc, rss_at_end = target.account(watch, tl)
+    except AlloclabError as e:
+        failure = failure or str(e)
+    except BaseException:
+        # Ctrl-C, a full disk, a bug: never leave anything running
+        target.kill()
+        raise
     finally:
-        sel.close()
+        if recorder:
+            recorder.stop()
+        if target.client is not None and target.client.poll() is None:
+            target.kill()
+        exit_code = target.client.wait() if target.client is not None else None
+        clean = target.stop()
+    wall_s = time.monotonic() - t0
+    run_noise = cpu_watch.stop()  # everything was reaped: its CPU is alloclab's children time
+    if partial.exists():
+        os.replace(partial, run_dir / "events.jsonl")
+
+    result = None
+    if failure is None and kind.driver_client:
+        failure = driver_outcome(watch, exit_code, run_dir / target.log_name, kind.tpcc, target.client_name)
+    elif failure is None:
+        text = (run_dir / target.log_name).read_text(errors="replace")
+        try:
+            result = sysbench.parse(text)
+        except AlloclabError as e:
+            failure = f"sysbench failed (exit {exit_code}): {e}; {text.strip()[-200:]}"
+        if failure is None and exit_code != 0:
+            failure = f"sysbench exited with code {exit_code}"
+    if failure is None and not clean:
+        failure = f"the server did not shut down cleanly: {target.srv.log_tail()}"
+    verified, why, proof_json = target.proof(watch)
+    status, reason = (STATUS_FAILED, failure) if failure else (STATUS_OK, "")
+    if not verified:
+        reason = f"allocator not proved: {why}" + (f"; {reason}" if reason else "")
+        status = STATUS_INVALID if status == STATUS_OK else status
+
+    summary = watch.summary or {}
+    if target.separate_client:  # the server's tree over the window; the client apart
+        delta, client_delta = _window_delta(tl), _window_delta(client_tl)
+        usage = {k: (round(delta(k), 3) if k.startswith("cpu") else delta(k)) for k in USAGE}
+        window = summary.get("usage_window") or {}
+        client_cpu = ({"client_cpu_user_s": round(window.get("cpu_user_s", 0.0), 3),
+                       "client_cpu_sys_s": round(window.get("cpu_sys_s", 0.0), 3)} if window else
+                      {"client_cpu_user_s": round(client_delta("cpu_user_s"), 3),
+                       "client_cpu_sys_s": round(client_delta("cpu_sys_s"), 3)} if client_tl.samples else {})
+    else:  # the driver's own account of its window
+        window = summary.get("usage_window", {})
+        usage = {k: (round(window.get(k, 0.0), 4) if k.startswith("cpu") else int(window.get(k, 0))) for k in USAGE}
+        client_cpu = {}
+    m = measures(watch.summary if kind.driver_client else None, result)
+    # VmHWM as sampled and as the driver read it at the end; never ru_maxrss, which survives
+    # exec and so can hold the RSS of the forked Python parent
+    peak = max(tl.peak_rss(), tl.peak_hwm(), 0 if target.separate_client else int(summary.get("vm_hwm_bytes") or 0))
+    row = build_row(spec, node.study, status=status, reason=reason, verified=verified, started_at=started_at, fields={
+        **m, **usage, **client_cpu, "peak_rss_bytes": peak, "wall_s": round(wall_s, 3),
+        "other_busy_cores": round(run_noise.other_cores, 3), **account.row_fields(acc, rss_at_end),
+        **recorded(recorder, run_dir, m["ops"], m["duration_s"])})
+
+    atomic_write(run_dir / "samples.csv", _samples_csv(tl))
+    if target.separate_client:
+        atomic_write(run_dir / "client_samples.csv", _samples_csv(client_tl))
+    write_json(run_dir / "run.json", {
+        "spec": spec.to_json(), "row": row.to_csv(), "kind": kind.name, "proof": proof_json, "exit_code": exit_code,
+        "summary": {k: v for k, v in summary.items() if k != "ops"} or None,
+        "ops": {name: {k: v for k, v in op.items() if k != "hist"} for name, op in summary.get("ops", {}).items()},
+        "driver_version": (watch.start or {}).get("driver_version"),
+        "engine_version": (watch.start or {}).get("engine_version"),
+        "samples": len(tl.samples), "noise": run_noise.to_json(), "check": watch.check, "alloc_account": acc,
+        "profile": profile_note(spec, run_dir, recorder), "sysbench": result.__dict__ if result else None,
+        **target.run_json(), **({"alloc_account_missing": None} if acc else {})})
+    return row
+
+
+@dataclass
+class Place:
+    """What a run needs of the node it runs on: the driver, a scratch folder, the study's name
+    (runner.Node has these, and the data it prepared)."""
+
+    exe: Path
+    scratch: Path
+    study: str
 
 
 def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
             on_event: Callable[[events.Event], None] | None = None, sample_hz: float = 20.0,
             seed_data: Path | None = None) -> RunRow:
-    """`seed_data`: a pristine database to start from (copied, never touched)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    db_path = scratch / spec.run_id
-    shutil.rmtree(db_path, ignore_errors=True)
-    if seed_data is not None:
-        Datasets.copy_to(seed_data, db_path)
-    else:
-        db_path.mkdir(parents=True)
-    env = spec.allocator.target_env(dict(os.environ))
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    r, w = os.pipe()
-    log_path = run_dir / "driver.log"
-    raw_path = run_dir / ".events.jsonl.partial"
-    watch_cpu = noise.CpuWatch()
-    recorder = instrumented(spec, run_dir)
-    if recorder:
-        on_event = _profile_window(recorder, on_event)
-    t0 = time.monotonic()
-    with open(log_path, "wb") as log, open(raw_path, "wb") as raw:
-        try:
-            proc = subprocess.Popen(driver.argv(exe, spec, db_path, w), env=env, stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=log, pass_fds=(w,), start_new_session=True,
-                                    preexec_fn=_target_setup(spec.server_cpus))
-        except OSError as e:
-            os.close(r)
-            os.close(w)
-            raise AlloclabError(f"cannot start the driver {exe}: {e.strerror}", "rebuild it: ./setup.sh") from e
-        os.close(w)
-        watch = Watch(pid=proc.pid)
-        if recorder:  # uprobes are placed when the window opens, after the maps are read
-            recorder.pids = [proc.pid]
-        timeline = sampler.Timeline(sample_hz)
-        try:
-            failure = _watch(proc, r, raw, watch, timeline, spec, on_event, t0)
-        except BaseException:
-            # Ctrl-C, a full disk, a bug: never leave the target running
-            _kill(proc)
-            _reap(proc)
-            raise
-        finally:
-            os.close(r)
-            if recorder:
-                recorder.stop()
-        exit_code, ru = _reap(proc)
-    wall_s = time.monotonic() - t0
-    run_noise = watch_cpu.stop()  # the driver was reaped: its CPU is alloclab's children time
-    os.replace(raw_path, run_dir / "events.jsonl")
-    shutil.rmtree(db_path, ignore_errors=True)
-
-    # --- proof: the parent's own read of /proc/PID/maps; the driver's self-report only if
-    # the process was gone before the parent could look
-    files, proof_source = watch.maps_at_start, "parent read /proc/PID/maps at start"
-    if files is None:
-        files, proof_source = watch.maps_at_summary, "parent read /proc/PID/maps at summary"
-    if files is None and watch.start and watch.start.get("mapped_files"):
-        files, proof_source = watch.start["mapped_files"], "driver's own /proc/self/maps at start"
-    proof = allocators.prove(spec.allocator, files, watch.pid)
-    if spec.allocator.link:
-        # mapped is not enough for a linked allocator: its calls must bind to it
-        bound = driver.link_proof(exe, spec.allocator.base)
-        proof = allocators.Proof(proof.verified and bound.verified,
-                                 proof.reason if not proof.verified else bound.reason, proof.mapped)
-        proof_source += "; LD_DEBUG=bindings of a short start of the same binary"
-
-    summary = watch.summary or {}
-    acc = account.own(summary.get("alloc_account"), spec.allocator.base)
-    merged = events.merged_histogram(summary) if summary else None
-    pct = events.percentiles_ns(merged)
-    usage = summary.get("usage_window", {})
-    # VmHWM, sampled and as the driver read it at the end; never ru_maxrss, which survives
-    # exec and so can hold the RSS of the forked Python parent
-    peak_rss = max(timeline.peak_hwm(), int(summary.get("vm_hwm_bytes") or 0))
-
-    status, reason = STATUS_OK, ""
-    if failure:
-        status, reason = STATUS_FAILED, failure
-    elif watch.parse_error:
-        status, reason = STATUS_FAILED, watch.parse_error
-    elif exit_code != 0 or not watch.end or watch.end.get("status") != "ok":
-        err = (watch.end or {}).get("error") or _tail(log_path) or "no output"
-        how = f"exited with code {exit_code}" if exit_code >= 0 else f"was killed by signal {-exit_code}"
-        status, reason = STATUS_FAILED, f"driver {how}: {err}"
-    elif not summary:
-        status, reason = STATUS_FAILED, "the driver sent no summary"
-    elif summary.get("total_errors", 0):
-        status, reason = STATUS_FAILED, f"{summary['total_errors']} failed calls; first: {summary.get('first_error')}"
-    elif spec.cell.workload == "tpcc" and not watch.check:
-        status, reason = STATUS_FAILED, "the TPC-C consistency check did not run"
-    elif watch.check and not watch.check.get("ok"):
-        bad = [c for c in watch.check.get("conditions", []) if not c.get("ok")]
-        status, reason = STATUS_FAILED, "consistency " + "; ".join(
-            f"condition {c.get('id')} failed: {c.get('detail')}" for c in bad)
-    if not proof.verified:
-        reason = f"allocator not proved: {proof.reason}" + (f"; {reason}" if reason else "")
-        if status == STATUS_OK:
-            status = STATUS_INVALID
-
-    c = spec.cell
-    row = RunRow(
-        run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine,
-        allocator=spec.allocator.name, allocator_base=spec.allocator.base, allocator_verified=proof.verified,
-        workload=c.workload, part=c.part, pattern=c.pattern, threads=c.threads, batch=c.batch,
-        key_bytes=c.key_bytes, value_bytes=c.value_bytes, repeat=spec.repeat, seed=spec.seed,
-        ops=int(summary.get("total_ops", 0)), duration_s=round(float(summary.get("duration_s", 0.0)), 6),
-        ops_per_s=round(float(summary.get("ops_per_s", 0.0)), 2),
-        p50_ns=pct["p50_ns"], p95_ns=pct["p95_ns"], p99_ns=pct["p99_ns"], p999_ns=pct["p999_ns"],
-        max_ns=pct["max_ns"], mean_ns=pct["mean_ns"],
-        errors=int(summary.get("total_errors", 0)), retries=int(summary.get("total_retries", 0)),
-        peak_rss_bytes=peak_rss,
-        cpu_user_s=round(usage.get("cpu_user_s", 0.0), 4), cpu_sys_s=round(usage.get("cpu_sys_s", 0.0), 4),
-        ctx_voluntary=int(usage.get("ctx_voluntary", 0)), ctx_involuntary=int(usage.get("ctx_involuntary", 0)),
-        minor_faults=int(usage.get("minor_faults", 0)), major_faults=int(usage.get("major_faults", 0)),
-        wall_s=round(wall_s, 3), status=status, reason=reason, started_at=started_at,
-        other_busy_cores=round(run_noise.other_cores, 3), profile=c.profile, warehouses=c.warehouses, shape=c.shape,
-        **tpcc_rates(summary), **account.row_fields(acc, summary.get("rss_bytes")),
-        **recorded(recorder, run_dir, int(summary.get("total_ops", 0)), float(summary.get("duration_s", 0.0))),
-        purpose=spec.purpose, tpcc_mode=c.tpcc_mode,
-    )
-
-    buf_csv = io.StringIO()
-    wr = csv.writer(buf_csv, lineterminator="\n")
-    wr.writerow(sampler.Sample.columns())
-    for s in timeline.samples:
-        wr.writerow(s.row())
-    atomic_write(run_dir / "samples.csv", buf_csv.getvalue())
-    write_json(run_dir / "run.json", {
-        "spec": spec.to_json(),
-        "row": row.to_csv(),
-        "proof": proof.to_json() | {"source": proof_source, "pid": watch.pid},
-        "exit_code": exit_code,
-        "rusage_total": {"cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime,
-                         "minor_faults": ru.ru_minflt, "major_faults": ru.ru_majflt,
-                         "ctx_voluntary": ru.ru_nvcsw, "ctx_involuntary": ru.ru_nivcsw},
-        "summary": {k: v for k, v in summary.items() if k != "ops"},
-        "ops": {name: {k: v for k, v in op.items() if k != "hist"} for name, op in summary.get("ops", {}).items()},
-        "driver_version": (watch.start or {}).get("driver_version"),
-        "driver_binary": str(exe),
-        "engine_version": (watch.start or {}).get("engine_version"),
-        "samples": len(timeline.samples),
-        "noise": run_noise.to_json(),
-        "check": watch.check,
-        "alloc_account": acc,
-        "profile": profile_note(spec, run_dir, recorder),
-        "seed_data": str(seed_data) if seed_data else None,
-    })
-    return row
+    """An embedded run with a given driver binary and data (tests, benches): the one runner."""
+    return run(spec, run_dir, Place(exe, scratch, study), seed_data, on_event, sample_hz)

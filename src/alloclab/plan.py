@@ -221,6 +221,8 @@ def _workloads(key, v):
     return [_check_table(f"{key}[{i}]", w, WORKLOAD_SCHEMA) for i, w in enumerate(v)]
 
 
+EXECUTORS = ("local", "ray")
+
 TOP_SCHEMA = {
     "name": _text,
     "preset": _text,
@@ -254,6 +256,9 @@ TOP_SCHEMA = {
     # measured window, and a short run counting the allocator's calls (uprobes)
     "perf": _bool,
     "profile_runs": _int(1, 100),
+    # where runs execute: this machine, or the nodes of a Ray cluster (fleet.py), one run per node
+    "executor": _choice(EXECUTORS),
+    "ray_address": _text,
 }
 
 WORKLOAD_DEFAULTS = {"pattern": ["random"], "key_bytes": [16], "value_bytes": [100], "batch": [1],
@@ -385,6 +390,8 @@ class Plan:
     perf: bool = False  # add profiled runs beside the measured ones (--profile)
     profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
     perf_absent: str = ""  # why profiles were asked for and could not be recorded here (preflight)
+    executor: str = "local"  # "ray": the runs go to the nodes of a Ray cluster (fleet.py)
+    ray_address: str = ""  # the cluster's address (host:port); empty: Ray's own default (RAY_ADDRESS, "auto")
 
     @property
     def adaptive(self) -> bool:
@@ -629,6 +636,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         baseline_engine=d.get("baseline_engine", engines_all[0]),
         perf=d.get("perf", False),
         profile_runs=d.get("profile_runs", 2),
+        executor=d.get("executor", "ray" if d.get("ray_address") else "local"),
+        ray_address=d.get("ray_address", ""),
     )
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:

@@ -22,3 +22,24 @@ def die_with_parent() -> None:
     target outlives the study that started it."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def stop_groups(pids: list[int], grace_s: float = 5.0) -> None:
+    """SIGTERM to each process group, then SIGKILL to those still there after `grace_s`."""
+    import time
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace_s
+    for pid in pids:
+        while True:
+            try:
+                os.killpg(pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            if time.monotonic() > deadline:
+                kill_group(pid)
+                break
+            time.sleep(0.1)

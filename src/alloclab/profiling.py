@@ -214,22 +214,29 @@ def bucket_label(upper: int | None) -> str:
 def read_calls(data: Path, seconds: float) -> dict:
     """Calls per second of each function and the histogram of requested sizes (malloc, calloc
     n × size, realloc), from a calls run's perf.data."""
-    p = subprocess.run([perf_exe() or "perf", "script", "-i", str(data), "-F", "event,trace"],
+    p = subprocess.run([perf_exe() or "perf", "script", "-i", str(data), "-F", "time,event,trace"],
                        capture_output=True, text=True, timeout=600)
     return count_calls(p.stdout, seconds)
 
 
-TRACE = re.compile(r"^\s*\S+:(\w+):\s*\([0-9a-f]+\)(.*)$")
+TRACE = re.compile(r"^\s*(?:(\d+\.\d+):\s+)?\S+:(\w+):\s*\([0-9a-f]+\)(.*)$")
 
 
 def count_calls(text: str, seconds: float) -> dict:
+    """`seconds`: how long perf ran. The calls are counted over the span in which perf saw them
+    (first to last call) when that is shorter: attaching uprobes takes a while on a busy machine,
+    and calls per second must not count that while as a quiet one."""
     counts: Counter = Counter()
     sizes: Counter = Counter()
+    first = last = None
     for line in text.splitlines():
         m = TRACE.match(line)
         if not m:
             continue
-        fn, rest = m.group(1), m.group(2)
+        t, fn, rest = m.group(1), m.group(2), m.group(3)
+        if t:
+            first = float(t) if first is None else first
+            last = float(t)
         counts[fn] += 1
         args = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
         if fn == "free" or "size" not in args:
@@ -241,6 +248,8 @@ def count_calls(text: str, seconds: float) -> dict:
         sizes[next((b for b in SIZE_BUCKETS if n <= b), None)] += 1
     total = sum(counts.values())
     n_sized = sum(sizes.values())
+    if first is not None and last > first and total > 100:
+        seconds = min(seconds, last - first) if seconds else last - first
     return {"seconds": round(seconds, 3), "calls": dict(counts), "total": total,
             "per_s": {k: round(v / seconds, 1) for k, v in counts.items()} if seconds else {},
             "total_per_s": round(total / seconds, 1) if seconds else None,

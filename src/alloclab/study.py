@@ -24,12 +24,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab import decide, driver, machine, servers
-from alloclab.datasets import DatasetError, Datasets
+from alloclab import decide, driver, machine
 from alloclab.errors import AlloclabError
-from alloclab.execute import execute, failed_row
 from alloclab.plan import ENGINES, Plan, RunSpec
 from alloclab.progress import Progress
+from alloclab.runner import Node
 from alloclab.store import RunRow, Store, write_json
 from alloclab.units import fmt_duration
 
@@ -103,7 +102,8 @@ def preflight(plan: Plan, progress: Progress | None) -> Path:
     """What this machine must have for the plan, checked before any work (plan validation reads
     only the plan): the driver and its engines, link-time builds, every server target and the
     sysbench binary, the studies' stack (built once, resumable), perf. Returns the driver."""
-    from alloclab import sysbench, targets
+    from alloclab import allocators, sysbench, targets
+    plan.allocators = [allocators.checked(a) for a in plan.allocators]
     exe = driver.locate()
     check_plan_against_driver(plan.engines, driver.info(str(exe)))
     driver.check_links(plan.allocators)
@@ -140,22 +140,74 @@ def _scratch(scratch_root: Path | None) -> Path:
     return d
 
 
+class Local:
+    """The executor of a study on its own machine: one node, one run at a time, in the round's
+    order, its files written straight into the study's folder."""
+
+    def __init__(self, plan: Plan, store: Store, progress: Progress, scratch_root: Path | None):
+        self.exe = preflight(plan, progress)
+        self.scratch = _scratch(scratch_root)
+        self.store, self.progress, self.study = store, progress, plan.name
+        self.node: Node | None = None
+        self.current: Path | None = None
+
+    def describe(self) -> dict:
+        return machine.describe(self.scratch, driver.info(str(self.exe)))
+
+    def run_round(self, todo: list[RunSpec], may_start, finished) -> None:
+        if self.node is None:
+            self.node = Node(self.exe, self.scratch, self.store.root, self.study, notify=self.progress.message)
+        for spec in todo:
+            if not may_start(spec):
+                return
+            self.progress.start(spec)
+            self.current = self.store.run_dir(spec.run_id)
+            row = self.node.run(spec, self.current, on_event=self.progress.event)
+            finished(spec, row)
+            self.current = None
+
+    def abandon(self) -> None:
+        """Ctrl-C or a full disk: the run in progress is removed (its process tree is already
+        gone: the runner kills it before the exception leaves)."""
+        discard_unrecorded(self.store, self.current)
+        self.current = None
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def discard_unrecorded(store: Store, run_dir: Path | None) -> None:
+    """Remove the folder of a run that was cut short, unless its row made it into runs.csv (the
+    disk may fill up after the row was written)."""
+    if run_dir is not None and run_dir.name not in {r.run_id for r in store.rows_repaired()[0]}:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _executor(plan: Plan, store: Store, progress: Progress, scratch_root: Path | None):
+    if plan.executor == "ray":
+        from alloclab import fleet
+        return fleet.Ray(plan, store, progress)
+    return Local(plan, store, progress, scratch_root)
+
+
 def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: Path | None = None) -> StudyResult:
-    exe = preflight(plan, progress)
-    info = driver.info(str(exe))
-    os.umask(0o022)  # results are never world-writable
-    scratch = _scratch(scratch_root)
-    store = Store(out)
-    store.create(plan.to_json() | {"scratch_dir": str(scratch)}, machine.describe(scratch, info))
-    sched = Schedule()
-    sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
-    sched.save(store)
     progress = progress or Progress(0)
-    return _run_rounds(store, plan, sched, [], exe, scratch, progress)
+    os.umask(0o022)  # results are never world-writable
+    store = Store(out)
+    executor = _executor(plan, store, progress, scratch_root)
+    try:
+        store.create(plan.to_json() | {"scratch_dir": str(executor.scratch or "")}, executor.describe())
+        sched = Schedule()
+        sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
+        sched.save(store)
+    except BaseException:
+        executor.close()
+        raise
+    return _run_rounds(store, plan, sched, [], executor, progress)
 
 
 def resume(out: Path, progress: Progress | None = None, scratch_root: Path | None = None,
-           budget: float | None = None) -> StudyResult:
+           budget: float | None = None, ray_address: str | None = None) -> StudyResult:
     """Finish a study that was cut short: keep finished runs, redo partial ones, then go on with
     the rounds (with a new budget of total wall time, if given)."""
     store = Store(out)
@@ -179,7 +231,9 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
         plan.budget = budget
     else:
         plan.budget = sched.budget_s if sched.sittings else plan.budget
-    exe = preflight(plan, progress)
+    if ray_address is not None:  # the same study, finished on this cluster
+        plan.executor, plan.ray_address = "ray", ray_address
+    progress = progress or Progress(0)
     missing = sorted({a.path for a in plan.allocators if a.path and not os.path.exists(a.path)})
     if missing:
         raise AlloclabError(f"allocator libraries of this study are gone: {', '.join(missing)}",
@@ -194,18 +248,17 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     old = plan_json.get("scratch_dir")
     if old and Path(old).name.startswith("alloclab-"):
         shutil.rmtree(old, ignore_errors=True)
+    executor = _executor(plan, store, progress, scratch_root)
     sched.stop = None
     sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
     sched.save(store)
     store.write_manifest()
-    scratch = _scratch(scratch_root)
-    progress = progress or Progress(0)
     left = sum(1 for s in specs if s.run_id not in done)
     progress.message(f"resuming {out}: {len(done)} finished run(s) kept, {len(partial)} partial run(s) removed"
                      f"{f', {dropped} damaged line(s) of runs.csv dropped' if dropped else ''}; "
                      f"{left} run(s) left in round {len(sched.rounds)}, then "
                      + ("the rounds go on until decided" if plan.adaptive else f"up to {plan.runs} round(s)"))
-    return _run_rounds(store, plan, sched, rows, exe, scratch, progress)
+    return _run_rounds(store, plan, sched, rows, executor, progress)
 
 
 def _legacy_schedule(plan_json: dict) -> Schedule:
@@ -255,17 +308,38 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
     return specs
 
 
-def _run_rounds(store: Store, plan: Plan, sched: Schedule, rows: list[RunRow], exe: Path, scratch: Path,
+def _run_rounds(store: Store, plan: Plan, sched: Schedule, rows: list[RunRow], executor,
                 progress: Progress) -> StudyResult:
     rows = list(rows)
     done = {r.run_id for r in rows}
-    datasets = Datasets(exe, scratch, store.root, notify=progress.message)
-    golden = servers.Golden(scratch, store.root, exe, notify=progress.message)
-    current: Path | None = None
     t0, spent_before = time.monotonic(), sched.elapsed_s
 
     def elapsed() -> float:
         return spent_before + time.monotonic() - t0
+
+    def may_start(spec: RunSpec) -> bool:
+        """Whether the budget leaves room for this run (when not, the study stops: recorded)."""
+        need = _estimate(spec, rows)
+        if sched.stop is None and plan.budget is not None and elapsed() + need > plan.budget:
+            sched.stop = {"reason": "budget", "at": _now(),
+                          "text": f"the budget of {fmt_duration(plan.budget)} is spent "
+                                  f"({fmt_duration(elapsed())} used; the next run needs about "
+                                  f"{fmt_duration(need)})"}
+        return sched.stop is None
+
+    def finished(spec: RunSpec, row: RunRow) -> None:
+        """A run is over (whatever its status): recorded at once, never run again."""
+        store.append(row)
+        rows.append(row)
+        done.add(spec.run_id)
+        sched.elapsed_s = elapsed()
+        sched.save(store)
+        store.write_manifest()
+        progress.finish(spec, row)
+        if row.status == "ok" and 0 < row.duration_s < plan.min_window_s:
+            progress.message(f"  warning: the measured window was {row.duration_s:.2f} s, shorter than the "
+                             f"{plan.min_window_s:g} s floor of scale {plan.scale}: give the cell a "
+                             "duration (--duration) or more operations")
 
     try:
         while sched.stop is None:
@@ -277,45 +351,25 @@ def _run_rounds(store: Store, plan: Plan, sched: Schedule, rows: list[RunRow], e
                     break
                 sched.save(store)
             progress.total = progress.done + len(todo)
-            for spec in todo:
-                need = _estimate(spec, rows)
-                if plan.budget is not None and elapsed() + need > plan.budget:
-                    sched.stop = {"reason": "budget", "at": _now(),
-                                  "text": f"the budget of {fmt_duration(plan.budget)} is spent "
-                                          f"({fmt_duration(elapsed())} used; the next run needs about "
-                                          f"{fmt_duration(need)})"}
-                    break
-                progress.start(spec)
-                current = store.run_dir(spec.run_id)
-                row = _execute_one(spec, current, scratch, exe, plan.name, datasets, golden, progress)
-                store.append(row)
-                rows.append(row)
-                done.add(spec.run_id)
-                current = None
-                sched.elapsed_s = elapsed()
-                sched.save(store)
-                store.write_manifest()
-                progress.finish(spec, row)
-                if row.status == "ok" and 0 < row.duration_s < plan.min_window_s:
-                    progress.message(f"  warning: the measured window was {row.duration_s:.2f} s, shorter than the "
-                                     f"{plan.min_window_s:g} s floor of scale {plan.scale}: give the cell a "
-                                     "duration (--duration) or more operations")
+            executor.run_round(todo, may_start, finished)
         sched.elapsed_s = elapsed()
         sched.save(store)
         store.write_manifest()
     except KeyboardInterrupt:
         sched.elapsed_s = elapsed()
-        _discard(store, current, sched)
+        executor.abandon()
+        _discard(store, sched)
         raise Interrupted(store.root, len(done)) from None
     except OSError as e:
         if e.errno not in DISK_FULL:
             raise
-        _discard(store, current, sched)
+        executor.abandon()
+        _discard(store, sched)
         raise AlloclabError(f"no space left for the results in {store.root} ({e.strerror}); the run in progress "
                             "was discarded, finished runs are kept",
                             f"free some space, then: alloclab run --resume {store.root}") from e
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        executor.close()
     total = {"ok": 0, "failed": 0, "invalid": 0}
     for r in rows:
         total[r.status] = total.get(r.status, 0) + 1
@@ -324,29 +378,8 @@ def _run_rounds(store: Store, plan: Plan, sched: Schedule, rows: list[RunRow], e
                        stop=(sched.stop or {}).get("text", ""))
 
 
-def _execute_one(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str, datasets: Datasets,
-                 golden: servers.Golden, progress: Progress) -> RunRow:
-    if spec.cell.workload == "sysbench" or spec.cell.engine not in ENGINES:
-        try:
-            data = golden.datadir(spec)
-        except AlloclabError as e:
-            return failed_row(spec, study, str(e))
-        return servers.execute_server(spec, run_dir, scratch, study, data, exe)
-    try:
-        seed_data = datasets.pristine(spec)
-    except DatasetError as e:
-        return failed_row(spec, study, str(e))
-    try:
-        exe = driver.for_allocator(spec.allocator, exe)
-    except AlloclabError as e:
-        return failed_row(spec, study, str(e))
-    return execute(spec, run_dir, scratch, exe, study, on_event=progress.event, seed_data=seed_data)
-
-
-def _discard(store: Store, run_dir: Path | None, sched: Schedule) -> None:
-    """Remove a run that did not finish, and bring the manifest back in line."""
-    if run_dir is not None:
-        shutil.rmtree(run_dir, ignore_errors=True)
+def _discard(store: Store, sched: Schedule) -> None:
+    """After the executor removed the runs that did not finish: bring the manifest back in line."""
     try:
         sched.save(store)
     except OSError:

@@ -1,7 +1,6 @@
 //! Workloads behind one trait. A workload decides what each call does; the runner times it.
 
 pub mod kv;
-pub mod libmariadb;
 pub mod oltp;
 pub mod tpcc;
 

@@ -10,10 +10,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::tpcc::sql::{connection, Prepared, Server, SqlConn, V};
 use super::{retry_conflicts, Step, Worker, Workload};
 use crate::engines::{DbError, DbResult};
 use crate::events::EventSink;
+use crate::sql::{connection, Prepared, Server, SqlConn, V};
 
 pub const TESTS: [&str; 3] = ["oltp_point_select", "oltp_read_only", "oltp_read_write"];
 

@@ -12,9 +12,11 @@
 
 use anyhow::{Context, Result};
 
-use super::sql::{mysql_err, pg_err, Server};
 use super::{Input, Outcome, WholeTxn};
 use crate::engines::DbResult;
+use crate::sql::mariadb::mysql_err;
+use crate::sql::postgres::pg_err;
+use crate::sql::Server;
 
 /// The procedures' names, for errors that say which one failed to create.
 pub const NAMES: [&str; 5] = [
@@ -331,6 +333,84 @@ pub fn create_postgres(conn: &mut postgres::Client, server: &Server) -> Result<(
     Ok(())
 }
 
+/// One argument of a procedure call, in the type the input holds it.
+#[derive(Debug, Clone, Copy)]
+enum Arg<'a> {
+    /// an id (INT)
+    Id(u32),
+    /// Stock-Level's threshold (INT)
+    Int(i32),
+    /// money or a time stamp (BIGINT)
+    Big(i64),
+    /// a customer's last name, or NULL when the customer is looked up by id
+    Name(&'a Option<String>),
+    /// New-Order's line count: MariaDB's procedure takes it, PostgreSQL's function reads it
+    /// from its arrays (skipped there)
+    Count(u32),
+    /// one column of New-Order's lines (0: item, 1: supplying warehouse, 2: quantity): a
+    /// comma-separated list for MariaDB, an INT array for PostgreSQL
+    Column(&'a [(u32, u32, u32)], usize),
+}
+
+/// The procedure `input` calls (its index in `NAMES`) and its arguments, in the order both
+/// servers' procedures declare them, given to `call`.
+fn call_args<R>(input: &Input, now: i64, call: impl FnOnce(usize, &[Arg]) -> R) -> R {
+    use Arg::*;
+    match input {
+        Input::NewOrder { w, d, c, lines, .. } => call(
+            0,
+            &[
+                Id(*w),
+                Id(*d),
+                Id(*c),
+                Count(lines.len() as u32),
+                Column(lines, 0),
+                Column(lines, 1),
+                Column(lines, 2),
+                Big(now),
+            ],
+        ),
+        Input::Payment {
+            w,
+            d,
+            c_w,
+            c_d,
+            by_name,
+            c_id,
+            amount,
+        } => call(
+            1,
+            &[
+                Id(*w),
+                Id(*d),
+                Id(*c_w),
+                Id(*c_d),
+                Id(*c_id),
+                Name(by_name),
+                Big(*amount),
+                Big(now),
+            ],
+        ),
+        Input::Delivery { w, carrier } => call(2, &[Id(*w), Id(*carrier), Big(now)]),
+        Input::StockLevel { w, d, threshold } => call(3, &[Id(*w), Id(*d), Int(*threshold)]),
+        Input::OrderStatus {
+            w,
+            d,
+            by_name,
+            c_id,
+        } => call(4, &[Id(*w), Id(*d), Id(*c_id), Name(by_name)]),
+    }
+}
+
+/// Column `k` of New-Order's lines.
+fn column(lines: &[(u32, u32, u32)], k: usize) -> impl Iterator<Item = u32> + '_ {
+    lines.iter().map(move |l| match k {
+        0 => l.0,
+        1 => l.1,
+        _ => l.2,
+    })
+}
+
 fn list(xs: impl Iterator<Item = u32>) -> String {
     xs.map(|x| x.to_string()).collect::<Vec<_>>().join(",")
 }
@@ -382,52 +462,22 @@ fn mv<T: Into<mysql::Value>>(x: T) -> mysql::Value {
     x.into()
 }
 
+/// The CALL's parameters: New-Order's lines as their count and three comma-separated lists.
+fn maria_params(args: &[Arg]) -> Vec<mysql::Value> {
+    args.iter()
+        .map(|a| match *a {
+            Arg::Id(x) | Arg::Count(x) => mv(x),
+            Arg::Int(x) => mv(x),
+            Arg::Big(x) => mv(x),
+            Arg::Name(x) => mv(x.clone()),
+            Arg::Column(lines, k) => mv(list(column(lines, k))),
+        })
+        .collect()
+}
+
 impl WholeTxn for MariaProcs {
     fn once(&mut self, input: &Input, now: i64) -> DbResult<Outcome> {
-        let (k, params) = match input {
-            Input::NewOrder { w, d, c, lines, .. } => (
-                0,
-                vec![
-                    mv(*w),
-                    mv(*d),
-                    mv(*c),
-                    mv(lines.len() as u32),
-                    mv(list(lines.iter().map(|l| l.0))),
-                    mv(list(lines.iter().map(|l| l.1))),
-                    mv(list(lines.iter().map(|l| l.2))),
-                    mv(now),
-                ],
-            ),
-            Input::Payment {
-                w,
-                d,
-                c_w,
-                c_d,
-                by_name,
-                c_id,
-                amount,
-            } => (
-                1,
-                vec![
-                    mv(*w),
-                    mv(*d),
-                    mv(*c_w),
-                    mv(*c_d),
-                    mv(*c_id),
-                    mv(by_name.clone()),
-                    mv(*amount),
-                    mv(now),
-                ],
-            ),
-            Input::Delivery { w, carrier } => (2, vec![mv(*w), mv(*carrier), mv(now)]),
-            Input::StockLevel { w, d, threshold } => (3, vec![mv(*w), mv(*d), mv(*threshold)]),
-            Input::OrderStatus {
-                w,
-                d,
-                by_name,
-                c_id,
-            } => (4, vec![mv(*w), mv(*d), mv(*c_id), mv(by_name.clone())]),
-        };
+        let (k, params) = call_args(input, now, |k, args| (k, maria_params(args)));
         let first = self.call(k, params)?;
         Ok(if k == 0 && first == Some(1) {
             Outcome::RolledBack
@@ -460,55 +510,46 @@ impl PgProcs {
     }
 }
 
+/// An argument as PostgreSQL's functions take it: ids as INT, New-Order's lines as INT arrays.
+impl postgres::types::ToSql for Arg<'_> {
+    fn to_sql(
+        &self,
+        ty: &postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>>
+    {
+        match *self {
+            Arg::Id(x) | Arg::Count(x) => (x as i32).to_sql_checked(ty, out),
+            Arg::Int(x) => x.to_sql_checked(ty, out),
+            Arg::Big(x) => x.to_sql_checked(ty, out),
+            Arg::Name(x) => x.to_sql_checked(ty, out),
+            Arg::Column(lines, k) => column(lines, k)
+                .map(|x| x as i32)
+                .collect::<Vec<i32>>()
+                .to_sql_checked(ty, out),
+        }
+    }
+    fn accepts(_ty: &postgres::types::Type) -> bool {
+        true
+    }
+    postgres::types::to_sql_checked!();
+}
+
+/// The most arguments a TPC-C function takes (Payment's).
+const MAX_ARGS: usize = 8;
+
 impl WholeTxn for PgProcs {
     fn once(&mut self, input: &Input, now: i64) -> DbResult<Outcome> {
-        let i = |x: u32| x as i32;
-        let r = match input {
-            Input::NewOrder { w, d, c, lines, .. } => {
-                let items: Vec<i32> = lines.iter().map(|l| i(l.0)).collect();
-                let supply: Vec<i32> = lines.iter().map(|l| i(l.1)).collect();
-                let qty: Vec<i32> = lines.iter().map(|l| i(l.2)).collect();
-                self.conn.query(
-                    &self.calls[0],
-                    &[&i(*w), &i(*d), &i(*c), &items, &supply, &qty, &now],
-                )
+        let r = call_args(input, now, |k, args| {
+            const UNUSED: &(dyn postgres::types::ToSql + Sync) = &0i32;
+            let mut params: [&(dyn postgres::types::ToSql + Sync); MAX_ARGS] = [UNUSED; MAX_ARGS];
+            let mut n = 0;
+            for a in args.iter().filter(|a| !matches!(a, Arg::Count(_))) {
+                params[n] = a;
+                n += 1;
             }
-            Input::Payment {
-                w,
-                d,
-                c_w,
-                c_d,
-                by_name,
-                c_id,
-                amount,
-            } => self.conn.query(
-                &self.calls[1],
-                &[
-                    &i(*w),
-                    &i(*d),
-                    &i(*c_w),
-                    &i(*c_d),
-                    &i(*c_id),
-                    by_name,
-                    amount,
-                    &now,
-                ],
-            ),
-            Input::Delivery { w, carrier } => self
-                .conn
-                .query(&self.calls[2], &[&i(*w), &i(*carrier), &now]),
-            Input::StockLevel { w, d, threshold } => self
-                .conn
-                .query(&self.calls[3], &[&i(*w), &i(*d), threshold]),
-            Input::OrderStatus {
-                w,
-                d,
-                by_name,
-                c_id,
-            } => self
-                .conn
-                .query(&self.calls[4], &[&i(*w), &i(*d), &i(*c_id), by_name]),
-        };
+            self.conn.query(&self.calls[k], &params[..n])
+        });
         match r {
             Ok(rows) => {
                 std::hint::black_box(rows);

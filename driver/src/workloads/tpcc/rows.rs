@@ -364,3 +364,33 @@ pub fn orders(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    #[test]
+    fn run_constants_respect_clause_2_1_6_1() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        for _ in 0..1000 {
+            let load = Constants::random(&mut rng);
+            let run = Constants::for_run(&load, &mut rng);
+            let delta = (run.c_last as i64 - load.c_last as i64).abs();
+            assert!((65..=119).contains(&delta) && delta != 96 && delta != 112);
+        }
+    }
+
+    #[test]
+    fn nurand_stays_in_range_and_last_names_follow_the_syllables() {
+        let mut rng = SmallRng::seed_from_u64(2);
+        for _ in 0..10000 {
+            let v = nurand(&mut rng, 1023, 7, 1, 3000);
+            assert!((1..=3000).contains(&v));
+        }
+        assert_eq!(last_name(0), "BARBARBAR");
+        assert_eq!(last_name(371), "PRICALLYOUGHT");
+        assert_eq!(last_name(999), "EINGEINGEING");
+    }
+}

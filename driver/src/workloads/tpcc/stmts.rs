@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::rows::DISTRICTS;
-use super::sql::{SqlConn, V};
 use super::{Input, Outcome, WholeTxn};
 use crate::engines::{DbError, DbResult};
+use crate::sql::{SqlConn, V};
 
 /// Statements whose text depends on a count or a district, made once and kept.
 #[derive(Hash, PartialEq, Eq, Clone, Copy)]

@@ -13,7 +13,8 @@ use std::ptr;
 use anyhow::{bail, Result};
 use mysqlclient_sys as ffi;
 
-use super::tpcc::sql::{is_conflict, Dialect, Prepared, SqlConn, V};
+use super::mariadb::is_conflict;
+use super::{Dialect, Prepared, SqlConn, V};
 use crate::engines::{DbError, DbResult};
 
 /// A prepared statement and its parameters' buffers, bound once and refilled in place for

@@ -1,0 +1,289 @@
+"""The report's charts, drawn with matplotlib as PNG and SVG: the verdicts' forest plot, bars per
+cell, study 2's five, the allocator's share against threads, RSS timelines and TPC-C bars."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "alloclab"  # stable ids: the same data gives the same SVG
+matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever fetched
+import matplotlib.pyplot as plt  # noqa: E402
+
+from alloclab import analyse, answers, stats  # noqa: E402
+from alloclab.analyse import P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
+from alloclab.report.formatting import params  # noqa: E402
+from alloclab.report.tables import Table  # noqa: E402
+from alloclab.report.tpcc import group_label, tpcc_valid  # noqa: E402
+
+VERDICT_COLOURS = {"faster": "#2a9d4b", "lower": "#2a9d4b", "slower": "#c0392b", "higher": "#c0392b",
+                   "equivalent": "#2c6fbb", "undecided": "#888888"}
+
+
+def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", limit: int = 40) -> tuple | None:
+    """Forest plot: each comparison's change in % with its 95 % CI, the equivalence band shaded."""
+    vs = [v for v in ans.verdicts if v.metric == metric and v.ratio is not None][:limit]
+    if not vs:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * len(vs)))
+    ys = list(range(len(vs)))[::-1]
+    margin = ans.margin_pct
+    for y, v in zip(ys, vs):
+        d = v.delta_pct
+        if v.ci_low is not None:
+            ax.errorbar([d], [y], xerr=[[d - (v.ci_low - 1) * 100], [(v.ci_high - 1) * 100 - d]], fmt="o",
+                        color=VERDICT_COLOURS.get(v.verdict, "#888"), capsize=3)
+        else:
+            ax.plot([d], [y], "o", mfc="none", color="#888")
+    ax.axvspan(-margin, margin, color="#2c6fbb", alpha=0.08)
+    ax.axvline(0, color="#333", lw=0.8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{v.engine} {v.workload} t{v.threads}: {v.variant} vs {v.baseline}" for v in vs], fontsize=7)
+    ax.set_xlabel(f"change in {answers.METRIC_TITLE.get(metric, metric)} vs baseline (%)")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.set_title(f"{answers.METRIC_TITLE.get(metric, metric).capitalize()}: each comparison with its 95 % CI")
+    fig.tight_layout()
+    png, svg = _save(fig, out, f"verdicts_{metric}")
+    n = [v.n_pairs or min(v.n_baseline, v.n_variant) for v in vs]
+    cap = (f"Change of each variant against its baseline in % (0 = no change; the x axis is centred on 0, not "
+           f"started at it), dot = ratio of the paired runs, bar = 95 % CI, colour = verdict (green better, red "
+           f"worse, blue equivalent, grey undecided; hollow: no interval yet), shaded band = equivalence margin "
+           f"±{margin:g} %. {len(vs)} comparison(s), {min(n)}–{max(n)} rounds each.")
+    return png, svg, cap
+
+
+def draw_cell_bars(study: analyse.Study, out: Path, m: Metric = THROUGHPUT, limit: int = 12) -> tuple | None:
+    """Per cell, one bar per allocator: the median with its 95 % CI, y axis from zero."""
+    summ = analyse.summaries(study, m)
+    cells = list(dict.fromkeys(s.cell for s in summ))[:limit]
+    if not cells:
+        return None
+    allocs = [a for a in study.allocators if any(s.allocator == a for s in summ)]
+    by = {(s.cell, s.allocator): s for s in summ}
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(cells) * max(len(allocs), 1) ** 0.6 + 2), 4.4))
+    width = 0.8 / max(len(allocs), 1)
+    ns = []
+    for i, a in enumerate(allocs):
+        meds, lo, hi = [], [], []
+        for c in cells:
+            s = by.get((c, a))
+            st = s.stats if s else None
+            ns += [st.n] if st else []
+            meds.append(st.median / m.scale if st else 0)
+            lo.append((st.median - st.ci_low) / m.scale if st and st.enough else 0)
+            hi.append((st.ci_high - st.median) / m.scale if st and st.enough else 0)
+        ax.bar([x + i * width for x in range(len(cells))], meds, width, yerr=[lo, hi], capsize=3, label=a)
+    ax.set_xticks([x + width * (len(allocs) - 1) / 2 for x in range(len(cells))])
+    ax.set_xticklabels([f"{c[0]}\n{c[1]} t{c[-1]}" for c in cells], fontsize=7)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel(f"{m.title} ({m.unit})")
+    ax.set_title(f"{m.title} by allocator, per cell (median, 95 % CI)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    png, svg = _save(fig, out, f"cells_{m.column}")
+    cap = (f"{m.title} in {m.unit}: bar = median of n runs per cell and allocator (n = {min(ns)}–{max(ns)}), error bar "
+           f"= 95 % bootstrap CI of the median (none where n < 3); y axis starts at 0."
+           + (f" First {limit} of {len(set(s.cell for s in summ))} cells." if len(set(s.cell for s in summ)) > limit
+              else ""))
+    return png, svg, cap
+
+
+# --- charts (study 2's five, plus RSS timelines) ------------------------------------------
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    title: str
+    parts: tuple[str, ...]
+    x: str
+    metric: Metric
+    kind: str = "line"  # line | bars
+    logx: bool = False
+    source: str = "measure"  # the runs drawn: "measure", or "profile" (the profiled runs)
+    per_test: bool = False  # a panel per engine and sysbench test (else per engine)
+
+    def rows(self, study: analyse.Study) -> list:
+        rows = study.valid() if self.source == "measure" else study.profiled(self.source)
+        return [r for r in rows if r.part in self.parts]
+
+    def panel(self, r) -> str:
+        return f"{r.engine} {r.pattern}" if self.per_test and r.pattern else r.engine
+
+
+KV_CHARTS = (
+    Chart("put_throughput_vs_threads", "PUT throughput vs threads (small-value churn, b1)",
+          ("churn_small",), "threads", THROUGHPUT),
+    Chart("contention_throughput_vs_threads", "PUT contention throughput vs threads (b100)",
+          ("contention",), "threads", THROUGHPUT),
+    Chart("batch_size_vs_throughput", "Batch size vs PUT throughput (t8)", ("batch",), "batch", THROUGHPUT,
+          logx=True),
+    Chart("peak_rss_vs_threads", "Peak RSS vs threads (small-value churn)", ("churn_small",), "threads", PEAK_RSS),
+    Chart("large_value_p99", "Large-value PUT p99 latency (t8)", ("large_4kb", "large_64kb"), "part", P99,
+          kind="bars"),
+)
+ALLOC_SHARE = Metric("alloc_cpu_total_pct", "Allocator share of CPU (total)", "%", 1, False)
+ALLOC_CS = Metric("alloc_cs_pct", "Context switches in the allocator", "%", 1, False)
+# study 3: is the allocator the cause of the collapse? Its share against threads (profiled runs)
+SCALING_CHARTS = (
+    Chart("alloc_share_vs_threads", "Allocator share of CPU vs threads (profiled runs)", ("scaling",), "threads",
+          ALLOC_SHARE, source="profile", per_test=True),
+    Chart("alloc_switches_vs_threads", "Context switches in the allocator vs threads (profiled runs)", ("scaling",),
+          "threads", ALLOC_CS, source="profile", per_test=True),
+)
+
+
+def chart_table(study: analyse.Study, spec: Chart) -> Table | None:
+    """The data of a chart in the study's table shape: x | one column per allocator."""
+    rows = [r for r in spec.rows(study) if getattr(r, spec.metric.column) is not None]
+    if not rows:
+        return None
+    allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
+    t = Table(spec.name, f"{spec.title} ({spec.metric.unit}, median)", ["engine", spec.x] + allocs)
+    groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        groups[(spec.panel(r), getattr(r, spec.x))][r.allocator].append(getattr(r, spec.metric.column))
+    for (engine, x) in sorted(groups, key=analyse.sort_key):
+        meds = [stats.median(groups[(engine, x)][a]) if groups[(engine, x)].get(a) else None
+                for a in allocs]
+        t.add([engine, str(x)] + [spec.metric.fmt(v) for v in meds], [engine, x] + meds)
+    return t
+
+
+def _save(fig, out: Path, name: str) -> tuple[Path, Path]:
+    png, svg = out / f"{name}.png", out / f"{name}.svg"
+    fig.savefig(png, dpi=110, metadata={"Software": None})
+    fig.savefig(svg, metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    return png, svg
+
+
+def draw_chart(study: analyse.Study, spec: Chart, out: Path) -> tuple[Path, Path] | None:
+    rows = [r for r in spec.rows(study) if getattr(r, spec.metric.column) is not None]
+    if not rows:
+        return None
+    order = {e: i for i, e in enumerate(study.engines)}
+    engines = list(dict.fromkeys(spec.panel(r) for r in sorted(rows, key=lambda r: (order[r.engine], r.pattern))))
+    allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
+    fig, axes = plt.subplots(1, len(engines), figsize=(5.2 * len(engines), 4), squeeze=False)
+    for ax, engine in zip(axes[0], engines):
+        er = [r for r in rows if spec.panel(r) == engine]
+        if spec.kind == "line":
+            for a in allocs:
+                pts: dict = defaultdict(list)
+                for r in er:
+                    if r.allocator == a:
+                        pts[getattr(r, spec.x)].append(getattr(r, spec.metric.column) / spec.metric.scale)
+                xs = sorted(pts)
+                ds = [stats.describe(pts[x]) for x in xs]
+                ys = [d.median for d in ds]
+                lo = [d.median - d.ci_low if d.enough else 0 for d in ds]
+                hi = [d.ci_high - d.median if d.enough else 0 for d in ds]
+                ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=a)
+            ax.set_xlabel(spec.x)
+            if spec.logx:
+                ax.set_xscale("log")
+            ticks = sorted({getattr(r, spec.x) for r in er})
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([str(t) for t in ticks])
+            ax.set_ylim(bottom=0)
+        else:
+            groups = list(dict.fromkeys(getattr(r, spec.x) for r in er))
+            width = 0.8 / max(len(allocs), 1)
+            for i, a in enumerate(allocs):
+                ys = []
+                for g in groups:
+                    vals = [getattr(r, spec.metric.column) / spec.metric.scale for r in er
+                            if r.allocator == a and getattr(r, spec.x) == g]
+                    ys.append(stats.median(vals) if vals else 0)
+                ax.bar([g + i * width for g in range(len(groups))], ys, width, label=a)
+            ax.set_xticks([g + width * (len(allocs) - 1) / 2 for g in range(len(groups))])
+            ax.set_xticklabels(groups)
+        ax.set_title(engine)
+        ax.set_ylabel(f"{spec.metric.title} ({spec.metric.unit})")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(spec.title)
+    fig.tight_layout()
+    return _save(fig, out, spec.name)
+
+
+def draw_rss_timelines(study: analyse.Study, out: Path) -> tuple[Path, Path] | None:
+    """RSS over time of the process under test, per engine, for the cell with the largest peak."""
+    valid = study.valid()
+    if not valid:
+        return None
+    engines = [e for e in study.engines if any(r.engine == e for r in valid)]
+    fig, axes = plt.subplots(1, len(engines), figsize=(5.2 * len(engines), 4), squeeze=False)
+    for ax, engine in zip(axes[0], engines):
+        er = [r for r in valid if r.engine == engine]
+        cell = analyse.cell_of(max(er, key=lambda r: r.peak_rss_bytes))
+        for a in study.allocators:
+            runs = [r for r in er if analyse.cell_of(r) == cell and r.allocator == a]
+            if not runs:
+                continue
+            samples = study.samples(runs[0].run_id)
+            ax.plot([float(s["t_s"]) for s in samples], [int(s["rss_bytes"]) / 2**20 for s in samples], label=a)
+        ax.set_title(f"{engine}: {cell[1]} {params(cell)} (repeat 1)", fontsize=8)
+        ax.set_xlabel("seconds since start")
+        ax.set_ylabel("RSS (MiB)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("RSS timeline of the process under test")
+    fig.tight_layout()
+    return _save(fig, out, "rss_timeline")
+
+
+def draw_tpcc_bars(study: analyse.Study, out: Path, name: str, title: str, ylabel: str, value) -> tuple | None:
+    """Grouped bars: one group per engine (and profile), one bar per allocator, median with CI."""
+    rows = tpcc_valid(study)
+    if not rows:
+        return None
+    groups = list(dict.fromkeys(group_label(r) for r in sorted(rows, key=lambda r: (study.engines.index(r.engine)
+                                                                                   if r.engine in study.engines else 9,
+                                                                                   r.profile))))
+    allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(len(allocs), 1) ** 0.5 + 3), 4.2))
+    width = 0.8 / max(len(allocs), 1)
+    for i, a in enumerate(allocs):
+        meds, lo, hi = [], [], []
+        for g in groups:
+            vals = [value(study, r) for r in rows if r.allocator == a and group_label(r) == g]
+            d = stats.describe(vals) if vals else None
+            meds.append(d.median if d else 0)
+            lo.append(d.median - d.ci_low if d and d.enough else 0)
+            hi.append(d.ci_high - d.median if d and d.enough else 0)
+        ax.bar([x + i * width for x in range(len(groups))], meds, width, yerr=[lo, hi], capsize=3, label=a)
+    ax.set_xticks([x + width * (len(allocs) - 1) / 2 for x in range(len(groups))])
+    ax.set_xticklabels(groups)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, out, name)
+
+
+def draw_tpcc_charts(study: analyse.Study, out: Path) -> list:
+    charts = [
+        draw_tpcc_bars(study, out, "tpcc_nopm_by_allocator", "TPC-C NOPM by allocator", "NOPM",
+                       lambda st, r: r.nopm),
+        draw_tpcc_bars(study, out, "tpcc_latency_by_allocator", "TPC-C NEW-ORDER average latency by allocator",
+                       "NEW-ORDER average (ms)",
+                       lambda st, r: st.run_json(r.run_id).get("ops", {}).get("neword", {}).get("mean_ns", 0) / 1e6),
+    ]
+    return [c for c in charts if c]
+
+
+def caption(spec_title: str, rows: list) -> str:
+    counts: dict = defaultdict(int)
+    for r in rows:
+        counts[(analyse.cell_of(r), r.allocator)] += 1
+    n = sorted(counts.values()) or [0]
+    return (f"{spec_title}: median of n runs per point (n = {n[0]}–{n[-1]}), error bars = 95 % bootstrap CI of the "
+            "median (none where n < 3); y axis starts at 0.")

@@ -1,0 +1,60 @@
+"""The report in HTML: a table as <table>, and report.html, one self-contained file (inline CSS and
+SVG, no script, no request)."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+from alloclab import answers
+from alloclab.report.tables import Table
+
+CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}
+th{background:#f0f0f0}tr:nth-child(even){background:#fafafa}.warn{background:#fff4e0;padding:.5em 1em}
+svg{max-width:100%;height:auto}details{margin:1em 0}.note{color:#555;font-size:12px}
+.headline{font-size:17px;font-weight:bold}.answers li{margin:.3em 0}
+figcaption{color:#444;font-size:12px;max-width:900px}"""
+
+
+def _cell_html(c: str) -> str:
+    """A table cell; a file beside the report (a flame graph) becomes a link to it."""
+    if re.fullmatch(r"flamegraphs/[A-Za-z0-9_.-]+\.svg", c):
+        return f'<a href="{html.escape(c)}">{html.escape(c.split("/")[-1])}</a>'
+    return html.escape(c)
+
+
+def to_html(t: Table) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
+    body = "".join("<tr>" + "".join(f"<td>{_cell_html(c)}</td>" for c in r) + "</tr>" for r in t.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _inline_svg(path: Path) -> str:
+    """The SVG file as an element to embed: no XML prolog, no RDF metadata block."""
+    text = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>)?\s*", "", path.read_text())
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+
+
+def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[Path, Path, str]], warns: list[str],
+         env: list[str], later: list[Table], cells: Table) -> str:
+    """report.html: what report.md holds, the charts inlined as SVG, and the per-cell statistics
+    folded away at the end."""
+    h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>", "<h2>Answers</h2>",
+         f"<p class='headline'>{html.escape(ans.headline)}</p><ul class='answers'>"]
+    h += [f"<li>{html.escape(x)}</li>" for x in ans.sentences] or ["<li>(no comparison)</li>"]
+    h += [f"</ul><p class='note'>{html.escape(ans.note)}</p>", f"<h2>{html.escape(verdicts.title)}</h2>",
+          to_html(verdicts), "<h2>Charts</h2>"]
+    h += [f"<figure>{_inline_svg(svg)}<figcaption>{html.escape(cap)}</figcaption></figure>"
+          for _png, svg, cap in charts]
+    h += ["<h2>Warnings</h2><div class='warn'><ul>"] + ([f"<li>{html.escape(w)}</li>" for w in warns]
+                                                       or ["<li>none</li>"]) + ["</ul></div>"]
+    h += ["<h2>Environment</h2><ul>"] + [f"<li>{html.escape(x)}</li>" for x in env] + ["</ul>"]
+    for t in later:
+        h += [f"<h2>{html.escape(t.title)}</h2>"] + ([f"<p class='note'>{html.escape(t.note)}</p>"] if t.note else [])
+        h.append(to_html(t))
+    h += [f"<details><summary>{html.escape(cells.title)} ({len(cells.rows)} rows)</summary>{to_html(cells)}"
+          "</details></body></html>"]
+    return "\n".join(h)

@@ -1,0 +1,45 @@
+"""Where the numbers come from: the report's Environment section (machine, engines and servers,
+versions, the plan, and how each allocator was used and proved)."""
+
+from __future__ import annotations
+
+from alloclab import analyse
+
+
+def environment(study: analyse.Study) -> list[str]:
+    m, p = study.machine, study.plan
+    engines = (m.get("driver") or {}).get("engines", {})
+    fs = m.get("data_filesystem", {})
+    lines = [
+        f"machine: {m.get('cpu_model')}, {m.get('cores')} cores, {(m.get('memory_bytes') or 0) / 2**30:.0f} GiB, "
+        f"{m.get('os')}, kernel {m.get('kernel')}",
+        f"data filesystem: {fs.get('type')} on {fs.get('device')} ({fs.get('mount')})",
+        "engines: " + ", ".join(f"{k} {v}" for k, v in engines.items() if k in study.engines),
+        f"alloclab {m.get('alloclab_version')} ({m.get('alloclab_commit') or 'no commit'}), "
+        f"driver {(m.get('driver') or {}).get('driver_version')}, Python {m.get('python')}",
+        f"plan: {p.get('name')} ({p.get('preset') or 'custom'}, scale {p.get('scale')}), {p.get('runs')} repeat(s), "
+        f"seed {p.get('seed')}, warm-up {p.get('warmup_s')} s, baseline {study.baseline}",
+        "engine settings: " + (", ".join(f"{k}={v}" for k, v in sorted(p.get("engine_options", {}).items()))
+                               or "engine defaults"),
+        "latency is per call: one call is one engine batch/transaction of `batch` operations",
+    ]
+    servers: dict[str, dict[str, set]] = {}  # target -> server version -> allocator libraries used
+    for r in study.rows:
+        j = study.run_json(r.run_id) if r.engine not in engines else {}
+        if j.get("server_version"):
+            used = servers.setdefault(r.engine, {}).setdefault(j["server_version"], set())
+            a = j.get("allocator_used") or {}
+            used.add(f"{a.get('name')}: {a.get('version')}, {a.get('path') or 'no preload'}")
+    for target, versions in sorted(servers.items()):
+        for version, used in versions.items():
+            lines.append(f"server {target}: {version}; allocators as the server used them: {'; '.join(sorted(used))}")
+    for a in p.get("allocators", []):
+        runs = [r for r in study.rows if r.allocator == a["name"]]
+        ok = sum(r.allocator_verified for r in runs)
+        proof = next((study.run_json(r.run_id).get("proof", {}).get("reason") for r in runs if r.allocator_verified),
+                     "no proved run")
+        env = " ".join(f"{k}={v}" for k, v in (a.get("env") or {}).items())
+        how = "linked into the driver" if a.get("link") else (a.get("path") or "no preload")
+        lines.append(f"allocator {a['name']}: {a.get('version')}, {how}"
+                     f"{' ' + env if env else ''}; proved in {ok}/{len(runs)} runs, e.g. {proof}")
+    return lines

@@ -1,0 +1,130 @@
+"""TPC-C (studies 1 and 4): its runs, transactions and ratios, and the published figures beside ours."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from alloclab import analyse, stats
+from alloclab.analyse import NOPM
+from alloclab.report.formatting import params
+from alloclab.report.tables import Table
+
+TXN_NAMES = {"neword": "NEWORD", "payment": "PAYMENT", "delivery": "DELIVERY", "slev": "SLEV", "ostat": "OSTAT"}
+
+
+def tpcc_valid(study: analyse.Study) -> list:
+    return [r for r in study.valid() if r.workload == "tpcc"]
+
+
+def group_label(r) -> str:
+    return r.engine if r.profile == "default" else f"{r.engine} [{r.profile}]"
+
+
+def _manifest_digests(study: analyse.Study) -> dict[str, str]:
+    try:
+        lines = (study.root / "MANIFEST.sha256").read_text().splitlines()
+    except OSError:
+        return {}
+    return {rel: digest for digest, _, rel in (line.partition("  ") for line in lines)}
+
+
+def tpcc_runs_table(study: analyse.Study) -> Table:
+    """Study 1's shape: one line per run, with the SHA-256 of its raw events."""
+    t = Table("tpcc_runs", "TPC-C runs: NOPM, TPM and NEW-ORDER latency per run",
+              ["engine", "allocator", "run", "NOPM", "client NOPM", "TPM", "NEWORD avg (ms)", "NEWORD p95 (ms)",
+               "events.jsonl SHA-256"],
+              note="NOPM is HammerDB's: the growth of the sum of D_NEXT_O_ID over the measured window, per minute; "
+                   "client NOPM counts committed New-Orders at the client; TPM counts committed and rolled-back "
+                   "transactions.")
+    digests = _manifest_digests(study)
+    for r in sorted(tpcc_valid(study), key=lambda r: (group_label(r), r.allocator, r.repeat)):
+        no = study.run_json(r.run_id).get("ops", {}).get("neword", {})
+        t.add([group_label(r), r.allocator, str(r.repeat), f"{r.nopm:,.0f}", f"{r.client_nopm:,.0f}", f"{r.tpm:,.0f}",
+               f"{no.get('mean_ns', 0) / 1e6:.2f}", f"{no.get('p95_ns', 0) / 1e6:.2f}",
+               digests.get(f"runs/{r.run_id}/events.jsonl", "")],
+              [group_label(r), r.allocator, r.repeat, r.nopm, r.client_nopm, r.tpm, no.get("mean_ns"),
+               no.get("p95_ns"), digests.get(f"runs/{r.run_id}/events.jsonl", "")])
+    return t
+
+
+def tpcc_txn_table(study: analyse.Study) -> Table:
+    """Study 4's shape: per transaction type, medians over the repeats."""
+    t = Table("tpcc_transactions", "TPC-C per transaction type (median over repeats; ms)",
+              ["engine", "allocator", "transaction", "runs", "count", "avg", "p50", "p95", "p99", "max", "sd",
+               "conflict retries", "rolled back", "errors"],
+              note="Retries are conflicts retried inside one transaction; rolled back are the 1 % of New-Orders "
+                   "that roll back by design; errors are transactions that gave up.")
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in tpcc_valid(study):
+        for txn, op in study.run_json(r.run_id).get("ops", {}).items():
+            groups[(group_label(r), r.allocator, txn)].append(op)
+    order = list(TXN_NAMES)
+    for (label, alloc, txn) in sorted(groups, key=lambda k: (k[0], k[1], order.index(k[2]) if k[2] in order else 9)):
+        ops = groups[(label, alloc, txn)]
+
+        def med(key, ops=ops):
+            return stats.median([float(o.get(key, 0)) for o in ops])
+
+        vals = [med("calls")] + [med(k) / 1e6 for k in ("mean_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns", "stdev_ns")]
+        causes = [med("retries"), med("rollbacks"), med("errors")]
+        t.add([label, alloc, TXN_NAMES.get(txn, txn), str(len(ops)), f"{vals[0]:.0f}"] + [f"{v:.3f}" for v in vals[1:]]
+              + [f"{c:.0f}" for c in causes], [label, alloc, txn, len(ops)] + vals + causes)
+    return t
+
+
+def tpcc_ratio_table(study: analyse.Study) -> Table:
+    t = Table("tpcc_ratios", "TPC-C NOPM ratios: engines against the first engine, profiles against the first profile",
+              ["what", "cell", "allocator", "ratio", "95% CI", "verdict"])
+    for cell, a, other, ref, c in analyse.engine_ratios(study, NOPM):
+        ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.ci_low is not None else "n<3"
+        t.add([f"{other} / {ref}", params((ref, *cell)), a, f"{c.ratio:.2f}x", ci, c.verdict])
+    for cell, a, other, ref, c in analyse.profile_gains(study, NOPM):
+        ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.ci_low is not None else "n<3"
+        t.add([f"{cell[0]}: {other} / {ref}", params(cell), a, f"{c.ratio:.2f}x", ci, c.verdict])
+    return t
+
+
+# The seeds' published figures, shown beside ours as shape references (../shared/studies.md):
+# preset -> target -> allocator -> NOPM. Their hardware differs: compare shapes, not levels.
+PUBLISHED = {
+    "tpcc-allocators": {
+        "source": "seed 000: MariaDB 11.8.6, HammerDB, 40 warehouses, 8 VU, 2 runs per cell",
+        "mariadb11-innodb": {"glibc": 16_900, "mimalloc": 16_600},
+        "mariadb11-tidesdb": {"glibc": 68_800, "jemalloc": 75_100, "mimalloc": 42_700, "tcmalloc": 74_500},
+    },
+}
+
+
+def published_table(study: analyse.Study) -> Table | None:
+    """The published NOPM of the study this preset reproduces beside ours, each as a ratio to
+    its own glibc: the shape (which allocator helps, by how much) is what carries over."""
+    pub = PUBLISHED.get(study.plan.get("preset") or "")
+    if not pub:
+        return None
+    t = Table("published", "Published figures beside ours (shape references)",
+              ["engine", "allocator", "published NOPM", "published vs glibc", "our median NOPM", "ours vs glibc",
+               "our runs"], note=pub["source"] + "; ours from this study's valid runs. Levels differ with the "
+              "hardware; the ratios to glibc are the comparison.")
+    valid = tpcc_valid(study)
+    for target, figures in pub.items():
+        if target == "source":
+            continue
+        ours = {}
+        for r in valid:
+            if r.engine == target:
+                ours.setdefault(r.allocator, []).append(r.nopm)
+        failed = [r for r in study.not_valid() if r.engine == target]
+        allocs = list(dict.fromkeys([*figures, *sorted(ours)]))
+        base_ours = stats.median(ours["glibc"]) if ours.get("glibc") else None
+        for a in allocs:
+            p = figures.get(a)
+            o = stats.median(ours[a]) if ours.get(a) else None
+            n_fail = sum(1 for r in failed if r.allocator == a)
+            t.add([target, a, f"{p:,.0f}" if p else "not published",
+                   f"{p / figures['glibc']:.2f}x" if p and figures.get("glibc") else "",
+                   f"{o:,.0f}" if o is not None else "no valid run",
+                   f"{o / base_ours:.2f}x" if o is not None and base_ours else "",
+                   f"{len(ours.get(a, []))} ok" + (f", {n_fail} failed" if n_fail else "")],
+                  [target, a, p, p / figures["glibc"] if p and figures.get("glibc") else None, o,
+                   o / base_ours if o is not None and base_ours else None, len(ours.get(a, []))])
+    return t

@@ -1,0 +1,58 @@
+"""Where runs execute: a node. A node holds what its runs need that is worth keeping between
+them (the driver it found, its scratch folder, the golden data it prepared) and executes one
+run at a time from the run's serialisable description (a RunSpec), writing the run's files
+into the folder it is given and returning its row. The study's own machine is a node; so is
+every machine of a Ray cluster (fleet.py), each preparing and caching its own data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from alloclab import driver, events, execute, kinds, machine, servers
+from alloclab.datasets import Datasets
+from alloclab.errors import AlloclabError
+from alloclab.execute import failed_row
+from alloclab.plan import RunSpec
+from alloclab.store import RunRow
+
+# what makes two machines comparable: runs on machines that differ in any of these are never
+# paired, and a comparison that pools them says so
+FINGERPRINT_KEYS = ("cpu_model", "cores", "memory_bytes", "kernel", "os", "alloclab_commit")
+
+
+def fingerprint(described: dict) -> str:
+    """A short digest of what makes this machine's figures comparable with another's."""
+    ident = {k: described.get(k) for k in FINGERPRINT_KEYS}
+    ident["memory_gib"] = round((ident.pop("memory_bytes") or 0) / 2**30)  # the kernel's reserve varies
+    ident["driver_version"] = (described.get("driver") or {}).get("driver_version")
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class Node:
+    """One machine's executor of runs. `name` is empty on the study's own machine and the Ray
+    node's id on a cluster; every row carries it and the machine's fingerprint."""
+
+    def __init__(self, exe: Path, scratch: Path, study_root: Path, study: str, name: str = "",
+                 notify: Callable[[str], None] | None = None):
+        self.exe, self.scratch, self.study, self.name = exe, scratch, study, name
+        self.described = machine.describe(scratch, driver.info(str(exe)))
+        self.fingerprint = fingerprint(self.described)
+        self.datasets = Datasets(exe, scratch, study_root, notify=notify)
+        self.golden = servers.Golden(scratch, study_root, exe, notify=notify)
+
+    def run(self, spec: RunSpec, run_dir: Path, on_event: Callable[[events.Event], None] | None = None) -> RunRow:
+        """Execute one run into `run_dir`; a run that cannot start is a failed row, never an exception
+        (except Ctrl-C, a full disk, or a bug)."""
+        return replace(self._run(spec, run_dir, on_event), node=self.name, machine_fingerprint=self.fingerprint)
+
+    def _run(self, spec: RunSpec, run_dir: Path, on_event) -> RunRow:
+        kind = kinds.of(spec.cell)
+        try:
+            data = kind.data(spec, self)
+        except AlloclabError as e:  # the runs needing that data fail with its reason
+            return failed_row(spec, self.study, str(e))
+        return execute.run(spec, run_dir, self, data, on_event=on_event, kind=kind)
