@@ -153,6 +153,8 @@ impl Session for SqliteSession {
         match self.c.execute_batch("COMMIT") {
             Ok(()) => Ok(()),
             Err(e) => {
+                // the COMMIT's error is the one to report; a failed ROLLBACK after it only
+                // means SQLite already ended the transaction
                 let _ = self.c.execute_batch("ROLLBACK");
                 Err(map_err(e))
             }

@@ -68,6 +68,8 @@ pub fn transact(
             .and_then(|_| body(session))
             .and_then(|_| session.commit());
         if attempt.is_err() {
+            // the attempt's error is the one to report (and retried if it is a conflict); a
+            // rollback that fails after it only means the engine already ended the transaction
             let _ = session.rollback();
         }
         attempt
