@@ -6,6 +6,7 @@ import csv
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -110,6 +111,9 @@ def test_ctrl_c_stops_a_ray_study_and_resume_finishes_it_on_the_cluster(tmp_path
     assert drivers_of(out) == []
     p = alloclab("run", "--resume", str(out), "--quiet")  # the cluster is the one the study started on
     assert p.returncode == 0, p.stderr
+    # the killed workers' folders (data copies, nothing measured) were swept by the next workers,
+    # which removed their own when the study ended
+    assert list(Path(tempfile.gettempdir()).glob("alloclab-node-*")) == []
     after = rows(out)
     assert len(after) == len({r["run_id"] for r in after}) == 8
     before = {r["run_id"]: r for r in kept}

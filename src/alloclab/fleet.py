@@ -59,7 +59,9 @@ class NodeWorker:
         from alloclab.study import preflight
         self.node_id = ray.get_runtime_context().get_node_id()
         self.error = None
-        self.root = Path(tempfile.mkdtemp(prefix="alloclab-node-", dir=os.environ.get("ALLOCLAB_SCRATCH") or None))
+        parent = Path(os.environ.get("ALLOCLAB_SCRATCH") or tempfile.gettempdir())
+        _sweep(parent)
+        self.root = Path(tempfile.mkdtemp(prefix=f"{_NODE_DIR}{socket.gethostname()}-{os.getpid()}-", dir=parent))
         os.chmod(self.root, 0o711)  # servers' own users (postgres) may pass, not list
         try:
             exe = preflight(Plan.from_json(plan_json), None)
@@ -90,6 +92,20 @@ class NodeWorker:
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+_NODE_DIR = "alloclab-node-"
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the folders that this machine's killed workers (Ctrl-C, a lost node) never closed:
+    nothing measured is in them (a run's files leave with its result), only data copies. Only
+    this host's (the scratch place may be shared), only those whose process is gone."""
+    mine = f"{_NODE_DIR}{socket.gethostname()}-"
+    for d in parent.glob(f"{mine}*"):
+        pid = d.name[len(mine):].split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -297,13 +313,19 @@ class Ray:
         self.current = None
 
     def close(self) -> None:
+        """The logs of the data each node prepared land in loads/<node>/ (and in the manifest);
+        the workers remove their folders and give their slots back."""
+        fetched = False
         for actor, d in list(self.workers.items() if self.recording else ()):
             try:
                 for rel, data in self.ray.get(actor.loads.remote(), timeout=60).items():
                     atomic_write(self.store.root / "loads" / d["node"] / rel, data)
+                    fetched = True
                 self.ray.get(actor.close.remote(), timeout=60)
             except Exception as e:  # noqa: BLE001 - a node lost at the end: its load logs are lost, said
                 self.progress.message(f"node {d.get('node')}: its load logs could not be fetched ({_first_line(e)})")
+        if fetched:
+            self.store.write_manifest()
         self.abandon()
         self.ray.shutdown()
 
