@@ -99,6 +99,8 @@ def test_a_ray_study_survives_a_lost_node_and_matches_a_local_study(tmp_path, cl
     assert all(r["node"] == "" and r["machine_fingerprint"] for r in local)
     for name in ("report.md", "answers.md"):
         assert sections(ray_out / "report" / name) == sections(local_out / "report" / name), name
+    env = (ray_out / "report" / "report.md").read_text()
+    assert f"executor: Ray cluster at {cluster.address}" in env and f"node {victim}: " in env
 
 
 def test_ctrl_c_stops_a_ray_study_and_resume_finishes_it_on_the_cluster(tmp_path, cluster):

@@ -23,6 +23,17 @@ def environment(study: analyse.Study) -> list[str]:
                                or "engine defaults"),
         "latency is per call: one call is one engine batch/transaction of `batch` operations",
     ]
+    if m.get("executor") == "ray":  # a study on a Ray cluster: its nodes and what each ran
+        ran: dict[str, int] = {}
+        for r in study.rows:
+            ran[r.node] = ran.get(r.node, 0) + 1
+        lines.append(f"executor: Ray cluster at {m.get('ray_address')}, one run per node at a time; pairs are "
+                     "formed within a node")
+        for n in m.get("nodes", []):
+            lines.append(f"node {n.get('node')}: {n.get('hostname')}, machine {n.get('machine_fingerprint')}, "
+                         f"{ran.pop(n.get('node'), 0)} run(s)")
+        for node, count in sorted(ran.items()):  # nodes that joined later (replacements)
+            lines.append(f"node {node}: {count} run(s)")
     servers: dict[str, dict[str, set]] = {}  # target -> server version -> allocator libraries used
     for r in study.rows:
         j = study.run_json(r.run_id) if r.engine not in engines else {}
