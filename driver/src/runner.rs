@@ -152,10 +152,14 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
     let last_finish_ns = AtomicU64::new(0);
     let measure_start_ns = AtomicU64::new(0);
 
+    // the reporter sleeps until its next tick; a worker that ends wakes it (no polling: on a
+    // saturated machine every wake-up takes a core from the workload under test)
+    let reporter = std::thread::current();
     let results = std::thread::scope(|scope| -> Result<Vec<Result<()>>> {
         let mut handles = Vec::new();
         for (t, ctr) in counters.iter().enumerate() {
             let mut recorders: Vec<_> = syncs.iter().map(|s| s.recorder()).collect();
+            let reporter = reporter.clone();
             let (phase, claimed, done, first_error, last_finish_ns, names, ready) = (
                 &phase,
                 &claimed,
@@ -222,6 +226,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                 drop(recorders); // hands the last samples to the reporter
                 last_finish_ns.fetch_max(base.elapsed().as_nanos() as u64, Ordering::AcqRel);
                 done.fetch_add(1, Ordering::AcqRel);
+                reporter.unpark();
                 r
             }));
         }
@@ -229,9 +234,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
         let all_done = || done.load(Ordering::Acquire) == threads;
         let nap = |until: Instant| {
             while Instant::now() < until && !all_done() {
-                std::thread::sleep(
-                    Duration::from_millis(5).min(until.saturating_duration_since(Instant::now())),
-                );
+                std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
             }
         };
         // every worker has its session (or gave up) before the clock starts
