@@ -267,13 +267,13 @@ class Ray:
                 spec = block[0]
                 try:
                     row, files = self.ray.get(ref)
-                except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorUnavailableError) as e:
-                    self._lose(actor, spec, e)
-                    blocks.appendleft(block)  # the whole rest of the block, on another node
-                    continue
                 except self.ray.exceptions.RayTaskError as e:  # a bug on the node: the run fails, visibly
                     row, files = failed_row(spec, self.plan.name, f"node {self.workers[actor]['node']}: "
                                                                   f"{_first_line(e)}"), {}
+                except self.ray.exceptions.RayError as e:  # the worker, its node or the result is gone
+                    self._lose(actor, spec, e)
+                    blocks.appendleft(block)  # the whole rest of the block, on another node
+                    continue
                 self._record(spec, row, files, finished)
                 rest = block[1:]
                 if rest and start(actor, rest):  # the cell's next allocator on the same node
