@@ -64,6 +64,18 @@ class Watch:
         elif ev.type == "end":
             self.end = d
 
+    def feed(self, lines: list[str], on_event: Callable[[events.Event], None] | None) -> None:
+        """Handle new event lines; a line that does not parse is remembered, not raised."""
+        for line in lines:
+            try:
+                ev = events.parse_line(line)
+            except AlloclabError as e:
+                self.parse_error = self.parse_error or str(e)
+                continue
+            self.handle(ev)
+            if on_event:
+                on_event(ev)
+
 
 class Tail:
     """New lines of a growing events file, read as they come."""
@@ -153,24 +165,26 @@ def profile_note(spec: RunSpec, run_dir: Path, recorder: profiling.Recorder | No
 
 
 def measures(summary: dict | None, result: sysbench.Result | None = None) -> dict:
-    """The client-side numbers of a row: from the driver's summary, or from the real sysbench."""
-    if summary is not None:
-        pct = events.percentiles_ns(events.merged_histogram(summary) if summary else None)
+    """The client-side numbers of a row: from the driver's summary, or from the real sysbench;
+    none (the row builder's zeros) when the client left neither."""
+    if summary:
+        pct = events.percentiles_ns(events.merged_histogram(summary))
         return {"ops": int(summary.get("total_ops", 0)), "duration_s": round(float(summary.get("duration_s", 0)), 6),
                 "ops_per_s": round(float(summary.get("ops_per_s", 0)), 2), **pct,
                 "errors": int(summary.get("total_errors", 0)), "retries": int(summary.get("total_retries", 0)),
                 **tpcc_rates(summary),
                 "server_tpm": round(float((summary.get("workload") or {}).get("server_tpm") or 0), 1)}
-    lat = result.latency_ms if result else {}
+    if result is None:
+        return {}
+    lat = result.latency_ms
 
     def ns(key):  # what sysbench did not print stays empty
         return lat[key] * 1e6 if key in lat else None
-    return {"ops": result.transactions if result else 0, "duration_s": result.total_time_s if result else 0.0,
-            "ops_per_s": result.tps if result else 0.0, "p50_ns": ns("p50"), "p95_ns": ns("p95"),
-            "p99_ns": lat.get("p99", 0) * 1e6, "p999_ns": ns("p99.9"),
+    return {"ops": result.transactions, "duration_s": result.total_time_s, "ops_per_s": result.tps,
+            "p50_ns": ns("p50"), "p95_ns": ns("p95"), "p99_ns": lat.get("p99", 0) * 1e6, "p999_ns": ns("p99.9"),
             "max_ns": lat.get("max", 0) * 1e6, "mean_ns": lat.get("avg", 0) * 1e6, "errors": 0,
             # sysbench's "ignored errors" (deadlocks and the like) are retried by sysbench: recorded, not fatal
-            "retries": result.errors if result else 0}
+            "retries": result.errors}
 
 
 USAGE = ("cpu_user_s", "cpu_sys_s", "ctx_voluntary", "ctx_involuntary", "minor_faults", "major_faults")
@@ -264,15 +278,7 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         last_size, last_growth, prepared = -1, time.monotonic(), False
         while target.client.poll() is None:
             time.sleep(max(0.0, min(tl.due(), client_tl.due() if target.separate_client else 1.0, 0.05)))
-            for line in tail.lines():
-                try:
-                    ev = events.parse_line(line)
-                except AlloclabError as e:
-                    watch.parse_error = watch.parse_error or str(e)
-                    continue
-                watch.handle(ev)
-                if on_event:
-                    on_event(ev)
+            watch.feed(tail.lines(), on_event)
             now = time.monotonic()
             begun, ended = kind.window(spec, watch, now - t_client)
             # sysbench counts transactions over its whole run, the driver over its window
@@ -308,11 +314,7 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
                 failure = f"{target.client_name} sent no event for {spec.hang_timeout_s:g}s (hung) and was killed"
             if failure is not None:
                 target.kill()
-        for line in tail.lines():  # what came after the last look
-            try:
-                watch.handle(events.parse_line(line))
-            except AlloclabError as e:
-                watch.parse_error = watch.parse_error or str(e)
+        watch.feed(tail.lines(), on_event)  # what came after the last look
         if not account_read:  # a client that ended before its window's end was seen
             acc, rss_at_end = target.account(watch, tl)
     except AlloclabError as e:
@@ -327,7 +329,7 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         if target.client is not None and target.client.poll() is None:
             target.kill()
         exit_code = target.client.wait() if target.client is not None else None
-        clean = target.stop()
+        unclean = target.stop()
     wall_s = time.monotonic() - t0
     run_noise = cpu_watch.stop()  # everything was reaped: its CPU is alloclab's children time
     if partial.exists():
@@ -344,8 +346,8 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
             failure = f"sysbench failed (exit {exit_code}): {e}; {text.strip()[-200:]}"
         if failure is None and exit_code != 0:
             failure = f"sysbench exited with code {exit_code}"
-    if failure is None and not clean:
-        failure = f"the server did not shut down cleanly: {target.srv.log_tail()}"
+    if failure is None and unclean:
+        failure = unclean
     verified, why, proof_json = target.proof(watch)
     status, reason = (STATUS_FAILED, failure) if failure else (STATUS_OK, "")
     if not verified:
@@ -372,7 +374,7 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
     row = build_row(spec, node.study, status=status, reason=reason, verified=verified, started_at=started_at, fields={
         **m, **usage, **client_cpu, "peak_rss_bytes": peak, "wall_s": round(wall_s, 3),
         "other_busy_cores": round(run_noise.other_cores, 3), **account.row_fields(acc, rss_at_end),
-        **recorded(recorder, run_dir, m["ops"], m["duration_s"])})
+        **recorded(recorder, run_dir, m.get("ops", 0), m.get("duration_s", 0.0))})
 
     atomic_write(run_dir / "samples.csv", _samples_csv(tl))
     if target.separate_client:

@@ -55,14 +55,12 @@ class NodeWorker:
     def __init__(self, plan_json: dict, study: str):
         import ray
 
-        from alloclab.runner import Node
+        from alloclab.runner import Node, make_scratch
         from alloclab.study import preflight
         self.node_id = ray.get_runtime_context().get_node_id()
         self.error = None
-        parent = Path(os.environ.get("ALLOCLAB_SCRATCH") or tempfile.gettempdir())
-        _sweep(parent)
-        self.root = Path(tempfile.mkdtemp(prefix=f"{_NODE_DIR}{socket.gethostname()}-{os.getpid()}-", dir=parent))
-        os.chmod(self.root, 0o711)  # servers' own users (postgres) may pass, not list
+        self.root = make_scratch(prefix=f"{_NODE_DIR}{socket.gethostname()}-{os.getpid()}-")
+        _sweep(self.root.parent)
         try:
             exe = preflight(Plan.from_json(plan_json), None)
             self.node = Node(exe, self.root / "scratch", self.root / "study", study, name=self.node_id[:12])
@@ -209,9 +207,7 @@ class Ray:
     def describe(self) -> dict:
         nodes = list(self.workers.values())
         base = dict(nodes[0].get("machine") or {})
-        return base | {"executor": "ray", "ray_address": self.address,
-                       "nodes": [{k: v for k, v in d.items() if k != "machine"} | {"machine": d.get("machine")}
-                                 for d in nodes]}
+        return base | {"executor": "ray", "ray_address": self.address, "nodes": [dict(d) for d in nodes]}
 
     # --- a round -----------------------------------------------------------------------------
     def run_round(self, todo: list[RunSpec], may_start, finished) -> None:

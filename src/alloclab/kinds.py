@@ -18,21 +18,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from alloclab import account, allocators, driver, environment, sysbench, targets
+from alloclab import account, allocators, driver, environment, servers, sysbench, targets
 from alloclab.datasets import Datasets
 from alloclab.errors import AlloclabError
 from alloclab.placement import MemoryLimit, parse_cpus
 from alloclab.plan import ENGINES, Cell, RunSpec
-from alloclab.processes import die_with_parent, kill_group
-
-
-def _setup(cpus: set[int] | None):
-    """preexec_fn of a process alloclab starts: dies with alloclab, runs on the shape's CPU set."""
-    def setup():
-        die_with_parent()
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-    return setup
+from alloclab.processes import child_setup, kill_group
 
 
 class Target:
@@ -70,9 +61,9 @@ class Target:
         if self.client is not None:
             kill_group(self.client.pid)
 
-    def stop(self) -> bool:
-        """After the client ended: stop what is under test; True when it stopped cleanly."""
-        return True
+    def stop(self) -> str | None:
+        """After the client ended: stop what is under test; why it did not stop cleanly, or None."""
+        return None
 
     def proof(self, watch) -> tuple[bool, str, dict]:
         """(verified, reason if not, run.json's account of the proof)."""
@@ -102,7 +93,7 @@ class InProcess(Target):
                 self.client = subprocess.Popen(
                     driver.argv(self.exe, self.spec, self.db_path, self.events),
                     env=self.spec.allocator.target_env(dict(os.environ)), stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=log, start_new_session=True, preexec_fn=_setup(cpus))
+                    stdout=log, stderr=log, start_new_session=True, preexec_fn=child_setup(cpus))
             except OSError as e:
                 raise AlloclabError(f"cannot start the driver {self.exe}: {e.strerror}", "rebuild it: ./setup.sh") \
                     from e
@@ -113,9 +104,9 @@ class InProcess(Target):
     def settled(self, watch) -> bool:
         return watch.start is not None
 
-    def stop(self) -> bool:
+    def stop(self) -> str | None:
         shutil.rmtree(self.db_path, ignore_errors=True)
-        return True
+        return None
 
     def account(self, watch, timeline):
         summary = watch.summary or {}
@@ -155,7 +146,6 @@ class OnServer(Target):
         self.client_argv, self.client_name = client_argv, client_name
         self.t = targets.parse(spec.cell.engine)
         self.datadir = scratch / spec.run_id
-        from alloclab import servers
         self.srv = targets.Server(self.t, self.datadir, run_dir / "server.log", settings=servers.profile_settings(spec))
         self.server_cpus = parse_cpus(spec.server_cpus, "server_cpus") if spec.server_cpus else None
         self.client_cpus = parse_cpus(spec.client_cpus, "client_cpus") if spec.client_cpus else None
@@ -174,7 +164,6 @@ class OnServer(Target):
         self.clean = False
 
     def start(self) -> None:
-        from alloclab import servers
         servers.copy_datadir(self.golden, self.datadir)
         if self.t.kind == "postgres":
             targets.check_reachable(self.scratch)
@@ -188,7 +177,7 @@ class OnServer(Target):
                                            else "SHOW server_version").strip()
         with open(self.run_dir / self.log_name, "wb") as out:
             self.client = subprocess.Popen(self.client_argv(self.srv), stdout=out, stderr=subprocess.STDOUT,
-                                           start_new_session=True, preexec_fn=_setup(self.client_cpus),
+                                           start_new_session=True, preexec_fn=child_setup(self.client_cpus),
                                            env=environment.clean())
 
     def under_test(self) -> list[int]:
@@ -214,17 +203,18 @@ class OnServer(Target):
         end = timeline.take_tree(pids, "end") if pids else None
         return acc, end.rss_bytes if end else None
 
-    def stop(self) -> bool:
+    def stop(self) -> str | None:
         if self.client is not None and self.client.poll() is None:
             self.client.kill()
             self.client.wait()
         self.clean = self.srv.stop()
+        why = None if self.clean else f"the server did not shut down cleanly: {self.srv.log_tail()}"
         if self.limit:
             self.limit.remove()
             self.limit = None
         self.mem.close()
         shutil.rmtree(self.datadir, ignore_errors=True)
-        return self.clean
+        return why
 
     def proof(self, watch):
         all_proofs = [self.proofs["server"]] if "server" in self.proofs else []
@@ -298,7 +288,6 @@ class ServerTPCC(RunKind):
         return node.golden.datadir(spec)
 
     def client_argv(self, spec: RunSpec, exe: Path, events: Path):
-        from alloclab import servers
         c = spec.cell
 
         def argv(srv):

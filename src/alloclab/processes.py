@@ -24,6 +24,18 @@ def die_with_parent() -> None:
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def child_setup(cpus: set[int] | None = None, then=None):
+    """preexec_fn of a process alloclab starts: dies with alloclab, runs on the CPU set `cpus`
+    (if any), then `then` (e.g. joins a memory cgroup)."""
+    def setup():
+        die_with_parent()
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if then:
+            then()
+    return setup
+
+
 def stop_groups(pids: list[int], grace_s: float = 5.0) -> None:
     """SIGTERM to each process group, then SIGKILL to those still there after `grace_s`."""
     import time

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -22,6 +24,16 @@ from alloclab.store import RunRow
 # what makes two machines comparable: runs on machines that differ in any of these are never
 # paired, and a comparison that pools them says so
 FINGERPRINT_KEYS = ("cpu_model", "cores", "memory_bytes", "kernel", "os", "alloclab_commit")
+
+
+def make_scratch(parent: Path | None = None, prefix: str = "alloclab-") -> Path:
+    """A node's own scratch folder under `parent` (default $ALLOCLAB_SCRATCH, else /tmp), mode
+    0711: servers' own users (postgres) may pass, not list."""
+    parent = parent or Path(os.environ.get("ALLOCLAB_SCRATCH") or tempfile.gettempdir())
+    parent.mkdir(parents=True, exist_ok=True)
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(d, 0o711)
+    return d
 
 
 def fingerprint(described: dict) -> str:

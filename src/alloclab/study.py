@@ -18,17 +18,16 @@ import errno
 import os
 import shutil
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab import decide, driver, machine
+from alloclab import decide, driver
 from alloclab.errors import AlloclabError
 from alloclab.plan import ENGINES, Plan, RunSpec
 from alloclab.progress import Progress
-from alloclab.runner import Node
+from alloclab.runner import Node, make_scratch
 from alloclab.store import RunRow, Store, write_json
 from alloclab.units import fmt_duration
 
@@ -132,31 +131,21 @@ def _say_if_no_profiles(plan: Plan, progress: Progress | None) -> None:
         plan.perf, plan.perf_absent = False, why
 
 
-def _scratch(scratch_root: Path | None) -> Path:
-    parent = scratch_root or Path(os.environ.get("ALLOCLAB_SCRATCH", tempfile.gettempdir()))
-    parent.mkdir(parents=True, exist_ok=True)
-    d = Path(tempfile.mkdtemp(prefix="alloclab-", dir=parent))
-    os.chmod(d, 0o711)  # alloclab's own folder: servers' own users (postgres) may pass, not list
-    return d
-
-
 class Local:
     """The executor of a study on its own machine: one node, one run at a time, in the round's
     order, its files written straight into the study's folder."""
 
     def __init__(self, plan: Plan, store: Store, progress: Progress, scratch_root: Path | None):
-        self.exe = preflight(plan, progress)
-        self.scratch = _scratch(scratch_root)
-        self.store, self.progress, self.study = store, progress, plan.name
-        self.node: Node | None = None
+        exe = preflight(plan, progress)
+        self.scratch = make_scratch(scratch_root)
+        self.store, self.progress = store, progress
+        self.node = Node(exe, self.scratch, store.root, plan.name, notify=progress.message)
         self.current: Path | None = None
 
     def describe(self) -> dict:
-        return machine.describe(self.scratch, driver.info(str(self.exe)))
+        return self.node.described
 
     def run_round(self, todo: list[RunSpec], may_start, finished) -> None:
-        if self.node is None:
-            self.node = Node(self.exe, self.scratch, self.store.root, self.study, notify=self.progress.message)
         for spec in todo:
             if not may_start(spec):
                 return

@@ -10,7 +10,6 @@ datadir (mode 0700), so only root and the server's own user can reach it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import glob
 import os
 import re
@@ -296,14 +295,6 @@ class Server:
             self.socket.unlink()
         log = open(self.log_path, "ab")
 
-        def setup():
-            # the kernel kills the server if alloclab dies, even by kill -9
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-            if cpus:
-                os.sched_setaffinity(0, cpus)
-            if preexec:
-                preexec()
-
         kw = {"user": "postgres", "group": "postgres", "extra_groups": []} if self.target.kind == "postgres" else {}
         stderr = log if self.target.kind == "postgres" or self.target.stack else subprocess.DEVNULL
         inner = ({k: v for k, v in env.items()
@@ -318,7 +309,7 @@ class Server:
             self._mountpoint = stack.make_mountpoint(self.datadir)
         self.proc = subprocess.Popen(self._wrap(self.argv(), inner), env=_host_env(self.target, env),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=stderr, start_new_session=True,
-                                     preexec_fn=setup, cwd=str(self.datadir), **kw)
+                                     preexec_fn=processes.child_setup(cpus, preexec), cwd=str(self.datadir), **kw)
         log.close()
         self.wait_ready(deadline_s)
 
