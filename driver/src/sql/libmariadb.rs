@@ -1,8 +1,9 @@
 //! MariaDB through its own C client library (libmariadb, the one sysbench links), for the
 //! native OLTP tests and TPC-C's statements mode: statements prepared once on the server,
-//! parameters bound once to buffers refilled in place, results that nobody reads stored and
-//! freed (`mysql_stmt_store_result`, as sysbench does), results that are read fetched into
-//! buffers bound once per statement. The pure-Rust client decodes every row into owned values,
+//! parameters bound once to buffers refilled in place, results that nobody reads skipped on
+//! the connection as they come (`mysql_stmt_free_result` on an unread result; sysbench stores
+//! them first with `mysql_stmt_store_result`, a copy per row), results that are read fetched
+//! into buffers bound once per statement. The pure-Rust client decodes every row into owned values,
 //! which cost the client 1.3-1.5x sysbench's CPU on 2 cores.
 
 use std::collections::HashMap;
@@ -14,6 +15,10 @@ use anyhow::{bail, Result};
 use mysqlclient_sys as ffi;
 
 use super::mariadb::is_conflict;
+
+// an integer parameter bound as INT reads the first 4 bytes of its i64 slot
+#[cfg(not(target_endian = "little"))]
+compile_error!("the libmariadb bindings assume a little-endian machine");
 use super::{Dialect, Prepared, SqlConn, V};
 use crate::engines::{DbError, DbResult};
 
@@ -273,9 +278,17 @@ impl Conn {
             let b = &mut s.binds[i];
             match v {
                 V::I(x) => {
+                    // an INT where it fits, as sysbench binds its ids (4 bytes on the wire), a
+                    // BIGINT beyond; the slot is an i64 whose first 4 bytes (little-endian) are
+                    // the INT
                     s.ints[i] = *x;
-                    if b.buffer_type != ffi::enum_field_types::MYSQL_TYPE_LONGLONG {
-                        b.buffer_type = ffi::enum_field_types::MYSQL_TYPE_LONGLONG;
+                    let ty = if i32::try_from(*x).is_ok() {
+                        ffi::enum_field_types::MYSQL_TYPE_LONG
+                    } else {
+                        ffi::enum_field_types::MYSQL_TYPE_LONGLONG
+                    };
+                    if b.buffer_type != ty {
+                        b.buffer_type = ty;
                         b.buffer = (&mut s.ints[i] as *mut i64).cast();
                         s.bound = false;
                     }
