@@ -23,7 +23,7 @@ fi
 # --- system packages ------------------------------------------------------------------
 APT_PKGS=(build-essential cmake pkg-config clang libclang-dev librocksdb-dev liblz4-dev libzstd-dev
           libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libgoogle-perftools4
-          libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libmariadb-dev debootstrap
+          libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libmariadb-dev libpq-dev debootstrap
           python3 python3-venv python3-pip binutils curl ca-certificates git procps linux-perf
           mariadb-server mariadb-client mariadb-plugin-rocksdb postgresql sysbench)
 # the tests also open the HTML report in a real headless browser

@@ -19,7 +19,7 @@ use super::mariadb::is_conflict;
 // an integer parameter bound as INT reads the first 4 bytes of its i64 slot
 #[cfg(not(target_endian = "little"))]
 compile_error!("the libmariadb bindings assume a little-endian machine");
-use super::{Dialect, Prepared, SqlConn, V};
+use super::{prepared_by_text, Dialect, Prepared, SqlConn, V};
 use crate::engines::{DbError, DbResult};
 
 /// A prepared statement and its parameters' buffers, bound once and refilled in place for
@@ -394,12 +394,7 @@ impl Conn {
     }
 
     fn by_text(&mut self, sql: &str) -> DbResult<Prepared> {
-        if let Some(p) = self.by_text.get(sql) {
-            return Ok(*p);
-        }
-        let p = Conn::prepare(self, sql)?;
-        self.by_text.insert(sql.to_string(), p);
-        Ok(p)
+        prepared_by_text(self, sql, |c| &mut c.by_text)
     }
 }
 

@@ -4,6 +4,7 @@
 //! TPC-C (`workloads::tpcc`) and the native OLTP tests (`workloads::oltp`) run over it.
 
 pub mod libmariadb;
+pub mod libpq;
 pub mod mariadb;
 pub mod postgres;
 pub mod sqlite;
@@ -270,6 +271,30 @@ pub fn connection(engine: &str, server: &Server) -> Result<Box<dyn SqlConn + Sen
         )?),
         "postgres" => Box::new(postgres::PgConn::connect(server)?),
         other => anyhow::bail!("no SQL server engine '{other}': use mariadb or postgres"),
+    })
+}
+
+/// The statement of this text on connection `c`, prepared on its first use and found again by
+/// its text in `c`'s cache (`query` and `exec` run statements by their text).
+pub(crate) fn prepared_by_text<C: SqlConn>(
+    c: &mut C,
+    sql: &str,
+    cache: fn(&mut C) -> &mut std::collections::HashMap<String, Prepared>,
+) -> DbResult<Prepared> {
+    if let Some(p) = cache(c).get(sql) {
+        return Ok(*p);
+    }
+    let p = c.prepare(sql)?;
+    cache(c).insert(sql.to_string(), p);
+    Ok(p)
+}
+
+/// A connection through the server's own C client library, the one sysbench links (libmariadb,
+/// libpq): for the native OLTP client, whose cost is compared with sysbench's.
+pub fn c_library_connection(engine: &str, server: &Server) -> Result<Box<dyn SqlConn + Send>> {
+    Ok(match engine {
+        "postgres" => Box::new(libpq::Conn::connect(server)?),
+        _ => connection(engine, server)?,
     })
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use anyhow::{Context, Result};
 
-use super::{Dialect, Prepared, Server, SqlConn, V};
+use super::{prepared_by_text, Dialect, Prepared, Server, SqlConn, V};
 use crate::engines::{DbError, DbResult};
 
 /// Serialization failures and deadlocks are conflicts (retried); anything else is an error.
@@ -49,12 +49,7 @@ impl PgConn {
 
     /// The statement of this text, prepared on its first use.
     fn by_text(&mut self, sql: &str) -> DbResult<Prepared> {
-        if let Some(p) = self.by_text.get(sql) {
-            return Ok(*p);
-        }
-        let p = SqlConn::prepare(self, sql)?;
-        self.by_text.insert(sql.to_string(), p);
-        Ok(p)
+        prepared_by_text(self, sql, |c| &mut c.by_text)
     }
 
     fn bind(params: &[V]) -> Vec<&(dyn postgres::types::ToSql + Sync)> {

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::{retry_conflicts, Step, Worker, Workload};
 use crate::engines::{DbError, DbResult};
 use crate::events::EventSink;
-use crate::sql::{connection, Prepared, Server, SqlConn, V};
+use crate::sql::{c_library_connection, connection, libpq, Prepared, Server, SqlConn, V};
 
 pub const TESTS: [&str; 3] = ["oltp_point_select", "oltp_read_only", "oltp_read_write"];
 
@@ -88,7 +88,7 @@ impl Workload for OltpWorkload {
     }
     fn worker(&self, thread: usize, _threads: usize) -> Result<Box<dyn Worker + '_>> {
         Ok(Box::new(OltpWorker::new(
-            connection(&self.engine, &self.server)?,
+            c_library_connection(&self.engine, &self.server)?,
             SmallRng::seed_from_u64(
                 self.spec.seed ^ (thread as u64 + 1).wrapping_mul(0x9E3779B97F4A7C15),
             ),
@@ -273,11 +273,10 @@ impl OltpWorker {
 /// workload retries: PostgreSQL's unique violation (23505), which READ COMMITTED gives
 /// oltp_read_write's delete and re-insert of one id by two threads at once.
 fn as_sysbench_retries(e: DbError) -> DbError {
-    use postgres::error::SqlState;
     match e {
         DbError::Other(x)
-            if x.downcast_ref::<postgres::Error>().and_then(|p| p.code())
-                == Some(&SqlState::UNIQUE_VIOLATION) =>
+            if x.downcast_ref::<libpq::PgError>()
+                .is_some_and(|p| p.sqlstate == "23505") =>
         {
             DbError::Conflict(x.to_string())
         }
@@ -296,5 +295,24 @@ impl Worker for OltpWorker {
             rolled_back: false,
             result,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_unique_violation_restarts_the_transaction_as_sysbench_does() {
+        let unique = DbError::Other(anyhow::Error::new(libpq::PgError {
+            sqlstate: "23505".into(),
+            message: "duplicate key".into(),
+        }));
+        assert!(matches!(as_sysbench_retries(unique), DbError::Conflict(_)));
+        let other = DbError::Other(anyhow::Error::new(libpq::PgError {
+            sqlstate: "42P01".into(),
+            message: "no such table".into(),
+        }));
+        assert!(matches!(as_sysbench_retries(other), DbError::Other(_)));
     }
 }
