@@ -7,7 +7,7 @@
 //! which cost the client 1.3-1.5x sysbench's CPU on 2 cores.
 
 use std::collections::HashMap;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::path::Path;
 use std::ptr;
 
@@ -15,12 +15,12 @@ use anyhow::{bail, Result};
 use mysqlclient_sys as ffi;
 
 use super::mariadb::is_conflict;
+use super::{c_text, prepared_by_text, Dialect, Prepared, SqlConn, V};
+use crate::engines::{DbError, DbResult};
 
 // an integer parameter bound as INT reads the first 4 bytes of its i64 slot
 #[cfg(not(target_endian = "little"))]
 compile_error!("the libmariadb bindings assume a little-endian machine");
-use super::{prepared_by_text, Dialect, Prepared, SqlConn, V};
-use crate::engines::{DbError, DbResult};
 
 /// A prepared statement and its parameters' buffers, bound once and refilled in place for
 /// each execution (rebound only when a text outgrows its buffer), as sysbench does.
@@ -126,13 +126,6 @@ pub struct Conn {
 
 // The handles belong to this connection alone and are used by one thread at a time.
 unsafe impl Send for Conn {}
-
-fn c_text(p: *const std::os::raw::c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
 
 fn error(code: u32, message: String) -> DbError {
     if is_conflict(code as u16, &message) {

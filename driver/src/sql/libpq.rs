@@ -5,15 +5,15 @@
 //! an async runtime, which cost the client 1.4-1.6x sysbench's CPU per transaction on 2 cores.
 
 use std::collections::HashMap;
-use std::ffi::{CStr, CString};
-use std::io::Write;
+use std::ffi::CString;
 use std::os::raw::{c_char, c_int};
 use std::ptr;
 
 use anyhow::{bail, Result};
 use pq_sys as ffi;
 
-use super::{prepared_by_text, Dialect, Prepared, Server, SqlConn, V};
+use super::postgres::is_conflict;
+use super::{c_text, prepared_by_text, Dialect, Prepared, Server, SqlConn, V};
 use crate::engines::{DbError, DbResult};
 
 /// A statement's error as the server gave it: its SQLSTATE and message.
@@ -36,20 +36,13 @@ impl std::fmt::Display for PgError {
 
 impl std::error::Error for PgError {}
 
-/// Serialization failures and deadlocks are conflicts (retried); anything else is an error.
+/// A conflict (retried) where `postgres::is_conflict` says so; anything else is an error.
 fn error(e: PgError) -> DbError {
-    if e.sqlstate == "40001" || e.sqlstate == "40P01" {
+    if is_conflict(&e.sqlstate) {
         DbError::Conflict(e.to_string())
     } else {
         DbError::Other(anyhow::Error::new(e))
     }
-}
-
-fn c_text(p: *const c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 /// A result of one call, cleared when dropped.
@@ -161,9 +154,7 @@ impl Conn {
                     self.ptrs.push(ptr::null());
                     continue;
                 }
-                V::I(x) => {
-                    let _ = write!(buf, "{x}");
-                }
+                V::I(x) => buf.extend_from_slice(itoa::Buffer::new().format(*x).as_bytes()),
                 V::T(t) => buf.extend_from_slice(t.as_bytes()),
             }
             buf.push(0);

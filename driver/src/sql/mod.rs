@@ -274,6 +274,16 @@ pub fn connection(engine: &str, server: &Server) -> Result<Box<dyn SqlConn + Sen
     })
 }
 
+/// A C string a client library returned, as text ("" for none).
+pub(crate) fn c_text(p: *const std::os::raw::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// The statement of this text on connection `c`, prepared on its first use and found again by
 /// its text in `c`'s cache (`query` and `exec` run statements by their text).
 pub(crate) fn prepared_by_text<C: SqlConn>(

@@ -8,17 +8,20 @@ use anyhow::{Context, Result};
 use super::{prepared_by_text, Dialect, Prepared, Server, SqlConn, V};
 use crate::engines::{DbError, DbResult};
 
-/// Serialization failures and deadlocks are conflicts (retried); anything else is an error.
-pub fn pg_err(e: postgres::Error) -> DbError {
+/// Serialization failures (40001) and deadlocks (40P01) are conflicts, retried; anything else
+/// is an error. For every PostgreSQL connection (this one and `libpq`).
+pub fn is_conflict(sqlstate: &str) -> bool {
     use postgres::error::SqlState;
-    match e.code() {
-        Some(c)
-            if *c == SqlState::T_R_SERIALIZATION_FAILURE
-                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
-        {
-            DbError::Conflict(e.to_string())
-        }
-        _ => DbError::Other(anyhow::Error::new(e)),
+    sqlstate == SqlState::T_R_SERIALIZATION_FAILURE.code()
+        || sqlstate == SqlState::T_R_DEADLOCK_DETECTED.code()
+}
+
+/// This connection's error, a conflict where `is_conflict` says so.
+pub fn pg_err(e: postgres::Error) -> DbError {
+    if e.code().is_some_and(|c| is_conflict(c.code())) {
+        DbError::Conflict(e.to_string())
+    } else {
+        DbError::Other(anyhow::Error::new(e))
     }
 }
 

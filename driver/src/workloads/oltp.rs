@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::{retry_conflicts, Step, Worker, Workload};
 use crate::engines::{DbError, DbResult};
 use crate::events::EventSink;
-use crate::sql::{c_library_connection, connection, libpq, Prepared, Server, SqlConn, V};
+use crate::sql::{c_library_connection, libpq, Prepared, Server, SqlConn, V};
 
 pub const TESTS: [&str; 3] = ["oltp_point_select", "oltp_read_only", "oltp_read_write"];
 
@@ -63,7 +63,7 @@ pub struct OltpWorkload {
 
 impl OltpWorkload {
     pub fn new(engine: &str, server: Server, spec: OltpSpec) -> Result<Self> {
-        let mut c = connection(engine, &server)?;
+        let mut c = c_library_connection(engine, &server)?;
         // the tables sysbench prepared must be there
         let n = c
             .query("SELECT COUNT(*) FROM sbtest1", &[])
