@@ -1,13 +1,13 @@
-"""The studies' own stack: MariaDB 11.8 from a Debian trixie root with TideSQL (TidesDB inside
-MariaDB) built for it, set up by `alloclab setup stack` (./setup.sh test does it first). Real
-servers in the root under glibc and jemalloc, TPC-C and sysbench against InnoDB and TideSQL,
-link-time allocators proved by where their calls bind, and nothing left behind: no mariadbd,
-no mount."""
+"""The studies' own stack, made from ../shared/vendor alone: Debian's MariaDB 11.8.6 in a trixie
+root, TideSQL built out of the server's tree against the 11.8.6 plugin headers, one plugin file
+per TideSQL build (`mariadb11-tidesdb`, `@4.2.5`, `@seed000`, `@seed003`). Real servers in the
+root under glibc and jemalloc; TPC-C and sysbench against InnoDB and TideSQL; engines that
+return wrong results named, never measured; link-time allocators proved by where their calls
+bind; and nothing left behind: no mariadbd, no mount."""
 
 import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -51,12 +51,7 @@ def stack_servers() -> list[int]:
 @pytest.fixture(scope="module", autouse=True)
 def ready():
     if not stack.ready():
-        try:
-            for a in (stack.TIDESQL, stack.TIDESDB):
-                stack.find_archive(a)
-        except AlloclabError as e:  # no vendor folder and no network: cannot be built here
-            pytest.skip(f"the stack cannot be built on this machine: {e}")
-        pytest.fail(f"the stack is not set up ({stack.describe()}): ./setup.sh test sets it up; "
+        pytest.fail(f"the stack is not set up ({stack.describe()}): ./setup.sh test sets it up from ../shared/vendor; "
                     f"see {stack.home() / 'setup.log'}")
     yield
     # after the module: nothing of the stack is left running or mounted
@@ -67,100 +62,116 @@ def ready():
     assert leftovers == [], f"mount points were left in the root: {leftovers}"
 
 
-def need_tidesql() -> None:
-    """The TideSQL plugin is built against the source of exactly the root's server; a mirror that
-    serves that server's binaries but not its source leaves the stack without it (said by
-    setup, doctor and preflight): the tests of TideSQL itself cannot run then."""
-    if stack.tidesql_missing():
-        pytest.skip(f"the stack has no TideSQL: {stack.tidesql_missing()}")
-
-
-def test_the_stack_has_mariadb_11_8_with_tidesql_and_the_allocators():
+def test_the_stack_is_mariadb_11_8_6_from_vendored_files_with_tidesql_built_out_of_tree():
     st = stack.info()
     check = st["steps"]["check"]
-    assert check["server_version"].startswith("11.8.")
-    missing = stack.tidesql_missing()
-    assert ("TidesDB" in check["engines"]) == (not missing) and "InnoDB" in check["engines"]
+    assert check["server_version"].startswith("11.8.6-"), check["server_version"]
+    assert "InnoDB" in check["engines"]
     assert set(check["allocators"]) >= {"glibc", "jemalloc", "mimalloc", "tcmalloc", "tcmalloc-minimal"}
     for base, a in check["allocators"].items():
         if a["path"]:
             assert (stack.root() / a["path"].lstrip("/")).exists(), base
-    # setting up again is a no-op: every step is done
+    # the vendored .debs, held; the headers of exactly that server; no MariaDB source in the root
+    held = stack.root_output(["apt-mark", "showhold"]).split()
+    assert {"mariadb-server", "mariadb-server-core", "libmariadbd-dev", "mariadb-plugin-rocksdb"} <= set(held)
+    assert st["steps"]["headers"]["headers_version"] == "11.8.6"
+    assert stack.server_version_id(stack.root() / "usr/include/mariadb/server/mysql_version.h") == 110806
+    assert not (stack.root() / stack.SRC.lstrip("/") / "mariadb").exists()
+    # the default TideSQL build: the newest releases, loaded into that server
+    default = st["builds"][stack.DEFAULT_BUILD]
+    assert (default["tidesql_version"], default["tidesdb_version"], default["plugin_version"]) == (
+        "4.5.5", "9.3.14", "1029.5")
+    assert (stack.root() / stack.plugin_dir().lstrip("/") / default["plugin"]).exists()
+    # setting up again is a no-op
     t0 = time.monotonic()
     p = cli("setup", "stack")
     assert p.returncode == 0, p.stderr
-    redone = [line for line in p.stdout.splitlines() if line.endswith(" ...")]
-    # without TideSQL only the source is tried again (a mirror or vendor folder may have it now)
-    assert redone == (["stack: source ..."] if missing else []), p.stdout
-    assert "stack ready" in p.stdout and time.monotonic() - t0 < 30
+    assert [line for line in p.stdout.splitlines() if line.endswith(" ...")] == [], p.stdout
+    assert "stack ready" in p.stdout and "TideSQL 4.5.5 + TidesDB 9.3.14 (plugin 1029.5)" in p.stdout
+    assert time.monotonic() - t0 < 30
     d = cli("doctor")
-    if missing:
-        assert "[WARN] MariaDB 11.8 + TideSQL stack: ready" in d.stdout and "without TideSQL" in d.stdout
-        assert "without TideSQL (mariadb11-tidesdb is refused)" in p.stdout and "source of mariadb" in p.stdout
-        with pytest.raises(AlloclabError, match="the stack has no TideSQL plugin: .*source of mariadb"):
-            targets.check_available(targets.parse("mariadb11-tidesdb"))
-    else:
-        assert "[ok  ] MariaDB 11.8 + TideSQL stack: ready" in d.stdout
+    assert "[ok  ] MariaDB 11.8.6 + TideSQL stack: ready" in d.stdout, d.stdout
 
 
-def test_an_archive_with_another_sha256_is_refused_before_any_work(tmp_path):
-    vendor = tmp_path / "vendor"
-    vendor.mkdir()
-    shutil.copy(stack.find_archive(stack.TIDESDB), vendor / stack.TIDESDB.file)
-    (vendor / stack.TIDESQL.file).write_bytes(stack.find_archive(stack.TIDESQL).read_bytes()[:-10] + b"0123456789")
-    p = cli("setup", "stack", env={"ALLOCLAB_STACK": str(tmp_path / "stack"), "ALLOCLAB_VENDOR": str(vendor)})
+def test_plugin_headers_of_another_server_version_are_refused_with_why(tmp_path):
+    (tmp_path / "VERSION").write_text("MYSQL_VERSION_MAJOR=11\nMYSQL_VERSION_MINOR=8\nMYSQL_VERSION_PATCH=6\n")
+    (tmp_path / "mysql_version.h").write_text("#define MYSQL_VERSION_ID\t\t110809\n")
+    with pytest.raises(AlloclabError) as e:
+        stack.check_headers(tmp_path / "VERSION", tmp_path / "mysql_version.h")
+    msg = str(e.value)
+    assert "the plugin headers are MariaDB 11.8.6 but the stack's server is 11.8.9" in msg
+    assert "MYSQL_VERSION_ID 110809" in msg and "undefined handler:: symbol" in msg
+    (tmp_path / "mysql_version.h").write_text("#define MYSQL_VERSION_ID\t\t110806\n")
+    assert stack.check_headers(tmp_path / "VERSION", tmp_path / "mysql_version.h") == "11.8.6"
+
+
+def _vendor_copy(tmp_path) -> Path:
+    """A vendor folder of links to every file the stack needs (one may then be replaced)."""
+    vendor = tmp_path / "vendor-given"
+    for v in stack.vendored_for():
+        (vendor / v.file).parent.mkdir(parents=True, exist_ok=True)
+        (vendor / v.file).symlink_to(stack.find_vendored(v))
+    return vendor
+
+
+def test_a_vendored_file_with_another_sha256_is_refused_before_any_work(tmp_path):
+    vendor = _vendor_copy(tmp_path)
+    bad = vendor / stack.TIDESQL_ARCHIVES["4.5.5"].file
+    data = bad.read_bytes()
+    bad.unlink()
+    bad.write_bytes(data[:-10] + b"0123456789")
+    p = cli("setup", "stack", env={"ALLOCLAB_STACK": str(tmp_path / "cache" / "stack"), "ALLOCLAB_VENDOR": str(vendor)})
     assert p.returncode == 2
-    assert "SHA-256" in p.stderr and "refused" in p.stderr and stack.TIDESQL.file in p.stderr
-    assert not (tmp_path / "stack" / "root").exists() and not (tmp_path / "stack" / "root.partial").exists()
+    assert "SHA-256" in p.stderr and "refused" in p.stderr and "tidesql-4.5.5.tar.gz" in p.stderr
+    assert not (tmp_path / "cache" / "stack" / "root").exists()
 
 
-def test_a_missing_archive_without_network_says_where_to_put_it(tmp_path):
-    vendor = tmp_path / "vendor"
-    vendor.mkdir()
-    p = cli("setup", "stack", env={"ALLOCLAB_STACK": str(tmp_path / "stack"), "ALLOCLAB_VENDOR": str(vendor)},
-            timeout=300)
-    if p.returncode == 0:
-        pytest.skip("this machine reached upstream and the archives matched")
+def test_a_missing_vendored_file_says_where_to_put_it(tmp_path):
+    vendor = _vendor_copy(tmp_path)
+    (vendor / stack.PLUGIN_HEADERS.file).unlink()
+    p = cli("setup", "stack", env={"ALLOCLAB_STACK": str(tmp_path / "cache" / "stack"), "ALLOCLAB_VENDOR": str(vendor)})
     assert p.returncode == 2
-    assert "is not in any vendor folder" in p.stderr and "put tidesql-4.2.5.tar.gz" in p.stderr
-    assert not (tmp_path / "stack" / "root").exists()
+    assert "mariadb-11.8.6-plugin-headers.tar.xz is not in any vendor folder" in p.stderr
+    assert f"SHA-256 {stack.PLUGIN_HEADERS.sha256}" in p.stderr
+    assert not (tmp_path / "cache" / "stack" / "root").exists()
 
 
 def test_ctrl_c_during_setup_stops_it_and_the_next_setup_resumes():
-    # the step stopped: MariaDB's configure (about a minute), or without TideSQL the TidesDB build
-    step, marker = ("tidesdb", b"cmake -S /usr/src/alloclab/tidesdb") if stack.tidesql_missing() else \
-        ("configure", b"-G 'Unix Makefiles'")
+    # the step stopped: the default TideSQL build (TidesDB's cmake build, then the plugin)
     st = json.loads((stack.home() / "state.json").read_text())
-    for name in stack.STEPS[stack.STEPS.index(step):]:
+    for name in stack.STEPS[stack.STEPS.index("tidesql"):]:
         st["steps"].pop(name, None)
+    st["builds"].pop(stack.DEFAULT_BUILD, None)
+    st["tidesdb"].pop(stack.BUILDS[stack.DEFAULT_BUILD].tidesdb, None)
     st["ready"] = False
     (stack.home() / "state.json").write_text(json.dumps(st))
     log = stack.home() / "setup.log"
     size = log.stat().st_size
+    marker = b"cmake -S /usr/src/alloclab/tidesdb-9.3.14"
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ["HOME"]}
     p = subprocess.Popen([sys.executable, "-m", "alloclab", "setup", "stack"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)
-    # wait until the step's build runs inside the root, then Ctrl-C
-    for _ in range(1800):
+    for _ in range(1800):  # wait until the build runs inside the root, then Ctrl-C
         if marker in log.read_bytes()[size:]:  # bytes: the log is not all ASCII
             break
         time.sleep(0.1)
     else:
-        pytest.fail(f"the {step} step never started")
-    time.sleep(3.0 if step == "configure" else 1.0)
+        pytest.fail("the tidesql step never started")
+    time.sleep(2.0)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, (out, err)
-    assert step not in json.loads((stack.home() / "state.json").read_text())["steps"]
+    assert "tidesql" not in json.loads((stack.home() / "state.json").read_text())["steps"]
     time.sleep(0.5)
     assert stack_mounts() == []
-    left = subprocess.run(["pgrep", "-f", marker.decode()], capture_output=True).stdout
+    left = subprocess.run(["pgrep", "-f", "cmake --build /usr/src/alloclab"], capture_output=True).stdout
     assert not left, "cmake left running"
     # the next setup does only what is missing
     again = cli("setup", "stack")
     assert again.returncode == 0, again.stderr
-    assert f"stack: {step} ..." in again.stdout and "stack: root ..." not in again.stdout
-    assert stack.ready()
+    assert "stack: tidesql ..." in again.stdout and "stack: root ..." not in again.stdout
+    assert "stack: packages ..." not in again.stdout
+    assert stack.ready() and stack.built(None)
 
 
 def test_a_plugin_that_fails_to_load_names_the_server_log_line(tmp_path):
@@ -178,88 +189,41 @@ def test_a_plugin_that_fails_to_load_names_the_server_log_line(tmp_path):
         broken.unlink()
 
 
-def _study(tmp_path, raw, seed=1):
-    out = tmp_path / "res"
-    res = study.run(plan.load(raw, default_seed=seed), out, Progress(0, stream=io.StringIO(), live=False))
-    return res, out, Store(out).rows()
+def test_an_unknown_tidesql_build_is_refused_naming_the_builds():
+    with pytest.raises(AlloclabError) as e:
+        plan.load({"engines": ["mariadb11-tidesdb@4.9"], "allocators": ["glibc"], "runs": 1, "scale": "smoke",
+                   "workloads": [{"workload": "tpcc", "warehouses": 1, "duration_s": 1.0}]}, default_seed=1)
+    assert "mariadb11-tidesdb@4.9" in str(e.value) and "@seed000 (TideSQL 4.2.5 + TidesDB 9.0.9)" in str(e.value)
 
 
-# how TideSQL's missed rows show in a TPC-C run: a by-name lookup without a customer, or a
-# district whose orders the consistency check cannot see (max(o_id)=0 while d_next_o_id says 3000+)
-TIDESQL_MISSES = ("no customer named", "max(o_id)=0")
+# --- right results: TidesDB's string-index lookups after a restart ---------------------------
 
-
-def test_tpcc_on_innodb_and_tidesql_in_one_mariadb_11_8_under_glibc_and_jemalloc(tmp_path, found):
-    need_tidesql()
-    need(found, "jemalloc")
-    from alloclab.presets import preset
-    raw = preset("tpcc-allocators", "smoke") | {"allocators": ["glibc", "jemalloc"]}
-    raw["workloads"][0] |= {"warehouses": 2, "duration_s": 4.0}
-    assert raw["engines"] == ["mariadb11-tidesdb", "mariadb11-innodb"]  # study 1: both engines in one server
-    res, out, rows = _study(tmp_path, raw)
-    assert res.total == 4
-    for r in rows:
-        j = json.loads((out / "runs" / r.run_id / "run.json").read_text())
-        assert j["server_version"].startswith("11.8."), j["server_version"]
-        # proved from the host's /proc/PID/maps: the root's own library
-        assert r.allocator_verified, r.reason
-        if r.allocator == "jemalloc":
-            why = j["proof"]["server"]["reason"]
-            assert str(stack.root()) in why and "libjemalloc" in why
-            assert j["allocator_used"]["version"].startswith("libjemalloc2 ")
-        if r.engine == "mariadb11-innodb":
-            assert r.status == "ok" and r.nopm > 0, r.reason
-            assert j["check"]["ok"] and [c["ok"] for c in j["check"]["conditions"]] == [True] * 4
-        else:
-            # TideSQL 4.2.5 misses rows it holds once they are in its SSTables, through secondary
-            # indexes after a restart (see the test below), and the golden copy is restarted: a
-            # by-name lookup that finds no customer, or a consistency check that finds no order
-            # of a district, is an error of the run, never a silent wrong answer
-            assert r.status == "ok" or any(s in r.reason for s in TIDESQL_MISSES), r.reason
-    # both engines were loaded once, their TidesDB data beside the datadir in the copy
-    assert sorted(p.name.split("-tpcc")[0] for p in (out / "loads").iterdir()) == ["mariadb11-innodb",
-                                                                                  "mariadb11-tidesdb"]
-    assert Store(out).verify() == []
-    from alloclab import report
-    md = report.build(out).read_text()
-    # the seed's published figures beside ours, each as a ratio to its own glibc
-    assert "## Published figures beside ours" in md and "| mariadb11-tidesdb | jemalloc | 75,100 | 1.09x |" in md
-    answers = md.split("## Answers")[1].split("##")[0]
-    tides = [r for r in rows if r.engine == "mariadb11-tidesdb"]
-    if not any(r.status == "ok" for r in tides):  # what could not be answered is said, with why
-        assert "On mariadb11-tidesdb, no run is valid (2 failed or unproved)" in answers, answers
-        assert any(s in answers for s in TIDESQL_MISSES), answers
-    assert "On mariadb11-innodb, tpcc" in answers
-    assert "server mariadb11-innodb: 11.8." in md and "libjemalloc2 " in md
-
-
-@pytest.mark.xfail(strict=True, reason="TideSQL 4.2.5 / TidesDB 9.0.9: once rows are in SSTables (a flush, a clean "
-                                       "restart), equality lookups on a VARCHAR secondary index miss most of them")
-def test_tidesql_finds_rows_through_a_secondary_index_after_a_restart(tmp_path):
-    need_tidesql()
-    t = targets.parse("mariadb11-tidesdb")
+def by_name(tmp_path, target: str, collation: str) -> tuple[list[int], list[int], int]:
+    """3,000 rows of 50 names (60 each), an index on (w, d, last VARCHAR, first): rows per name
+    through the index before and after a clean restart, and what a scan finds of one name."""
+    t = targets.parse(target)
+    stack.ensure([t.tidesql])
     srv = targets.Server(t, tmp_path / "d", tmp_path / "server.log", settings=targets.load_profile(t, "small"))
     srv.initialise()
     srv.start({})
+    charset = collation.split("_")[0]
     try:
         srv.sql("CREATE DATABASE x")
-        srv.sql("CREATE TABLE c (w INT, d INT, id INT, last VARCHAR(16), first VARCHAR(16), bal INT, "
-                "PRIMARY KEY (w, d, id))", "x")
+        srv.sql(f"CREATE TABLE c (w INT, d INT, id INT, last VARCHAR(16), first VARCHAR(16), bal INT, "
+                f"PRIMARY KEY (w, d, id)) CHARACTER SET {charset} COLLATE {collation}", "x")
         srv.sql("CREATE INDEX c_by_name ON c (w, d, last, first)", "x")
-        values = ",".join(f"(1, 1, {i}, 'NAME{i % 50}', 'F{i}', 0)" for i in range(3000))
-        srv.sql(f"INSERT INTO c VALUES {values}", "x")
+        srv.sql("INSERT INTO c VALUES " + ",".join(f"(1, 1, {i}, 'NAME{i % 50}', 'F{i}', 0)" for i in range(3000)),
+                "x")
         before = lookups(srv)
     finally:
         assert srv.stop()
-    assert before == [60] * 50  # every name has 60 rows, and the index finds them
     srv.start({})
     try:
         after = lookups(srv)
         scanned = int(srv.sql("SELECT COUNT(*) FROM c IGNORE INDEX (c_by_name) WHERE last = 'NAME0'", "x"))
     finally:
         assert srv.stop()
-    assert scanned == 60  # the rows are there
-    assert after == [60] * 50, after  # TideSQL 4.2.5 here: [0, 0, 0, 0, 0, 60, ..., 0, 60, 60, 60, 60, 60]
+    return before, after, scanned
 
 
 def lookups(srv) -> list[int]:
@@ -267,9 +231,88 @@ def lookups(srv) -> list[int]:
             for i in range(50)]
 
 
-def test_sysbench_on_tidesql_innodb_and_myrocks_in_mariadb_11_8(tmp_path, found):
+@pytest.mark.parametrize("collation", ["utf8mb4_general_ci", "latin1_bin"])
+@pytest.mark.parametrize("target", ["mariadb11-tidesdb", "mariadb11-tidesdb@4.2.5"])
+def test_tidesql_finds_every_name_through_a_string_index_after_a_restart(tmp_path, target, collation):
+    before, after, scanned = by_name(tmp_path, target, collation)
+    assert scanned == 60
+    assert before == [60] * 50
+    assert after == [60] * 50, after
+
+
+@pytest.mark.parametrize("build", ["seed000", "seed003"])
+def test_the_seeds_exact_tidesql_returns_wrong_results_and_alloclab_names_them(tmp_path, build):
+    # the engine: after a restart most names find none of their rows (a scan still finds them)
+    _, after, scanned = by_name(tmp_path, f"mariadb11-tidesdb@{build}", "utf8mb4_general_ci")
+    assert scanned == 60 and sum(n == 0 for n in after) >= 30, after
+    # alloclab: a TPC-C study on it fails its runs with the by-name sentence, measures nothing,
+    # and says which release fixes it
+    from alloclab.presets import preset
+    raw = preset("tpcc-allocators", "smoke") | {"engines": [f"mariadb11-tidesdb@{build}"], "allocators": ["glibc"]}
+    res, out, rows = _study(tmp_path, raw)
+    assert res.ok == 0 and [r.status for r in rows] == ["failed"]
+    b = stack.BUILDS[build]
+    assert (f"mariadb11-tidesdb@{build} ({b.describe()}) returns wrong results through a string secondary index: "
+            "after a restart") in rows[0].reason
+    assert "fixed in TidesDB 9.2.1" in rows[0].reason and "mariadb11-tidesdb@4.2.5" in rows[0].reason
+    from alloclab import report
+    answers = report.build(out).read_text().split("## Answers")[1].split("\n## ")[0]
+    assert f"On mariadb11-tidesdb@{build}, no run is valid" in answers and "string secondary index" in answers
+
+
+def _study(tmp_path, raw, seed=1):
+    out = tmp_path / "res"
+    res = study.run(plan.load(raw, default_seed=seed), out, Progress(0, stream=io.StringIO(), live=False))
+    return res, out, Store(out).rows()
+
+
+# --- TPC-C on InnoDB and TideSQL in one MariaDB 11.8.6 -------------------------------------
+
+def test_tpcc_on_innodb_and_tidesql_in_one_mariadb_11_8_6_in_both_modes(tmp_path, found):
     need(found, "jemalloc")
-    engines = ["mariadb11-innodb", "mariadb11-myrocks"] + ([] if stack.tidesql_missing() else ["mariadb11-tidesdb"])
+    from alloclab.presets import preset
+    raw = preset("tpcc-allocators", "smoke") | {"allocators": ["glibc", "jemalloc"]}
+    assert raw["engines"] == ["mariadb11-tidesdb", "mariadb11-innodb"]  # study 1: both engines in one server
+    raw["workloads"][0] |= {"warehouses": 2, "threads": 4, "duration_s": 4.0, "mode": ["procedures", "statements"]}
+    res, out, rows = _study(tmp_path, raw)
+    assert res.total == 8
+    for r in rows:
+        # every run measured a server that answered right: no failed transaction, conditions 1-4
+        assert r.status == "ok" and r.nopm > 0, (r.run_id, r.reason)
+        assert r.errors == 0, r.run_id
+        j = json.loads((out / "runs" / r.run_id / "run.json").read_text())
+        assert j["server_version"].startswith("11.8.6-"), j["server_version"]
+        assert j["check"]["ok"] and [c["ok"] for c in j["check"]["conditions"]] == [True] * 4
+        assert r.allocator_verified, r.reason  # proved from the host's /proc/PID/maps: the root's own library
+        if r.allocator == "jemalloc":
+            why = j["proof"]["server"]["reason"]
+            assert str(stack.root()) in why and "libjemalloc" in why
+            assert j["allocator_used"]["version"].startswith("libjemalloc2 ")
+        if r.engine.startswith("mariadb11-tidesdb"):  # which TideSQL on which TidesDB, as the server loaded it
+            b = stack.build(r.engine.partition("@")[2] or None)
+            plug = j["engine_plugin"]
+            assert (plug["name"], plug["tidesql_version"], plug["tidesdb_version"], plug["library"]) == (
+                "TidesDB", b.tidesql, b.tidesdb, b.plugin)
+    assert sorted({r.tpcc_mode for r in rows}) == ["procedures", "statements"]
+    assert Store(out).verify() == []
+    from alloclab import report
+    md = report.build(out).read_text()
+    # the seeds' published figures beside ours, each as a ratio to its own glibc, and what they came from
+    assert "## Published figures beside ours" in md and "| mariadb11-tidesdb | jemalloc | 75,100 | 1.09x |" in md
+    answers = md.split("## Answers")[1].split("\n## ")[0]
+    assert "The seeds' TidesDB figures came from TideSQL 4.2.5 + TidesDB 9.0.9, which returns wrong results" in answers
+    assert "TidesDB 9.2.1 fixed it" in answers
+    assert "On mariadb11-innodb, tpcc" in answers and "On mariadb11-tidesdb, tpcc" in answers
+    assert ("server mariadb11-tidesdb: 11.8.6-MariaDB-0+deb13u1 from Debian; engine TideSQL 4.5.5 on TidesDB 9.3.14, "
+            "TidesDB plugin 1029.5") in md
+    assert "libjemalloc2 " in md
+    # the engine defects the correctness check found and the workload avoids, named
+    assert "engine defect: mariadb11-tidesdb (TideSQL 4.5.5 + TidesDB 9.3.14) reads a secondary index backwards" in md
+
+
+def test_sysbench_on_tidesql_innodb_and_myrocks_in_mariadb_11_8_6(tmp_path, found):
+    need(found, "jemalloc")
+    engines = ["mariadb11-innodb", "mariadb11-myrocks", "mariadb11-tidesdb"]
     raw = {"engines": engines,
            "allocators": ["glibc", "jemalloc"], "runs": 1,
            "scale": "smoke", "profiles": {"sysbench": {}},
@@ -280,7 +323,7 @@ def test_sysbench_on_tidesql_innodb_and_myrocks_in_mariadb_11_8(tmp_path, found)
     assert all(r.allocator_verified and r.ops_per_s > 0 for r in rows)
     for r in rows:  # every run on the stack's server
         j = json.loads((out / "runs" / r.run_id / "run.json").read_text())
-        assert j["server_version"].startswith("11.8.")
+        assert j["server_version"].startswith("11.8.6-")
 
 
 # --- link-time allocators -------------------------------------------------------------------
@@ -316,7 +359,6 @@ def test_a_library_that_is_mapped_but_not_bound_is_not_the_allocator(tmp_path, f
         driver.check_links([allocators.parse("jemalloc@link")])
     # the real case: TidesDB built with TIDESDB_WITH_MIMALLOC, loaded as TideSQL's library into
     # mariadbd, maps mimalloc while libtidesdb's malloc/free bind to glibc
-    need_tidesql()
     r = stack.link_binding("mimalloc")
     assert r["mapped"] and not r["bound"], r
     assert "binds to libc.so.6" in r["reason"] and "although mimalloc is mapped" in r["reason"]
@@ -328,8 +370,7 @@ def test_link_time_allocators_are_refused_on_servers_with_the_reason():
                    "scale": "smoke", "workloads": [{"workload": "tpcc", "warehouses": 1, "duration_s": 1.0}]},
                   default_seed=1)
     msg = str(e.value)
-    measured = "not measured: the stack has no TideSQL" if stack.tidesql_missing() else "binds to libc.so.6"
-    assert "mimalloc@link" in msg and measured in msg and "preload is the only effective way" in msg
+    assert "mimalloc@link" in msg and "binds to libc.so.6" in msg and "preload is the only effective way" in msg
     with pytest.raises(AlloclabError, match="takes no library path|no link-time build"):
         allocators.parse("jemalloc@link=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
     with pytest.raises(AlloclabError, match="no link-time build with hoard"):

@@ -293,8 +293,22 @@ def scalings(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str
     return out
 
 
+def engine_notes(study: Study) -> list[str]:
+    """What the correctness checks before a target's data found wrong but harmless to the
+    workload (loads/*/prepare.json: engine_notes), each once."""
+    out: list[str] = []
+    for f in sorted((study.root / "loads").glob("*/prepare.json")):
+        try:
+            notes = json.loads(f.read_text()).get("engine_notes") or []
+        except (OSError, ValueError):
+            study.problems.add(str(f.relative_to(study.root)))
+            continue
+        out += [n for n in notes if n not in out]
+    return out
+
+
 def warnings(study: Study) -> list[str]:
-    out = []
+    out = [f"engine defect: {n}" for n in engine_notes(study)]
     bad_aux = [r for r in study.aux if not (r.status == "ok" and r.allocator_verified)]
     if bad_aux:
         out.append(f"{len(bad_aux)} profiled or call-counting run(s) failed or were not proved; first: "

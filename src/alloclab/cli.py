@@ -235,11 +235,13 @@ def cmd_setup(a: argparse.Namespace) -> int:
 
     if a.what != "stack":
         raise AlloclabError(f"unknown setup target '{a.what}'", "use: alloclab setup stack")
-    st = stack.setup(notify=lambda m: print(m, flush=True), force=a.force)
+    builds = [stack.build(b).name for b in a.tidesql or ()]  # an unknown build is refused before any work
+    st = stack.setup(notify=lambda m: print(m, flush=True), force=a.force, builds=builds)
     c = st["steps"]["check"]
-    tidesql = (f"TideSQL plugin {c['tidesql_plugin_version']}" if c.get("tidesql_plugin_version") else
-               f"without TideSQL (mariadb11-tidesdb is refused): {stack.tidesql_missing()}")
-    print(f"stack ready at {st['home']}: MariaDB {c['server_version']}, engines {', '.join(c['engines'])}, {tidesql}")
+    print(f"stack ready at {st['home']}: MariaDB {c['server_version']} (engines {', '.join(c['engines'])}); "
+          "TideSQL builds: " + "; ".join(
+              f"mariadb11-tidesdb{'' if n == stack.DEFAULT_BUILD else '@' + n} = {stack.BUILDS[n].describe()} "
+              f"(plugin {r['plugin_version']})" for n, r in sorted(st["builds"].items()) if n in stack.BUILDS))
     return EXIT_OK
 
 
@@ -319,9 +321,11 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=cmd_bundle)
     d = sub.add_parser("doctor", help="what on this machine can move the numbers, and what it means")
     d.set_defaults(fn=cmd_doctor)
-    su = sub.add_parser("setup", help="build and cache what some engines need (stack: MariaDB 11.8 with TideSQL)")
-    su.add_argument("what", choices=["stack"], help="stack: the studies' MariaDB 11.8 + TideSQL in a Debian root")
+    su = sub.add_parser("setup", help="build and cache what some engines need (stack: MariaDB 11.8.6 with TideSQL)")
+    su.add_argument("what", choices=["stack"], help="stack: the studies' MariaDB 11.8.6 + TideSQL in a Debian root")
     su.add_argument("--force", action="store_true", help="start again from nothing")
+    su.add_argument("--tidesql", action="append", metavar="BUILD",
+                    help="also build this TideSQL build (4.5.5, 4.2.5, seed000, seed003; repeatable)")
     su.set_defaults(fn=cmd_setup)
     ps = sub.add_parser("presets", help="list the presets")
     ps.set_defaults(fn=cmd_presets)

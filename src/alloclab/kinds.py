@@ -154,6 +154,7 @@ class OnServer(Target):
         self.alloc = spec.allocator
         self.proofs: dict = {}
         self.server_version = None
+        self.plugin: dict | None = None
         helper = driver.account_library()
         if helper and self.t.stack:
             from alloclab import stack
@@ -175,6 +176,13 @@ class OnServer(Target):
         self.proofs["server"] = allocators.prove(self.alloc, allocators.read_maps(self.srv.pid), self.srv.pid)
         self.server_version = self.srv.sql("SELECT @@version" if self.t.kind == "mariadb"
                                            else "SHOW server_version").strip()
+        if self.t.plugin:  # the engine the plugin gave the server, as the server reports it
+            got = self.srv.sql("SELECT PLUGIN_NAME, PLUGIN_VERSION, PLUGIN_LIBRARY FROM information_schema.PLUGINS "
+                               f"WHERE PLUGIN_LIBRARY = '{self.t.plugin}' AND PLUGIN_TYPE = 'STORAGE ENGINE'").split()
+            self.plugin = dict(zip(("name", "version", "library"), got))
+            if self.t.tidesql:
+                from alloclab import stack
+                self.plugin |= stack.build(self.t.tidesql).to_json()
         with open(self.run_dir / self.log_name, "wb") as out:
             self.client = subprocess.Popen(self.client_argv(self.srv), stdout=out, stderr=subprocess.STDOUT,
                                            start_new_session=True, preexec_fn=child_setup(self.client_cpus),
@@ -231,7 +239,8 @@ class OnServer(Target):
             "reason": all_proofs[0].reason if all_proofs else "no proof"}
 
     def run_json(self) -> dict:
-        return {"target": self.t.name, "server_version": self.server_version, "allocator_used": self.alloc.to_json(),
+        return {"target": self.t.name, "server_version": self.server_version, "engine_plugin": self.plugin,
+                "allocator_used": self.alloc.to_json(),
                 "server_settings": self.srv.settings, "clean_shutdown": self.clean,
                 "alloc_account_missing": self.mem.missing,
                 "placement": {"server_cpus": sorted(self.server_cpus) if self.server_cpus else None,

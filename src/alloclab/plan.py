@@ -116,10 +116,12 @@ def _engine(key, v):
     if isinstance(v, str):
         try:
             return targets.parse(v).name
-        except AlloclabError:
-            pass
+        except AlloclabError as e:
+            if v.startswith("mariadb11-tidesdb@"):  # a build it does not know: say which it knows
+                raise AlloclabError(f"{key}: {e.message}", e.hint) from None
     raise AlloclabError(f"{key}: {v!r} is not allowed",
-                        "allowed values: " + ", ".join(ENGINES + tuple(_server_names())) + ", mariadb:ENGINE=plugin.so")
+                        "allowed values: " + ", ".join(ENGINES + tuple(_server_names())) +
+                        ", mariadb11-tidesdb@BUILD (4.2.5, seed000, seed003), mariadb:ENGINE=plugin.so")
 
 
 def _server_names() -> list[str]:
@@ -647,7 +649,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             t = targets.parse(e)
             if linked:
                 why = "a server loads the allocator it is started with (preload)"
-                if t.plugin == "ha_tidesdb.so" and t.stack:
+                if t.tidesql:
                     from alloclab import stack
                     why = (stack.state().get("steps", {}).get("check", {}).get("link", {}).get("mimalloc", {})
                            .get("reason") or why) + "; preload is the only effective way for a plugin"

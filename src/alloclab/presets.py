@@ -194,6 +194,31 @@ def sysbench_allocators(scale: str) -> dict:
     }
 
 
+# The seeds' published figures, shown beside ours as shape references (../shared/studies.md):
+# preset -> target -> allocator -> NOPM. Their hardware differs: compare shapes, not levels.
+PUBLISHED = {
+    "tpcc-allocators": {
+        "source": "seed 000: MariaDB 11.8.6, HammerDB, 40 warehouses, 8 VU, 2 runs per cell",
+        "mariadb11-innodb": {"glibc": 16_900, "mimalloc": 16_600},
+        "mariadb11-tidesdb": {"glibc": 68_800, "jemalloc": 75_100, "mimalloc": 42_700, "tcmalloc": 74_500},
+    },
+}
+
+
+def published_caveats(plan: dict, engines: list[str]) -> list[str]:
+    """What a reader of the published figures must know about the engine they came from."""
+    if plan.get("preset") != "tpcc-allocators" or not any(e.startswith("mariadb11-tidesdb") for e in engines):
+        return []
+    from alloclab import stack
+    seed, fixed = stack.BUILDS[stack.SEED_BUILD], stack.BUILDS["4.2.5"]
+    ours = "; ".join(f"{e} is {stack.build(e.partition('@')[2] or None).describe()}"
+                     for e in engines if e.startswith("mariadb11-tidesdb"))
+    return [f"The seeds' TidesDB figures came from {seed.describe()}, which returns wrong results through string "
+            f"secondary indexes once rows reach its SSTables (most by-last-name lookups find nobody, and HammerDB's "
+            f"procedures commit such transactions as work); TidesDB {stack.FIRST_FIXED_TIDESDB} fixed it "
+            f"(mariadb11-tidesdb@4.2.5 is {fixed.describe()}). Here {ours}."]
+
+
 PRESETS = {
     "kv-allocators": (kv_allocators, "study 2: TidesDB benchtool allocator suite on embedded engines"),
     "tpcc-allocators": (tpcc_allocators, "study 1: TPC-C NOPM and latency by allocator, per engine"),

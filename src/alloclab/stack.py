@@ -1,6 +1,13 @@
-"""The studies' own server stack: a Debian trixie root with MariaDB 11.8 (InnoDB, MyRocks), the
-allocators of that release, and the TideSQL storage-engine plugin (TidesDB inside MariaDB)
-built from vendored archives against the source of exactly the installed server.
+"""The studies' own server stack, made from vendored files alone: a Debian trixie root with
+Debian's MariaDB 11.8.6 (the seeds' server: InnoDB, MyRocks) held at that version, the
+allocators of that release, and TideSQL (TidesDB inside MariaDB) built out of the server's
+tree against MariaDB 11.8.6's plugin headers.
+
+Nothing of MariaDB is fetched or configured: the .debs and the header archive come from a
+vendor folder (../shared/vendor of the checkout, ALLOCLAB_VENDOR, or the cache), each checked
+against its SHA-256. A TideSQL *build* is one TideSQL release on one TidesDB release, its own
+plugin file in the server's plugin folder (`mariadb11-tidesdb@NAME` picks it): the default is
+the newest pair; the seeds' exact pairs stay selectable to show their wrong results.
 
 It lives outside the checkout (ALLOCLAB_STACK, default ~/.cache/alloclab/stack) and is made by
 `alloclab setup stack` in steps; a finished step is recorded in state.json and never redone, so
@@ -19,7 +26,6 @@ import re
 import shutil
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,41 +36,113 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
-class Archive:
+class Vendored:
+    """A file of the vendor folder (path relative to it) and its SHA-256."""
+
     file: str
-    url: str
     sha256: str
 
+    @property
+    def name(self) -> str:
+        return Path(self.file).name
 
-def _gh(repo: str, version: str, sha256: str) -> Archive:
-    return Archive(f"{repo}-{version}.tar.gz", f"https://github.com/tidesdb/{repo}/archive/refs/tags/v{version}.tar.gz",
-                   sha256)
 
-
-# TideSQL release -> (TideSQL, the TidesDB it was used with): seed 000's and seed 003's
-# (../shared/vendor/README.md). ALLOCLAB_TIDESQL picks one; each has its own stack folder.
-RELEASES = {
-    "4.2.5": (_gh("tidesql", "4.2.5", "1c582ef8b136a1d98b5cd1273b0542b2e2175287a0b599d437cac3a121c15548"),
-              _gh("tidesdb", "9.0.9", "7865b259ebdbac96689b66046a8a9fd35602dbbccf9aa58fc74eb51d99c5e950")),
-    "4.2.4": (_gh("tidesql", "4.2.4", "b4d1fd6fa03d2ee54b5fe73e1382de8b12dcd5fb8d16a38003f160af77ddbddf"),
-              _gh("tidesdb", "9.0.8", "8471d378a8a258c3ee7977e59cb069997e3320bf0c5bc6e0384ca78b9e7950d2")),
+# TideSQL and TidesDB release archives (`git archive` of each tag; ../shared/vendor/README.md)
+TIDESQL_ARCHIVES = {
+    "4.5.5": Vendored("tidesql-4.5.5.tar.gz", "3130e633ff308ef87366e83a07037a22011a88c9e1ea400d61661090c75789b9"),
+    "4.2.5": Vendored("tidesql-4.2.5.tar.gz", "1c582ef8b136a1d98b5cd1273b0542b2e2175287a0b599d437cac3a121c15548"),
+    "4.2.4": Vendored("tidesql-4.2.4.tar.gz", "b4d1fd6fa03d2ee54b5fe73e1382de8b12dcd5fb8d16a38003f160af77ddbddf"),
 }
-DEFAULT_RELEASE = "4.2.5"
-TIDESQL, TIDESDB = RELEASES[DEFAULT_RELEASE]
+TIDESDB_ARCHIVES = {
+    "9.3.14": Vendored("tidesdb-9.3.14.tar.gz", "b16717d686ddc6920ddf204683f782b2ceb02f182d709037f0b6c80d566bedc3"),
+    "9.2.5": Vendored("tidesdb-9.2.5.tar.gz", "66b242cfa6fbbee6ed05e53220ed745480ffda4835ad84560bb6d27f16428d81"),
+    "9.0.9": Vendored("tidesdb-9.0.9.tar.gz", "7865b259ebdbac96689b66046a8a9fd35602dbbccf9aa58fc74eb51d99c5e950"),
+    "9.0.8": Vendored("tidesdb-9.0.8.tar.gz", "8471d378a8a258c3ee7977e59cb069997e3320bf0c5bc6e0384ca78b9e7950d2"),
+}
+# TidesDB <= 9.2.0 returns wrong results through string secondary indexes once rows reach
+# SSTables: the block index keeps a 16-byte key prefix and seeks to the last of several blocks
+# sharing it (fixed by commit 6674b76, first in 9.2.1)
+FIRST_FIXED_TIDESDB = "9.2.1"
 
 
-def release() -> str:
-    r = os.environ.get("ALLOCLAB_TIDESQL", DEFAULT_RELEASE)
-    if r not in RELEASES:
-        raise AlloclabError(f"ALLOCLAB_TIDESQL={r} is not a TideSQL release alloclab knows",
-                            "use one of: " + ", ".join(RELEASES))
-    return r
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
 
 
-def archives() -> tuple[Archive, Archive]:
-    return RELEASES[release()]
+@dataclass(frozen=True)
+class Build:
+    """One TideSQL release on one TidesDB release: a plugin file of its own in the stack."""
 
-SERVER_PACKAGES = ["mariadb-server", "mariadb-client", "mariadb-plugin-rocksdb", "netbase", "ca-certificates"]
+    name: str  # what follows @ in the target's name
+    tidesql: str
+    tidesdb: str
+    why: str
+
+    @property
+    def plugin(self) -> str:
+        return f"ha_tidesql-{self.tidesql}-tidesdb-{self.tidesdb}.so"
+
+    @property
+    def prefix(self) -> str:
+        """Where its TidesDB is installed inside the root (the plugin's RUNPATH)."""
+        return f"/opt/alloclab/tidesdb-{self.tidesdb}"
+
+    @property
+    def wrong_results(self) -> bool:
+        """Its TidesDB returns wrong results through string secondary indexes."""
+        return _version_key(self.tidesdb) < _version_key(FIRST_FIXED_TIDESDB)
+
+    def describe(self) -> str:
+        return f"TideSQL {self.tidesql} + TidesDB {self.tidesdb}"
+
+    def to_json(self) -> dict:
+        return {"build": self.name, "tidesql_version": self.tidesql, "tidesdb_version": self.tidesdb,
+                "plugin": self.plugin, "wrong_results": self.wrong_results}
+
+
+BUILDS = {
+    "4.5.5": Build("4.5.5", "4.5.5", "9.3.14", "the newest TideSQL and TidesDB releases (the default)"),
+    "4.2.5": Build("4.2.5", "4.2.5", "9.2.5", "the seeds' TideSQL on the smallest TidesDB release with the "
+                   "string-index fix (9.2.1)"),
+    "seed000": Build("seed000", "4.2.5", "9.0.9", "seed 000's exact pair: wrong results through string secondary "
+                     "indexes"),
+    "seed003": Build("seed003", "4.2.4", "9.0.8", "seed 003's exact pair: wrong results through string secondary "
+                     "indexes"),
+}
+DEFAULT_BUILD = "4.5.5"
+SEED_BUILD = "seed000"  # what study 1 published its TidesDB figures with
+
+
+def build(name: str | None) -> Build:
+    """The TideSQL build a target names (`mariadb11-tidesdb@NAME`; none: the default)."""
+    key = name or DEFAULT_BUILD
+    if key not in BUILDS:
+        raise AlloclabError(f"mariadb11-tidesdb@{name}: no TideSQL build '{name}'",
+                            "use one of: " + ", ".join(f"@{b.name} ({b.describe()})" for b in BUILDS.values()))
+    return BUILDS[key]
+
+
+# Debian's MariaDB 11.8.6 for trixie, the seeds' server (../shared/vendor/mariadb-11.8.6/)
+MARIADB_VERSION = "11.8.6"
+MARIADB_DEBS = [Vendored(f"mariadb-11.8.6/{f}", h) for f, h in (
+    ("libmariadb-dev_11.8.6-0+deb13u1_amd64.deb", "f980a7ab01598d5129256c55cf24479153f8bd2274a9fa96c3bcfb8d2d57e852"),
+    ("libmariadb3_11.8.6-0+deb13u1_amd64.deb", "b2a2d1cdf7493c75d43916a18947700740964513ff5ff603cf5cbbf61e9e6385"),
+    ("libmariadbd-dev_11.8.6-0+deb13u1_amd64.deb", "384734221b7bfd59ae0412bfd239465f6281118b4c9e7bc9a341fc44ab4ede82"),
+    ("libmariadbd19t64_11.8.6-0+deb13u1_amd64.deb", "b13e8c0fbb8bc1935d744b18a7d78193a27695bfc21e4582018a27f23e8a2475"),
+    ("mariadb-client-core_11.8.6-0+deb13u1_amd64.deb",
+     "d9dc20e0769be8ec54b9bdd64667c047cf5e0933a0c873626a4ac1cb2be7c300"),
+    ("mariadb-client_11.8.6-0+deb13u1_amd64.deb", "1ce40c794aa660d6bb57b0b6ab8903367b68a010abc766fd03202251ee836c9b"),
+    ("mariadb-common_11.8.6-0+deb13u1_all.deb", "b5116ff56a60d471332d45bfd4ec50391fdcf5a40747bf7fe23ec8551cb71f9c"),
+    ("mariadb-plugin-rocksdb_11.8.6-0+deb13u1_amd64.deb",
+     "7397a9b8b80b9f68e84ce6e8a5c027604da6c9943b4090e0650473b97d0c665d"),
+    ("mariadb-server-core_11.8.6-0+deb13u1_amd64.deb",
+     "07a333e34773e1e1bc7c5613878c70a1224180f452481dcf786be05711148178"),
+    ("mariadb-server_11.8.6-0+deb13u1_amd64.deb", "b62235159df3ad6dd4e82b1ff586e76a395063def855ea341252584ab61fb1b0"),
+)]
+# the server headers a storage-engine plugin compiles against, which no Debian package ships
+PLUGIN_HEADERS = Vendored("mariadb-11.8.6-plugin-headers.tar.xz",
+                          "862e0982113d9214b49977948dd4aebbf9470734b4a1478e049d10fa5d11a6b0")
+
 # one name per allocator; the first that the suite has is installed
 ALLOCATOR_PACKAGES = {
     "jemalloc": ["libjemalloc2"],
@@ -72,24 +150,22 @@ ALLOCATOR_PACKAGES = {
     "tcmalloc": ["libgoogle-perftools4t64", "libgoogle-perftools4"],
     "tcmalloc-minimal": ["libtcmalloc-minimal4t64", "libtcmalloc-minimal4"],
 }
-BUILD_PACKAGES = ["build-essential", "cmake", "bison", "flex", "pkg-config", "libssl-dev", "zlib1g-dev",
-                  "libpcre2-dev", "libncurses-dev", "libaio-dev", "liburing-dev", "libgnutls28-dev", "libxml2-dev",
-                  "libzstd-dev", "liblz4-dev", "libsnappy-dev", "libbz2-dev", "libcurl4-openssl-dev", "libkrb5-dev",
-                  "libsystemd-dev", "libedit-dev", "libjudy-dev", "libnuma-dev", "libcrack2-dev", "dpkg-dev",
-                  "libmimalloc-dev"]
-TIDESDB_PREFIX = "/usr/local"
+# what TidesDB and the plugin build with (no MariaDB configure: the plugin builds out of tree)
+BUILD_PACKAGES = ["g++", "make", "cmake", "libzstd-dev", "liblz4-dev", "libsnappy-dev", "libmimalloc-dev"]
 # a TidesDB built with TIDESDB_WITH_MIMALLOC, kept to test (and show) that a linked allocator
 # inside a plugin does not bind
 TIDESDB_MIMALLOC_PREFIX = "/opt/alloclab/tidesdb-mimalloc"
 SRC = "/usr/src/alloclab"
+HEADERS = f"{SRC}/mariadb-headers"
+# apt and dpkg inside the root: no fsync per file (a half-made root is remade anyway)
+APT = "apt-get -y -qq -o Dpkg::Options::=--force-unsafe-io --no-install-recommends"
 
 
 def home() -> Path:
     if os.environ.get("ALLOCLAB_STACK"):
         return Path(os.environ["ALLOCLAB_STACK"]).resolve()
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    r = release()
-    return cache / "alloclab" / ("stack" if r == DEFAULT_RELEASE else f"stack-tidesql-{r}")
+    return cache / "alloclab" / "stack"
 
 
 def root() -> Path:
@@ -97,7 +173,7 @@ def root() -> Path:
 
 
 def vendor_cache() -> Path:
-    """Where archives are kept once found (so that later checkouts find them too)."""
+    """Where vendored files are kept once found (so that later checkouts find them too)."""
     return home().parent / "vendor"
 
 
@@ -117,13 +193,45 @@ def vendor_dirs() -> list[Path]:
     return out + [vendor_cache()]
 
 
+def find_vendored(v: Vendored) -> Path:
+    """A vendored file, checked against its SHA-256 (and kept in the cache for later checkouts)."""
+    for d in vendor_dirs():
+        p = d / v.file
+        if p.is_file():
+            _check_sha(p, v)
+            if d != vendor_cache():
+                dest = vendor_cache() / v.file
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if not dest.is_file() or dest.stat().st_size != p.stat().st_size:
+                    shutil.copy(p, f"{dest}.partial")
+                    os.replace(f"{dest}.partial", dest)
+            return p
+    raise AlloclabError(f"{v.file} is not in any vendor folder ({', '.join(str(d) for d in vendor_dirs())})",
+                        f"put {v.name} (SHA-256 {v.sha256}) in {vendor_cache() / Path(v.file).parent} or set "
+                        "ALLOCLAB_VENDOR to the folder that has it (../shared/vendor beside the alloclab checkout)")
+
+
+def _check_sha(p: Path, v: Vendored) -> None:
+    h = hashlib.sha256(p.read_bytes()).hexdigest()
+    if h != v.sha256:
+        raise AlloclabError(f"{p} has SHA-256 {h}, not {v.sha256}: refused",
+                            f"replace it with the unmodified {v.name} (../shared/vendor/README.md says where it "
+                            "comes from)")
+
+
+def vendored_for(b: Build | None = None) -> list[Vendored]:
+    """Every vendored file the stack (and a build of TideSQL) needs."""
+    b = b or BUILDS[DEFAULT_BUILD]
+    return [*MARIADB_DEBS, PLUGIN_HEADERS, TIDESQL_ARCHIVES[b.tidesql], TIDESDB_ARCHIVES[b.tidesdb]]
+
+
 # --- state --------------------------------------------------------------------------------
 
 def state() -> dict:
     try:
         return json.loads((home() / "state.json").read_text())
     except (OSError, json.JSONDecodeError):
-        return {"steps": {}}
+        return {"steps": {}, "builds": {}}
 
 
 def _save(st: dict) -> None:
@@ -137,16 +245,25 @@ def ready() -> bool:
     return state().get("ready", False) and (root() / "usr/sbin/mariadbd").exists()
 
 
+def built(name: str | None) -> dict | None:
+    """What setup recorded of a TideSQL build (its versions, plugin file and plugin version), or
+    None if it is not built yet."""
+    rec = state().get("builds", {}).get(build(name).name)
+    if rec and (root() / plugin_dir().lstrip("/") / rec["plugin"]).exists():
+        return rec
+    return None
+
+
 def info() -> dict:
-    """What the stack has: versions, plugin, allocators (root-relative paths)."""
+    """What the stack has: versions, plugins, allocators (root-relative paths)."""
     st = state()
     if not ready():
-        raise AlloclabError(f"the MariaDB {SUITE} stack is not set up ({home()})",
-                            "run: alloclab setup stack (about 3 minutes; ./setup.sh test does it too)")
+        raise AlloclabError(f"the MariaDB {MARIADB_VERSION} stack is not set up ({home()})",
+                            "run: alloclab setup stack (about 2 minutes; ./setup.sh test does it too)")
     return st
 
 
-STEPS = ("root", "packages", "source", "tidesdb", "tidesdb-mimalloc", "configure", "plugin", "check")
+STEPS = ("root", "packages", "headers", "tidesql", "tidesdb-mimalloc", "check")
 
 
 def missing_steps() -> list[str]:
@@ -276,10 +393,16 @@ def _step_root(log) -> dict:
 
 
 def _step_packages(log) -> dict:
+    """MariaDB 11.8.6 from the vendored .debs (the rest of their dependencies from the suite),
+    held so that nothing upgrades them; the allocators; what TidesDB and the plugin build with."""
     r = root()
     shutil.copy("/etc/resolv.conf", r / "etc/resolv.conf")
-    m = mirror()
-    (r / "etc/apt/sources.list").write_text(f"deb {m} {SUITE} main\ndeb-src {m} {SUITE} main\n")
+    (r / "etc/apt/sources.list").write_text(f"deb {mirror()} {SUITE} main\n")
+    debs = r / "opt/alloclab/debs"
+    shutil.rmtree(debs, ignore_errors=True)
+    debs.mkdir(parents=True)
+    for v in MARIADB_DEBS:
+        shutil.copy(find_vendored(v), debs / v.name)
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     sh("apt-get update -qq", log, env=env)
     allocs = []
@@ -289,152 +412,165 @@ def _step_packages(log) -> dict:
             if p.returncode == 0 and p.stdout.strip():
                 allocs.append(n)
                 break
-    pkgs = SERVER_PACKAGES + allocs + BUILD_PACKAGES
     # servers must not start inside the root while installing
     (r / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")
     os.chmod(r / "usr/sbin/policy-rc.d", 0o755)
-    sh("apt-get install -y -qq --no-install-recommends " + " ".join(pkgs), log, env=env)
+    held = [v.name.split("_")[0] for v in MARIADB_DEBS]
+    sh(f"{APT} install /opt/alloclab/debs/*.deb netbase {' '.join(allocs + BUILD_PACKAGES)} >/dev/null && "
+       f"apt-mark hold {' '.join(held)} >/dev/null", log, env=env)
+    shutil.rmtree(debs, ignore_errors=True)
     version = root_output(["dpkg-query", "-W", "-f=${Version}", "mariadb-server"]).strip()
-    return {"mariadb_version": version, "allocator_packages": allocs}
+    if version.split(":", 1)[-1].split("-", 1)[0] != MARIADB_VERSION:
+        raise AlloclabError(f"the root's mariadb-server is {version}, not the vendored {MARIADB_VERSION}",
+                            f"remove {home()} and run alloclab setup stack again")
+    return {"mariadb_version": version, "allocator_packages": allocs, "held": held}
 
 
-def source_files(version: str) -> list[Path]:
-    """Debian's source package of exactly `version` (its .dsc and the archives it names) in a
-    vendor folder, for a mirror that serves the binaries but not the source."""
-    upstream = version.split(":", 1)[-1].rsplit("-", 1)[0]
-    full = version.split(":", 1)[-1]
-    for d in vendor_dirs():
-        dsc = d / f"mariadb_{full}.dsc"
-        if dsc.is_file():
-            return [dsc, *sorted(d.glob(f"mariadb_{upstream}.orig.tar.*")), *sorted(d.glob(f"mariadb_{full}.debian.*"))]
-    return []
+def header_version(version_file: Path) -> str:
+    """MariaDB's version as its source tree's VERSION file says it (MYSQL_VERSION_MAJOR=11 ...)."""
+    kv = dict(line.split("=", 1) for line in version_file.read_text().split() if "=" in line)
+    return ".".join(kv[f"MYSQL_VERSION_{k}"] for k in ("MAJOR", "MINOR", "PATCH"))
 
 
-def _step_source(log) -> dict:
-    """The source of exactly the installed server (TideSQL is built against it). A mirror that
-    does not serve it leaves the stack without TideSQL, with the reason: InnoDB and MyRocks in
-    the same server still run."""
-    version = state()["steps"]["packages"]["mariadb_version"]
-    unpack = (f"cd {SRC}/mariadb && (dpkg-source -x --skip-patches *.dsc src >/dev/null "
-              f"|| dpkg-source -x *.dsc src)")
-    sh(f"rm -rf {SRC}/mariadb && mkdir -p {SRC}/mariadb", log)
-    try:
-        sh(f"cd {SRC}/mariadb && apt-get source -qq --download-only mariadb={version} && {unpack}", log,
-           env={"DEBIAN_FRONTEND": "noninteractive"})
-        return {"source_version": version}
-    except AlloclabError as e:
-        fetched = str(e)
-    files = source_files(version)
-    if not files:
-        full = version.split(":", 1)[-1]
-        return {"source_version": None, "skipped": (
-            f"the mirror ({mirror()}) does not serve the source of mariadb {version} (apt-get source failed: see "
-            f"{home() / 'setup.log'}), and no vendor folder has mariadb_{full}.dsc with its archives; put them in "
-            f"{vendor_cache()} (or ALLOCLAB_VENDOR) and run alloclab setup stack again"), "error": fetched[-300:]}
-    dst = root() / SRC.lstrip("/") / "mariadb"
-    for f in files:
-        shutil.copy(f, dst / f.name)
-    sh(unpack, log)
-    return {"source_version": version, "from": str(files[0].parent)}
+def server_version_id(mysql_version_h: Path) -> int:
+    m = re.search(r"#define\s+MYSQL_VERSION_ID\s+(\d+)", mysql_version_h.read_text())
+    if not m:
+        raise AlloclabError(f"{mysql_version_h} has no MYSQL_VERSION_ID", "run alloclab setup stack --force")
+    return int(m.group(1))
 
 
-def tidesql_missing() -> str | None:
-    """Why the stack has no TideSQL plugin (e.g. the server's source could not be had), or None."""
-    for name in ("source", "configure", "plugin"):
-        why = state()["steps"].get(name, {}).get("skipped")
-        if why:
-            return why
-    return None
+def check_headers(version_file: Path, mysql_version_h: Path) -> str:
+    """The headers' version if it is exactly the installed server's; else refused, because
+    MariaDB does not check: a plugin built against other headers loads and then fails on an
+    undefined handler:: symbol (its virtual table changed between the two)."""
+    have = header_version(version_file)
+    vid = server_version_id(mysql_version_h)
+    server = f"{vid // 10000}.{vid // 100 % 100}.{vid % 100}"
+    if have != server:
+        raise AlloclabError(
+            f"the plugin headers are MariaDB {have} but the stack's server is {server} (MYSQL_VERSION_ID {vid} in "
+            f"{mysql_version_h.name}): a plugin built against another version's headers is refused (MariaDB does not "
+            "check; it loads and then fails on an undefined handler:: symbol)",
+            f"use the header archive of exactly MariaDB {server}, or remove {home()} and run alloclab setup stack "
+            f"again to install the vendored {MARIADB_VERSION}")
+    return have
 
 
-def find_archive(a: Archive) -> Path:
-    """A vendored archive checked against its SHA-256; fetched from upstream (and checked the
-    same way) when no vendor folder has it."""
-    for d in vendor_dirs():
-        p = d / a.file
-        if p.is_file():
-            _check_sha(p, a)
-            if d != vendor_cache():
-                vendor_cache().mkdir(parents=True, exist_ok=True)
-                shutil.copy(p, vendor_cache() / f"{a.file}.partial")
-                os.replace(vendor_cache() / f"{a.file}.partial", vendor_cache() / a.file)
-            return p
-    dest = vendor_cache() / a.file
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with urllib.request.urlopen(a.url, timeout=60) as resp, open(f"{dest}.partial", "wb") as f:
-            shutil.copyfileobj(resp, f)
-    except OSError as e:
-        raise AlloclabError(f"{a.file} is not in any vendor folder and could not be fetched from {a.url} ({e})",
-                            f"put {a.file} (SHA-256 {a.sha256}) in {vendor_cache()} or set ALLOCLAB_VENDOR "
-                            "to the folder that has it (../shared/vendor of the alloclab checkout)") from e
-    _check_sha(Path(f"{dest}.partial"), a)
-    os.replace(f"{dest}.partial", dest)
-    return dest
+def _step_headers(log) -> dict:
+    src = find_vendored(PLUGIN_HEADERS)
+    dst = root() / HEADERS.lstrip("/")
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir(parents=True)
+    p = subprocess.run(["tar", "-xJf", str(src), "-C", str(dst), "--strip-components=1"], capture_output=True,
+                       text=True, timeout=300)
+    if p.returncode != 0:
+        raise AlloclabError(f"unpacking {src} failed: {p.stderr.strip()[-300:]}")
+    version = check_headers(dst / "VERSION", root() / "usr/include/mariadb/server/mysql_version.h")
+    return {"headers_version": version}
 
 
-def _check_sha(p: Path, a: Archive) -> None:
-    h = hashlib.sha256(p.read_bytes()).hexdigest()
-    if h != a.sha256:
-        raise AlloclabError(f"{p} has SHA-256 {h}, not {a.sha256}: refused",
-                            f"replace it with the release archive {a.file} ({a.url})")
-
-
-def _unpack(a: Archive, log) -> str:
+def _unpack(v: Vendored, log) -> str:
     """Copy and unpack an archive into the root's source folder; returns the in-root directory."""
-    src = find_archive(a)
+    src = find_vendored(v)
     dst = root() / SRC.lstrip("/")
     dst.mkdir(parents=True, exist_ok=True)
-    shutil.copy(src, dst / a.file)
-    name = a.file.removesuffix(".tar.gz")
-    sh(f"cd {SRC} && rm -rf {name} && mkdir {name} && tar -xzf {a.file} -C {name} --strip-components=1", log)
+    shutil.copy(src, dst / v.name)
+    name = v.name.removesuffix(".tar.gz")
+    sh(f"cd {SRC} && rm -rf {name} && mkdir {name} && tar -xzf {v.name} -C {name} --strip-components=1 && "
+       f"rm {v.name}", log)
     return f"{SRC}/{name}"
 
 
-def _build_tidesdb(log, prefix: str, extra: str = "") -> str:
-    tidesdb = archives()[1]
-    d = _unpack(tidesdb, log)
-    build = f"{d}/build{'-' + extra.split('=')[0].lower() if extra else ''}"
-    jobs = os.cpu_count() or 2
-    sh(f"rm -rf {build} && cmake -S {d} -B {build} -DCMAKE_BUILD_TYPE=Release -DTIDESDB_BUILD_TESTS=OFF "
-       f"-DCMAKE_INSTALL_PREFIX={prefix} {extra} >/dev/null && cmake --build {build} -j{jobs} >/dev/null && "
-       f"cmake --install {build} >/dev/null && ldconfig", log)
-    return tidesdb.file.removesuffix(".tar.gz").split("-", 1)[1]
+def _build_tidesdb(log, version: str, prefix: str, extra: str = "") -> None:
+    d = _unpack(TIDESDB_ARCHIVES[version], log)
+    b = f"{d}/build"
+    sh(f"rm -rf {b} {prefix} && cmake -S {d} -B {b} -DCMAKE_BUILD_TYPE=Release -DTIDESDB_BUILD_TESTS=OFF "
+       f"-DCMAKE_INSTALL_PREFIX={prefix} {extra} >/dev/null && cmake --build {b} -j{os.cpu_count() or 2} >/dev/null "
+       f"&& cmake --install {b} >/dev/null && rm -rf {d}", log)
 
 
-def _step_tidesdb(log) -> dict:
-    return {"tidesdb_version": _build_tidesdb(log, TIDESDB_PREFIX)}
+def plugin_flags() -> str:
+    """MariaDB's own flags for a dynamic storage-engine plugin, and its include order: generated
+    headers from libmariadbd-dev, private ones from the header archive (vendor/README.md)."""
+    inc = [f"{HEADERS}/probe", "/usr/include/mariadb/server", f"{HEADERS}/include", f"{HEADERS}/sql",
+           f"{HEADERS}/include/providers", f"{HEADERS}/wsrep-lib/include", f"{HEADERS}/wsrep-lib/wsrep-API/v26"]
+    return ("-DHAVE_CONFIG_H -DMYSQL_DYNAMIC_PLUGIN -D_FILE_OFFSET_BITS=64 -DDBUG_OFF -DNDEBUG -std=gnu++17 -fPIC -O3 "
+            "-fno-omit-frame-pointer -fno-strict-aliasing " + " ".join(f"-I{d}" for d in inc))
+
+
+def _build_plugin(log, b: Build) -> None:
+    """TideSQL's ha_tidesdb.cc compiled out of the server's tree and linked against its TidesDB
+    (found at run time through the plugin's RUNPATH, so builds never mix)."""
+    d = _unpack(TIDESQL_ARCHIVES[b.tidesql], log)
+    o = f"{d}/ha_tidesdb.o"
+    sh(f"mkdir -p {HEADERS}/probe && cp {HEADERS}/include/probes_mysql_nodtrace.h.in "
+       f"{HEADERS}/probe/probes_mysql_nodtrace.h && "
+       f"g++ {plugin_flags()} -I{b.prefix}/include -c {d}/tidesdb/ha_tidesdb.cc -o {o} && "
+       f"g++ -shared -o {plugin_dir()}/{b.plugin}.tmp {o} /usr/lib/x86_64-linux-gnu/libmysqlservices.a "
+       f"-L{b.prefix}/lib -Wl,--enable-new-dtags,-rpath,{b.prefix}/lib -ltidesdb -lzstd -llz4 -lsnappy && "
+       f"mv {plugin_dir()}/{b.plugin}.tmp {plugin_dir()}/{b.plugin} && rm -rf {d}", log)
+
+
+def make_build(b: Build, log, notify=print) -> dict:
+    """Build (once) a TideSQL build and load it into the server: its TidesDB, its plugin file,
+    the plugin version the server reports."""
+    st = state()
+    builds = st.setdefault("builds", {})
+    if b.name in builds and (root() / plugin_dir().lstrip("/") / builds[b.name]["plugin"]).exists():
+        return builds[b.name]
+    notify(f"stack: TideSQL {b.name} ({b.describe()}) ...")
+    t0 = time.monotonic()
+    tidesdb_done = st.setdefault("tidesdb", {})
+    if b.tidesdb not in tidesdb_done or not (root() / b.prefix.lstrip("/") / "lib").exists():
+        _build_tidesdb(log, b.tidesdb, b.prefix)
+        tidesdb_done[b.tidesdb] = {"prefix": b.prefix, "seconds": round(time.monotonic() - t0, 1)}
+        _save(st)
+    t1 = time.monotonic()
+    _build_plugin(log, b)
+    t2 = time.monotonic()
+    loaded = _load_check(b)
+    rec = {**b.to_json(), **loaded, "plugin_build_s": round(t2 - t1, 1),
+           "tidesdb_build_s": tidesdb_done[b.tidesdb]["seconds"] if t1 - t0 > 1 else 0.0,
+           "seconds": round(time.monotonic() - t0, 1)}
+    st = state()
+    st.setdefault("builds", {})[b.name] = rec
+    st.setdefault("tidesdb", {}).update(tidesdb_done)
+    _save(st)
+    notify(f"stack: TideSQL {b.name} done in {time.monotonic() - t0:.0f}s (plugin version "
+           f"{loaded['plugin_version']})")
+    return rec
+
+
+def _load_check(b: Build) -> dict:
+    """Start the server once with the build's plugin; what it reports."""
+    from alloclab import targets  # the server code; imported here to keep setup importable alone
+    d = home() / f"check-{b.name}"
+    shutil.rmtree(d, ignore_errors=True)
+    srv = targets.Server(targets.parse(f"mariadb11-tidesdb@{b.name}"), d, home() / f"check-{b.name}-server.log")
+    srv.initialise()
+    srv.start({})
+    try:
+        engines = srv.sql("SELECT ENGINE FROM information_schema.ENGINES WHERE SUPPORT IN ('YES','DEFAULT')").split()
+        plugin = srv.sql("SELECT PLUGIN_VERSION, PLUGIN_LIBRARY FROM information_schema.PLUGINS "
+                         "WHERE PLUGIN_NAME='TidesDB'").split()
+    finally:
+        srv.stop()
+    if "TidesDB" not in engines or len(plugin) != 2 or plugin[1] != b.plugin:
+        raise AlloclabError(f"TideSQL {b.name} ({b.plugin}) did not load into MariaDB: {srv.log_errors()}",
+                            f"see {home() / f'check-{b.name}-server.log'}; then run alloclab setup stack again")
+    shutil.rmtree(d, ignore_errors=True)
+    return {"plugin_version": plugin[0]}
+
+
+def _step_tidesql(log) -> dict:
+    rec = make_build(BUILDS[DEFAULT_BUILD], log, notify=lambda _m: None)
+    return {"build": DEFAULT_BUILD, "plugin_version": rec["plugin_version"]}
 
 
 def _step_tidesdb_mimalloc(log) -> dict:
-    _build_tidesdb(log, TIDESDB_MIMALLOC_PREFIX, "-DTIDESDB_WITH_MIMALLOC=ON")
-    return {"prefix": TIDESDB_MIMALLOC_PREFIX}
-
-
-def _mariadb_src() -> str:
-    dirs = glob.glob(str(root() / SRC.lstrip("/") / "mariadb/src"))
-    if not dirs:
-        raise AlloclabError("the MariaDB source is missing from the stack", "run alloclab setup stack again")
-    return "/" + str(Path(dirs[0]).relative_to(root()))
-
-
-def _step_configure(log) -> dict:
-    if tidesql_missing():
-        return {"skipped": tidesql_missing()}
-    tidesql = archives()[0]
-    d = _unpack(tidesql, log)
-    src = _mariadb_src()
-    version = state()["steps"]["packages"]["mariadb_version"]
-    suffix = "-" + version.split("-", 1)[1] if "-" in version else ""
-    flags = ["-DBUILD_CONFIG=mysql_release", f"-DMYSQL_SERVER_SUFFIX={suffix}", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-             "-DINSTALL_LAYOUT=DEB", "-DSYSTEM_TYPE=debian-linux-gnu", "-DPLUGIN_TIDESDB=DYNAMIC",
-             "-DWITH_SSL=system", "-DWITH_PCRE=system", "-DWITH_ZLIB=system", "-DPLUGIN_AUTH_PAM=NO",
-             "-DWITH_UNIT_TESTS=OFF", "-DWITH_WSREP=ON"]
-    flags += [f"-DPLUGIN_{p}=NO" for p in ("ROCKSDB", "MROONGA", "SPIDER", "CONNECT", "COLUMNSTORE", "S3",
-                                            "OQGRAPH", "TOKUDB", "SPHINX")]
-    sh(f"rm -rf {src}/storage/tidesdb && cp -r {d}/tidesdb {src}/storage/tidesdb && rm -rf {src}/build && "
-       f"cmake -S {src} -B {src}/build -G 'Unix Makefiles' {' '.join(repr(f) for f in flags)} >/dev/null", log)
-    return {"tidesql_version": tidesql.file.removesuffix(".tar.gz").split("-", 1)[1]}
+    b = BUILDS[DEFAULT_BUILD]
+    _build_tidesdb(log, b.tidesdb, TIDESDB_MIMALLOC_PREFIX, "-DTIDESDB_WITH_MIMALLOC=ON")
+    return {"prefix": TIDESDB_MIMALLOC_PREFIX, "tidesdb_version": b.tidesdb}
 
 
 def plugin_dir() -> str:
@@ -444,38 +580,20 @@ def plugin_dir() -> str:
     return "/" + str(Path(dirs[0]).relative_to(root()))
 
 
-def _step_plugin(log) -> dict:
-    if tidesql_missing():
-        return {"skipped": tidesql_missing()}
-    src = _mariadb_src()
-    jobs = os.cpu_count() or 2
-    pdir = plugin_dir()
-    sh(f"cd {src}/build && make -j{jobs} tidesdb >/dev/null && "
-       f"cp \"$(find . -name ha_tidesdb.so | head -1)\" {pdir}/ha_tidesdb.so", log)
-    return {"plugin": f"{pdir}/ha_tidesdb.so"}
-
-
 def _step_check(log) -> dict:
-    """Start the server once with the plugin and ask it what it has; record the root's
-    allocators; find out whether TideSQL built with a linked allocator really uses it. Without
-    TideSQL (see `tidesql_missing`) the server starts with InnoDB alone."""
-    from alloclab import targets  # the server code; imported here to keep setup importable alone
-    missing = tidesql_missing()
+    """Start the server once and ask it what it has; record the root's allocators; find out
+    whether TideSQL on a TidesDB built with a linked allocator really uses it."""
+    from alloclab import targets
     d = home() / "check"
     shutil.rmtree(d, ignore_errors=True)
-    srv = targets.Server(targets.parse("mariadb11-innodb" if missing else "mariadb11-tidesdb"), d,
-                         home() / "check-server.log")
+    srv = targets.Server(targets.parse("mariadb11-innodb"), d, home() / "check-server.log")
     srv.initialise()
     srv.start({})
     try:
         version = srv.sql("SELECT @@version").strip()
         engines = srv.sql("SELECT ENGINE FROM information_schema.ENGINES WHERE SUPPORT IN ('YES','DEFAULT')").split()
-        plugin = srv.sql("SELECT PLUGIN_VERSION FROM information_schema.PLUGINS WHERE PLUGIN_NAME='TidesDB'").strip()
     finally:
         srv.stop()
-    if "TidesDB" not in engines and not missing:
-        raise AlloclabError(f"the TideSQL plugin did not load into MariaDB {version}: {srv.log_tail(6)}",
-                            f"run alloclab setup stack again; if it persists, see {home() / 'check-server.log'}")
     shutil.rmtree(d, ignore_errors=True)
     allocs = {}
     for base in ROOT_SONAMES:
@@ -487,25 +605,24 @@ def _step_check(log) -> dict:
             allocs[base] = {"path": lib, "version": f"{name} {ver}"}
     libc = root_output(["dpkg-query", "-W", "-f=${Version}", "libc6"]).strip()
     allocs["glibc"] = {"path": None, "version": f"libc6 {libc}"}
-    link = ({"bound": False, "reason": f"not measured: the stack has no TideSQL ({missing})", "mapped": False}
-            if missing else link_binding("mimalloc"))
-    return {"server_version": version, "engines": engines, "tidesql_plugin_version": plugin or None,
-            "allocators": allocs, "link": {"mimalloc": link}}
+    return {"server_version": version, "engines": engines, "allocators": allocs,
+            "link": {"mimalloc": link_binding("mimalloc")}}
 
 
 def link_binding(base: str) -> dict:
     """Start mariadb11-tidesdb on the libtidesdb built with `base` linked in (without any
     preload) and read where libtidesdb's malloc and free bind (LD_DEBUG=bindings, resolved at
-    load with LD_BIND_NOW). Returns {"bound": bool, "reason": str, "bindings": {...}}."""
+    load with LD_BIND_NOW). Returns {"bound": bool, "reason": str, "mapped": bool}."""
     from alloclab import allocators, targets
     prefix = {"mimalloc": TIDESDB_MIMALLOC_PREFIX}.get(base)
     if prefix is None:
-        return {"bound": False, "reason": f"the stack has no TideSQL build with {base} linked in", "bindings": {}}
+        return {"bound": False, "reason": f"the stack has no TideSQL build with {base} linked in", "mapped": False}
     d = home() / f"link-{base}"
     shutil.rmtree(d, ignore_errors=True)
     srv = targets.Server(targets.parse("mariadb11-tidesdb"), d, home() / f"link-{base}-server.log")
     srv.initialise()
     (d / "ld").mkdir()
+    # LD_LIBRARY_PATH comes before the plugin's RUNPATH: libtidesdb is the one built with `base`
     srv.start({"LD_LIBRARY_PATH": f"{prefix}/lib", "LD_BIND_NOW": "1", "LD_DEBUG": "bindings",
                "LD_DEBUG_OUTPUT": str(d / "ld" / "bindings")})
     try:
@@ -519,53 +636,56 @@ def link_binding(base: str) -> dict:
         allocators.allocator_of(f) == base for f in maps)}
 
 
-STEP_FUNCS = {"root": _step_root, "packages": _step_packages, "source": _step_source, "tidesdb": _step_tidesdb,
-              "tidesdb-mimalloc": _step_tidesdb_mimalloc, "configure": _step_configure, "plugin": _step_plugin,
-              "check": _step_check}
+STEP_FUNCS = {"root": _step_root, "packages": _step_packages, "headers": _step_headers, "tidesql": _step_tidesql,
+              "tidesdb-mimalloc": _step_tidesdb_mimalloc, "check": _step_check}
 
 
-def check_can_setup() -> None:
-    """Raise, saying what to do, unless this machine can make the stack (root, tools, archives)."""
+def check_can_setup(builds: list[str | None] = ()) -> None:
+    """Raise, saying what to do, unless this machine can make the stack (root, tools, every
+    vendored file it needs, checked against its SHA-256) before any work."""
     _need_host_tools()
-    for a in archives():
-        find_archive(a)  # bad or missing archives are refused before any work
+    need = {v.file: v for b in [None, *builds] for v in vendored_for(build(b))}
+    for v in need.values():
+        find_vendored(v)
 
 
-def ensure(notify=print) -> None:
-    """Make the stack if it is not ready (a study that needs it builds it once)."""
+def ensure(builds: list[str | None] = (), notify=print) -> None:
+    """Make the stack if it is not ready, and the TideSQL builds a study names."""
     if not ready():
-        notify(f"setting up the MariaDB 11.8 + TideSQL stack once, in {home()} (about 4 minutes)")
+        notify(f"setting up the MariaDB {MARIADB_VERSION} + TideSQL stack once, in {home()} (about 2 minutes)")
         setup(notify=notify)
+    missing = [build(b) for b in builds if not built(b)]
+    if missing:
+        check_can_setup([b.name for b in missing])
+        with open(home() / "setup.log", "ab") as log:
+            for b in missing:
+                make_build(b, log, notify)
 
 
-def setup(notify=print, force: bool = False) -> dict:
-    """Make (or finish making) the stack. Idempotent: done steps are skipped."""
-    check_can_setup()
+def setup(notify=print, force: bool = False, builds: list[str | None] = ()) -> dict:
+    """Make (or finish making) the stack, and any further TideSQL builds named. Idempotent: done
+    steps are skipped."""
+    check_can_setup(builds)
     home().mkdir(parents=True, exist_ok=True)
-    st = {"steps": {}} if force else state()
     if force:
-        _save(st)
+        _save({"steps": {}, "builds": {}})
+    st = state()
     with open(home() / "setup.log", "ab") as log:
         for name in STEPS:
-            if name in st["steps"] and not st["steps"][name].get("skipped"):
-                continue
-            if name == "source" and name in st["steps"]:
-                # the source is tried again (the mirror or a vendor folder may have it now); the
-                # steps after it are redone if it is found
-                st["steps"].pop(name)
             if name in st["steps"]:
                 continue
             notify(f"stack: {name} ...")
             t0 = time.monotonic()
             out = STEP_FUNCS[name](log)
+            st = state()  # a step may record builds
             st["steps"][name] = {**out, "seconds": round(time.monotonic() - t0, 1)}
             if name == "root":  # a new root invalidates every later step
-                st["steps"] = {"root": st["steps"]["root"]}
-            if name == "source" and not out.get("skipped"):
-                for later in ("configure", "plugin", "check"):
-                    st["steps"].pop(later, None)
+                st = {"steps": {"root": st["steps"]["root"]}, "builds": {}, "tidesdb": {}}
             _save(st)
             notify(f"stack: {name} done in {time.monotonic() - t0:.0f}s")
+        for b in builds:
+            make_build(build(b), log, notify)
+    st = state()
     st["ready"] = True
     st["home"] = str(home())
     _save(st)
@@ -577,11 +697,9 @@ def describe() -> str:
     st = state()
     if ready():
         steps = st["steps"]
-        if tidesql_missing():
-            return (f"ready at {home()} without TideSQL: MariaDB {steps['check'].get('server_version', '?')} "
-                    f"(InnoDB, MyRocks); {tidesql_missing()}")
-        return (f"ready at {home()}: MariaDB {steps['check'].get('server_version', '?')}, TideSQL "
-                f"{steps['configure'].get('tidesql_version')} (TidesDB {steps['tidesdb'].get('tidesdb_version')})")
+        have = ", ".join(f"@{n} ({BUILDS[n].describe()}, plugin {r.get('plugin_version')})"
+                         for n, r in sorted(st.get("builds", {}).items()) if n in BUILDS)
+        return f"ready at {home()}: MariaDB {steps['check'].get('server_version', '?')}, TideSQL builds {have}"
     miss = missing_steps()
     return (f"not set up at {home()} (missing steps: {', '.join(miss)}); "
             "run alloclab setup stack")

@@ -113,7 +113,7 @@ def preflight(plan: Plan, progress: Progress | None) -> Path:
         sysbench.binary()
     if any(t.stack for t in servers):
         from alloclab import stack
-        stack.ensure(notify=progress.message if progress else print)
+        stack.ensure([t.tidesql for t in servers if t.tidesql], notify=progress.message if progress else print)
         for t in servers:  # what the stack has is known once it is built
             if t.stack:
                 targets.check_available(t)

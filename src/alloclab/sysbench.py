@@ -26,7 +26,7 @@ def connection(server: Server) -> list[str]:
         a = ["--db-driver=mysql", f"--mysql-socket={server.socket}", "--mysql-user=root", f"--mysql-db={DATABASE}"]
         if server.target.engine.lower() != "innodb":
             a.append(f"--mysql-storage-engine={server.target.engine.lower()}")
-        if server.target.plugin == "ha_tidesdb.so":
+        if server.target.tidesql:
             # TideSQL reports write conflicts at COMMIT as error 1180 (handler error 149,
             # deadlock): retried like sysbench's default deadlock/lock-wait errors
             a.append("--mysql-ignore-errors=1213,1020,1205,1180")

@@ -37,6 +37,7 @@ class ServerTarget:
     engine: str  # the ENGINE= of CREATE TABLE (MariaDB); "heap" for PostgreSQL
     plugin: str | None = None  # a storage-engine plugin to load (MariaDB)
     stack: bool = False  # runs inside the studies' stack (alloclab setup stack), not the host's packages
+    tidesql: str | None = None  # the stack's TideSQL build (stack.BUILDS) whose plugin this target loads
 
     @property
     def packages(self) -> list[str]:
@@ -55,14 +56,21 @@ BUILTIN = {
     # the studies' own stack: MariaDB 11.8 from Debian trixie, with TideSQL built for it
     "mariadb11-innodb": ServerTarget("mariadb11-innodb", "mariadb", "InnoDB", stack=True),
     "mariadb11-myrocks": ServerTarget("mariadb11-myrocks", "mariadb", "ROCKSDB", "ha_rocksdb.so", stack=True),
-    "mariadb11-tidesdb": ServerTarget("mariadb11-tidesdb", "mariadb", "TidesDB", "ha_tidesdb.so", stack=True),
+    # TideSQL: the default build; `mariadb11-tidesdb@NAME` another (stack.BUILDS)
+    "mariadb11-tidesdb": ServerTarget("mariadb11-tidesdb", "mariadb", "TidesDB", stack=True),
 }
 
 
 def parse(name: str) -> ServerTarget:
     """`mariadb-innodb`, `mariadb-myrocks`, `postgres`, the stack's `mariadb11-innodb`,
-    `mariadb11-myrocks`, `mariadb11-tidesdb`, or `mariadb:ENGINE=plugin.so` /
-    `mariadb11:ENGINE=plugin.so` for any storage-engine plugin."""
+    `mariadb11-myrocks`, `mariadb11-tidesdb` (TideSQL; `mariadb11-tidesdb@4.2.5`, `@seed000` ...
+    name other TideSQL builds), or `mariadb:ENGINE=plugin.so` / `mariadb11:ENGINE=plugin.so` for
+    any storage-engine plugin."""
+    base, at, build_name = name.partition("@")
+    if base == "mariadb11-tidesdb":
+        from alloclab import stack
+        b = stack.build(build_name if at else None)
+        return ServerTarget(name, "mariadb", "TidesDB", b.plugin, stack=True, tidesql=b.name)
     if name in BUILTIN:
         return BUILTIN[name]
     m = re.fullmatch(r"(mariadb|mariadb11):([A-Za-z0-9_]+)(?:=([A-Za-z0-9_.-]+\.so))?", name)
@@ -101,12 +109,13 @@ def check_available(t: ServerTarget) -> None:
         if not stack.ready():
             stack.check_can_setup()  # the study builds it before its first run
             return
-        if t.plugin == "ha_tidesdb.so" and stack.tidesql_missing():
-            raise AlloclabError(f"target {t.name}: the stack has no TideSQL plugin: {stack.tidesql_missing()}",
-                                "run mariadb11-innodb or mariadb11-myrocks meanwhile (the same server binary)")
+        if t.tidesql:
+            if not stack.built(t.tidesql):
+                stack.check_can_setup([t.tidesql])  # the study builds it before its first run
+            return
         if t.plugin and not (stack.root() / stack.plugin_dir().lstrip("/") / t.plugin).exists():
             raise AlloclabError(f"target {t.name}: plugin {t.plugin} is not in the stack's plugin directory",
-                                "run alloclab setup stack again (it builds ha_tidesdb.so)")
+                                "build and install the plugin into the stack's plugin directory first")
         return
     if t.kind == "postgres":
         b = pg_bindir()
@@ -144,7 +153,7 @@ def load_profile(t: ServerTarget, profile: str) -> dict[str, str]:
     if t.kind == "mariadb":
         # engine settings of other engines do not apply (and would stop the server)
         out = {k: v for k, v in out.items() if not k.startswith("rocksdb_") or t.plugin == "ha_rocksdb.so"}
-        out = {k: v for k, v in out.items() if not k.startswith("tidesdb_") or t.plugin == "ha_tidesdb.so"}
+        out = {k: v for k, v in out.items() if not k.startswith("tidesdb_") or t.tidesql}
     return out
 
 
@@ -280,7 +289,7 @@ class Server:
                 # instead of leaving tables to fall back on another engine
                 a += [f"--plugin-load-add={self.target.plugin}", f"--{self.target.engine.lower()}=FORCE",
                       f"--default-storage-engine={self.target.engine}"]
-            if self.target.plugin == "ha_tidesdb.so":
+            if self.target.tidesql:
                 a += ["--plugin-maturity=gamma", f"--tidesdb-data-home-dir={self.datadir / 'tidesdb_data'}"]
             a += [f"--{k}={v}" for k, v in self.settings.items()]
             return a

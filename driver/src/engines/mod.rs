@@ -8,7 +8,7 @@ use serde::Serialize;
 mod null;
 mod rocks;
 pub mod sqlite;
-mod tides;
+pub(crate) mod tides;
 
 /// What an engine call can fail with. `Conflict` is retryable (a write-write conflict or a
 /// busy lock); everything else is an error of the run.

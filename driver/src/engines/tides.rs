@@ -19,6 +19,8 @@ pub struct Tides {
     // Field order matters: `cf` borrows `db` and must be dropped first.
     cf: ColumnFamily<'static>,
     db: Box<TidesDB>,
+    /// flush and wait for the engine's background work before it closes (see Drop)
+    pub(crate) wait_on_close: bool,
 }
 
 fn map_err(e: tidesdb::Error) -> DbError {
@@ -66,7 +68,31 @@ impl Tides {
         // SAFETY: `cf` borrows the boxed database, whose address never changes, and the
         // struct's field order drops `cf` before `db`.
         let cf: ColumnFamily<'static> = unsafe { std::mem::transmute(cf) };
-        Ok(Tides { cf, db })
+        Ok(Tides {
+            cf,
+            db,
+            wait_on_close: true,
+        })
+    }
+}
+
+impl Drop for Tides {
+    /// TidesDB 10.2.1 loses the tail of committed writes now and then when it is closed right
+    /// after them: a TPC-C load of 2 warehouses, closed and opened again, missed rows in 4 of
+    /// 30 loads (the rest of one committed transaction, e.g. an order's last lines and the
+    /// orders after it), and in none of 42 when the memtable is flushed and the engine's
+    /// background work waited for before it closes (workloads::tpcc::tests). So it is.
+    fn drop(&mut self) {
+        if !self.wait_on_close {
+            return;
+        }
+        let _ = self.db.flush_memtable();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        while (self.db.is_flushing() || self.cf.is_compacting())
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 

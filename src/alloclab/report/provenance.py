@@ -35,15 +35,24 @@ def environment(study: analyse.Study) -> list[str]:
         for node, count in sorted(ran.items()):  # nodes that joined later (replacements)
             lines.append(f"node {node}: {count} run(s)")
     servers: dict[str, dict[str, set]] = {}  # target -> server version -> allocator libraries used
+    plugins: dict[str, set] = {}  # target -> the storage-engine plugin the server reported
     for r in study.rows:
         j = study.run_json(r.run_id) if r.engine not in engines else {}
         if j.get("server_version"):
             used = servers.setdefault(r.engine, {}).setdefault(j["server_version"], set())
             a = j.get("allocator_used") or {}
             used.add(f"{a.get('name')}: {a.get('version')}, {a.get('path') or 'no preload'}")
+        plug = j.get("engine_plugin")
+        if plug:
+            what = (f"TideSQL {plug['tidesql_version']} on TidesDB {plug['tidesdb_version']}, "
+                    if plug.get("tidesql_version") else "")
+            plugins.setdefault(r.engine, set()).add(f"{what}{plug.get('name')} plugin {plug.get('version')} "
+                                                    f"({plug.get('library')})")
     for target, versions in sorted(servers.items()):
         for version, used in versions.items():
-            lines.append(f"server {target}: {version}; allocators as the server used them: {'; '.join(sorted(used))}")
+            engine = "; ".join(sorted(plugins.get(target, ())))
+            lines.append(f"server {target}: {version}{'; engine ' + engine if engine else ''}; allocators as the "
+                         f"server used them: {'; '.join(sorted(used))}")
     for a in p.get("allocators", []):
         runs = [r for r in study.rows if r.allocator == a["name"]]
         ok = sum(r.allocator_verified for r in runs)

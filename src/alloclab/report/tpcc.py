@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from alloclab import analyse, stats
+from alloclab import analyse, presets, stats
 from alloclab.analyse import NOPM
 from alloclab.report.formatting import params
 from alloclab.report.tables import Table
@@ -84,47 +84,44 @@ def tpcc_ratio_table(study: analyse.Study) -> Table:
     return t
 
 
-# The seeds' published figures, shown beside ours as shape references (../shared/studies.md):
-# preset -> target -> allocator -> NOPM. Their hardware differs: compare shapes, not levels.
-PUBLISHED = {
-    "tpcc-allocators": {
-        "source": "seed 000: MariaDB 11.8.6, HammerDB, 40 warehouses, 8 VU, 2 runs per cell",
-        "mariadb11-innodb": {"glibc": 16_900, "mimalloc": 16_600},
-        "mariadb11-tidesdb": {"glibc": 68_800, "jemalloc": 75_100, "mimalloc": 42_700, "tcmalloc": 74_500},
-    },
-}
-
-
 def published_table(study: analyse.Study) -> Table | None:
     """The published NOPM of the study this preset reproduces beside ours, each as a ratio to
     its own glibc: the shape (which allocator helps, by how much) is what carries over."""
-    pub = PUBLISHED.get(study.plan.get("preset") or "")
+    pub = presets.PUBLISHED.get(study.plan.get("preset") or "")
     if not pub:
         return None
     t = Table("published", "Published figures beside ours (shape references)",
               ["engine", "allocator", "published NOPM", "published vs glibc", "our median NOPM", "ours vs glibc",
                "our runs"], note=pub["source"] + "; ours from this study's valid runs. Levels differ with the "
-              "hardware; the ratios to glibc are the comparison.")
+              "hardware; the ratios to glibc are the comparison." + "".join(
+                  " " + c for c in presets.published_caveats(study.plan, study.engines)))
     valid = tpcc_valid(study)
     for target, figures in pub.items():
         if target == "source":
             continue
-        ours = {}
-        for r in valid:
-            if r.engine == target:
-                ours.setdefault(r.allocator, []).append(r.nopm)
-        failed = [r for r in study.not_valid() if r.engine == target]
-        allocs = list(dict.fromkeys([*figures, *sorted(ours)]))
-        base_ours = stats.median(ours["glibc"]) if ours.get("glibc") else None
-        for a in allocs:
-            p = figures.get(a)
-            o = stats.median(ours[a]) if ours.get(a) else None
-            n_fail = sum(1 for r in failed if r.allocator == a)
-            t.add([target, a, f"{p:,.0f}" if p else "not published",
-                   f"{p / figures['glibc']:.2f}x" if p and figures.get("glibc") else "",
-                   f"{o:,.0f}" if o is not None else "no valid run",
-                   f"{o / base_ours:.2f}x" if o is not None and base_ours else "",
-                   f"{len(ours.get(a, []))} ok" + (f", {n_fail} failed" if n_fail else "")],
-                  [target, a, p, p / figures["glibc"] if p and figures.get("glibc") else None, o,
-                   o / base_ours if o is not None and base_ours else None, len(ours.get(a, []))])
+        # a published target's figures stand beside every build of it (mariadb11-tidesdb@4.2.5 ...)
+        for engine in sorted(e for e in study.engines if e.split("@")[0] == target) or [target]:
+            _published_rows(t, study, valid, engine, figures)
     return t
+
+
+def _published_rows(t: Table, study: analyse.Study, valid: list, target: str, figures: dict) -> None:
+    """Our runs of `target` beside the published figures of what it reproduces."""
+    ours = {}
+    for r in valid:
+        if r.engine == target:
+            ours.setdefault(r.allocator, []).append(r.nopm)
+    failed = [r for r in study.not_valid() if r.engine == target]
+    allocs = list(dict.fromkeys([*figures, *sorted(ours)]))
+    base_ours = stats.median(ours["glibc"]) if ours.get("glibc") else None
+    for a in allocs:
+        p = figures.get(a)
+        o = stats.median(ours[a]) if ours.get(a) else None
+        n_fail = sum(1 for r in failed if r.allocator == a)
+        t.add([target, a, f"{p:,.0f}" if p else "not published",
+               f"{p / figures['glibc']:.2f}x" if p and figures.get("glibc") else "",
+               f"{o:,.0f}" if o is not None else "no valid run",
+               f"{o / base_ours:.2f}x" if o is not None and base_ours else "",
+               f"{len(ours.get(a, []))} ok" + (f", {n_fail} failed" if n_fail else "")],
+              [target, a, p, p / figures["glibc"] if p and figures.get("glibc") else None, o,
+               o / base_ours if o is not None and base_ours else None, len(ours.get(a, []))])

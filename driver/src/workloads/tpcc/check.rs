@@ -1,5 +1,11 @@
 //! TPC-C's consistency conditions 1-4 (clause 3.3.2), read in one snapshot over every
 //! warehouse and district.
+//!
+//! On SQL engines each district's orders and new orders are read by a plain forward range scan
+//! and aggregated here, never through the engine's MIN()/MAX(): MariaDB answers `MAX(o_id) ...
+//! WHERE o_w_id = ? AND o_d_id = ?` with one backward read of the primary key's prefix, and
+//! TideSQL (4.2.x to 4.5.5) seeks to the row *before* that prefix and returns NULL although the
+//! district holds 3,000 orders, so a check through MAX() would report damage that is not there.
 
 use anyhow::Result;
 use serde::Serialize;

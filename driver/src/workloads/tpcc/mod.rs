@@ -32,7 +32,7 @@ pub use self::load::{load, read_meta};
 use self::rows::*;
 use self::transactions::RowSession;
 use super::{retry_conflicts, Step, Worker, Workload};
-use crate::engines::{self, DbResult, EngineOptions};
+use crate::engines::{self, DbError, DbResult, EngineOptions};
 use crate::events::EventSink;
 
 pub const TXNS: [&str; 5] = ["neword", "payment", "delivery", "slev", "ostat"];
@@ -199,7 +199,30 @@ pub trait WholeTxn {
 impl<T: WholeTxn> TxnSession for T {
     fn run(&mut self, input: &Input, max: u64) -> (u64, DbResult<Outcome>) {
         let now = now_s();
-        retry_conflicts(max, || self.once(input, now))
+        retry_conflicts(max, || {
+            self.once(input, now)
+                .map_err(|e| order_id_taken_is_a_conflict(input, e))
+        })
+    }
+}
+
+/// A New-Order that finds its order id already taken read the district's next order id before
+/// another New-Order committed it: under optimistic concurrency (TideSQL's default, which does
+/// not lock on SELECT ... FOR UPDATE) that shows first as a duplicate key at the INSERT, and it
+/// is a conflict, retried like one, as PostgreSQL's unique violations after a concurrent commit
+/// are (sysbench's pgsql driver does the same). A duplicate that commits would fail the run's
+/// consistency check; an engine that never lets it pass fails the run after `max` retries.
+pub(super) fn order_id_taken_is_a_conflict(input: &Input, e: DbError) -> DbError {
+    match e {
+        DbError::Other(err) if matches!(input, Input::NewOrder { .. }) => {
+            let text = format!("{err:#}");
+            if text.contains("1062") && text.contains("Duplicate entry") {
+                DbError::Conflict(text)
+            } else {
+                DbError::Other(err)
+            }
+        }
+        e => e,
     }
 }
 
@@ -352,5 +375,70 @@ impl Worker for Terminal<'_> {
             rolled_back,
             result,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! TidesDB's missed rows, without a TPC-C transaction: the loader's rows written, the
+    //! database closed and opened again, then consistency conditions 1-4 read back.
+    use super::*;
+    use crate::engines::{tides::Tides, Compression, EngineOptions, SyncMode};
+
+    fn opts(path: &std::path::Path) -> EngineOptions {
+        EngineOptions {
+            path: path.into(),
+            memtable_bytes: None,
+            block_cache_bytes: None,
+            sync: SyncMode::None,
+            compression: Compression::None,
+            flush_threads: None,
+            compaction_threads: None,
+            null_latency_ns: 0,
+        }
+    }
+
+    /// Load 2 warehouses with 2 loaders, close, reopen: the conditions that fail.
+    fn load_close_reopen(dir: &std::path::Path, seed: u64, wait_on_close: bool) -> Vec<String> {
+        let _ = std::fs::remove_dir_all(dir);
+        let sink =
+            crate::events::EventSink::open(None, Some(&dir.with_extension("jsonl"))).unwrap();
+        {
+            let mut e = Tides::open(&opts(dir)).unwrap();
+            e.wait_on_close = wait_on_close;
+            load::load(&kv::TpccKv::new(Box::new(e)), 2, 2, seed, &sink).unwrap();
+        }
+        let db = kv::TpccKv::new(Box::new(Tides::open(&opts(dir)).unwrap()));
+        let failed = check::check(&db, 2).unwrap().into_iter().filter(|c| !c.ok);
+        let out = failed.map(|c| c.detail).collect();
+        let _ = std::fs::remove_dir_all(dir);
+        let _ = std::fs::remove_file(dir.with_extension("jsonl"));
+        out
+    }
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("alloclab-{name}-{}", std::process::id()))
+    }
+
+    #[test]
+    fn a_tidesdb_load_keeps_every_row_across_a_close() {
+        for seed in 31..34 {
+            let failed = load_close_reopen(&dir("tides-close"), seed, true);
+            assert!(failed.is_empty(), "seed {seed}: {failed:?}");
+        }
+    }
+
+    #[test]
+    #[ignore = "shows the engine's defect (minutes): cargo test --release -- --ignored --nocapture"]
+    fn a_tidesdb_closed_at_once_after_a_load_loses_rows_now_and_then() {
+        let rounds: u64 = std::env::var("ROUNDS").map_or(30, |r| r.parse().unwrap());
+        let lost: Vec<_> = (0..rounds)
+            .map(|r| load_close_reopen(&dir("tides-at-once"), 31 + r, false))
+            .filter(|f| !f.is_empty())
+            .collect();
+        println!(
+            "closed at once: {} of {rounds} loads missed rows; {lost:?}",
+            lost.len()
+        );
     }
 }

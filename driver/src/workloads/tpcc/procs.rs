@@ -175,9 +175,14 @@ BEGIN
       ORDER BY c_first LIMIT v_n, 1;
   END IF;
   SELECT c_balance INTO v_balance FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_id = v_c;
-  SET v_o = NULL;
-  SELECT o_id INTO v_o FROM orders WHERE o_w_id = p_w AND o_d_id = p_d AND o_c_id = v_c
-    ORDER BY o_id DESC LIMIT 1;
+  -- the last of the customer's orders, over a forward read of them: MAX(o_id + 0) is not
+  -- answered by one backward read of the index's prefix (MAX(o_id) would be), which TideSQL
+  -- gets wrong (alloclab.correctness)
+  SELECT MAX(o_id + 0) INTO v_o FROM orders WHERE o_w_id = p_w AND o_d_id = p_d AND o_c_id = v_c;
+  IF v_o IS NULL THEN
+    SET v_msg = CONCAT('no order of customer ', v_c, ' in w', p_w, ' d', p_d, ', who has one since the load');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+  END IF;
   SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d FROM order_line
     WHERE ol_w_id = p_w AND ol_d_id = p_d AND ol_o_id = v_o;
   COMMIT;
@@ -298,6 +303,9 @@ BEGIN
   SELECT c_balance INTO v_balance FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_id = v_c;
   SELECT o_id INTO v_o FROM orders WHERE o_w_id = p_w AND o_d_id = p_d AND o_c_id = v_c
     ORDER BY o_id DESC LIMIT 1;
+  IF v_o IS NULL THEN
+    RAISE EXCEPTION 'no order of customer % in w% d%, who has one since the load', v_c, p_w, p_d;
+  END IF;
   RETURN QUERY SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d FROM order_line
     WHERE ol_w_id = p_w AND ol_d_id = p_d AND ol_o_id = v_o;
 END $$",
