@@ -62,10 +62,11 @@ def same_table(got: str, want: str) -> bool:
 def test_report_holds_the_study_shapes_and_blocks(v1):
     text = report.build(v1).read_text()
     assert text.splitlines()[2] == "## Answers"  # answers first
-    assert text.index("## Answers") < text.index("## Verdicts") < text.index("## Charts") < text.index("## Environment")
+    assert text.index("## Answers") < text.index("charts/verdicts_throughput.png") < text.index("## Verdicts") < \
+        text.index("## Charts") < text.index("## Environment")
     for needle in ("## Environment", "## Warnings", "proved in 18/18 runs", "[95% CI]", "undecided",
                    "Nothing is decided yet on throughput", "run it again without --runs",
-                   "charts/verdicts_throughput.png",
+                   "charts/verdicts_throughput.png", "## Why: each answer in full",
                    "y axis starts at 0",
                    "Thread scaling", "Engine ratios", "Best-to-worst", "charts/rss_timeline.png",
                    "PUT throughput vs threads"):
@@ -103,10 +104,21 @@ def test_html_opens_in_headless_chromium_without_errors(v1, tmp_path):
     drv = webdriver.Chrome(service=Service(chromedriver), options=opts)
     try:
         drv.get("about:blank")
+        # the first screen is a 1400 x 1000 viewport (the window's own bars not counted)
+        drv.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
         drv.get_log("performance")  # reading a log empties it: start clean at our page
         drv.get_log("browser")
         drv.get(url)
         assert "alloclab report" in drv.title
+        # the first screen (1400 x 1000) holds the answer: the headline and the whole forest plot
+        from selenium.webdriver.common.by import By
+        height = drv.execute_script("return window.innerHeight")
+        answer, forest = drv.find_element(By.ID, "answer").rect, drv.find_element(By.ID, "forest").rect
+        assert height == 1000 and answer["y"] < forest["y"], (height, answer, forest)
+        assert forest["height"] > 150 and forest["y"] + forest["height"] <= height, (forest, height)
+        assert drv.find_element(By.CSS_SELECTOR, "#forest svg").rect["width"] > 600
+        assert "ratio variant ÷ baseline" in drv.find_element(By.CSS_SELECTOR, "#forest figcaption").text
         shot = tmp_path / "report.png"
         drv.save_screenshot(str(shot))
         console = [e for e in drv.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]

@@ -10,6 +10,7 @@ give the same verdicts as the vectorised simulation.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -71,6 +72,8 @@ def test_rounds_to_decide_is_enough_rounds_for_the_interval_to_decide():
 
 POLICY = decide.Policy(questions=("allocators",), baseline="base", margin=0.02, target_ci=0.02, min_runs=3,
                        max_rounds=30, adaptive=True)
+# a budgeted study that affords 9 rounds (the default study's 10 minutes): looks after 4, 6, 9
+BUDGETED = decide.Policy(**{**POLICY.__dict__, "looks": decide.plan_looks(9)})
 
 
 def _samples(rng, seeds, diff, cv, rounds):
@@ -80,28 +83,25 @@ def _samples(rng, seeds, diff, cv, rounds):
     return base, var
 
 
-def _half_width(x):  # relative half-width of the 95 % t interval of the mean, along the last axis
-    n = x.shape[-1]
-    return sps.t.ppf(0.975, n - 1) * x.std(axis=-1, ddof=1) / math.sqrt(n) / x.mean(axis=-1)
-
-
 def simulate(base, var, policy=POLICY):
-    """The runner's rule, vectorised over seeds: after each round from min_runs on, stop a seed
-    when its comparison is decided or both sides are within the target; verdict at the stop."""
+    """The runner's rule, vectorised over seeds: at each of the policy's looks, stop a seed
+    whose comparison is decided; its verdict is the one at that look (else at the last look)."""
     seeds, rounds = base.shape
     conf = policy.confidence
     verdict = np.full(seeds, "undecided", dtype=object)
     stopped_at = np.full(seeds, rounds)
     open_ = np.ones(seeds, dtype=bool)
     lm_lo, lm_hi = math.log(1 - policy.margin), math.log(1 + policy.margin)
-    for n in range(policy.min_runs, min(rounds, policy.max_rounds) + 1):
+    looks = policy.planned_looks if policy.adaptive else (rounds,)
+    for n in looks:
+        if n > rounds:
+            break
         d = np.log(var[:, :n] / base[:, :n])
         half = sps.t.ppf(1 - (1 - conf) / 2, n - 1) * d.std(axis=1, ddof=1) / math.sqrt(n)
         lo, hi = d.mean(axis=1) - half, d.mean(axis=1) + half
         word = np.where(lo > 0, "faster", np.where(hi < 0, "slower", np.where(
             (lo >= lm_lo) & (hi <= lm_hi), "equivalent", "undecided")))
-        precise = (_half_width(base[:, :n]) <= policy.target_ci) & (_half_width(var[:, :n]) <= policy.target_ci)
-        now = open_ & ((word != "undecided") | precise)
+        now = open_ & ((word != "undecided") | (n == looks[-1]))
         verdict[now] = word[now]
         stopped_at[now] = n
         open_ &= ~now
@@ -110,23 +110,33 @@ def simulate(base, var, policy=POLICY):
     return verdict, stopped_at
 
 
-CASES = [(diff, cv) for diff in (0.0, 0.05) for cv in (0.03, 0.06, 0.10)]
+CASES = [(policy, diff, cv) for policy in ("budgeted", "max_rounds") for diff in (0.0, 0.05)
+         for cv in (0.03, 0.06, 0.10)]
 
 
-@pytest.mark.parametrize("diff, cv", CASES)
-def test_adaptive_verdicts_are_calibrated(diff, cv):
-    rng = np.random.default_rng(int(1000 * diff + 100 * cv))
+@pytest.mark.parametrize("which, diff, cv", CASES)
+def test_adaptive_verdicts_are_calibrated(which, diff, cv):
+    policy = BUDGETED if which == "budgeted" else POLICY
+    rng = np.random.default_rng(int(1000 * diff + 100 * cv) + (7 if which == "budgeted" else 0))
     seeds = 4000
-    base, var = _samples(rng, seeds, diff, cv, POLICY.max_rounds)
-    verdict, stopped = simulate(base, var)
+    base, var = _samples(rng, seeds, diff, cv, policy.planned_looks[-1])
+    verdict, stopped = simulate(base, var, policy)
     wrong = {"faster", "slower"} if diff == 0 else {"slower"}
     wrong_rate = np.isin(verdict, list(wrong)).mean()
     equiv_rate = (verdict == "equivalent").mean()
     assert wrong_rate <= 0.05, f"wrong-direction verdicts in {wrong_rate:.1%} of seeds"
     if diff == 0.05:
         assert equiv_rate <= 0.01, f"'equivalent' for a true 5 % difference in {equiv_rate:.1%} of seeds"
-    if diff == 0.05 and cv <= 0.06:
+    if diff == 0.05 and cv <= 0.03:
         assert (verdict == "faster").mean() > 0.5  # and it does find real differences
+
+
+def test_fewer_looks_give_narrower_intervals_than_looking_after_every_round():
+    every_round = 1 - stats.look_alpha(28, overall=decide.OVERALL_ALPHA)
+    assert BUDGETED.planned_looks == (4, 6, 9) and POLICY.planned_looks == (4, 6, 9, 14, 21, 30)
+    assert BUDGETED.confidence < POLICY.confidence < every_round
+    t = [sps.t.ppf(1 - (1 - c) / 2, 8) for c in (BUDGETED.confidence, every_round)]
+    assert t[0] < 0.8 * t[1]  # at 9 rounds, a fifth narrower than the old look-every-round rule
 
 
 def test_a_plain_95_percent_interval_looked_at_every_round_would_not_be_calibrated():
@@ -134,7 +144,7 @@ def test_a_plain_95_percent_interval_looked_at_every_round_would_not_be_calibrat
     faster or slower in far more than 5 % of studies."""
     rng = np.random.default_rng(7)
     base, var = _samples(rng, 3000, 0.0, 0.06, 30)
-    naive = decide.Policy(**{**POLICY.__dict__, "adaptive": False})
+    naive = SimpleNamespace(confidence=0.95, margin=POLICY.margin, adaptive=True, planned_looks=tuple(range(3, 31)))
     verdict, _ = simulate(base, var, naive)
     assert np.isin(verdict, ["faster", "slower"]).mean() > 0.10
 
@@ -154,22 +164,25 @@ def _rows(base, var, upto):
     return rows
 
 
-def test_the_runner_code_decides_exactly_as_the_simulation():
+@pytest.mark.parametrize("policy", [POLICY, BUDGETED], ids=["max_rounds", "budgeted"])
+def test_the_runner_code_decides_exactly_as_the_simulation(policy):
     rng = np.random.default_rng(11)
-    base, var = _samples(rng, 60, 0.05, 0.06, POLICY.max_rounds)
-    verdict, stopped = simulate(base, var)
+    last = policy.planned_looks[-1]
+    base, var = _samples(rng, 60, 0.05, 0.06, last)
+    verdict, stopped = simulate(base, var, policy)
     units = [("null/c", "base"), ("null/c", "var")]
     for s in range(base.shape[0]):
         n = 0
         while True:
-            active, _ = decide.active_units(units, _rows(base[s], var[s], n), POLICY)
-            if not active or n == POLICY.max_rounds:
+            active, _ = decide.active_units(units, _rows(base[s], var[s], n), policy)
+            if not active or n == last:
                 break
             assert active == set(units)  # pairs stay together
             n += 1
-        v = [x for x in decide.verdicts(_rows(base[s], var[s], n), POLICY) if x.metric == "throughput"][0]
+        v = [x for x in decide.verdicts(_rows(base[s], var[s], n), policy) if x.metric == "throughput"][0]
         assert (n, v.verdict) == (stopped[s], verdict[s]), s
-        assert v.n_pairs == n and v.confidence == pytest.approx(POLICY.confidence)
+        assert n in policy.planned_looks  # a study stops only at a look
+        assert v.n_pairs == n and v.confidence == pytest.approx(policy.confidence)
 
 
 def test_runs_pair_within_a_node_and_mixed_machines_are_said():

@@ -159,6 +159,72 @@ def missing() -> dict[str, Known]:
     return {n: k for n, k in KNOWN.items() if n not in have}
 
 
+# The tuning each allocator documents, by environment variable (the values of MALLOC_CONF and
+# GLIBC_TUNABLES are checked below; jemalloc checks its own and says what it rejects, which
+# fails the run: `complaints`). An allocator given by path (name=/lib.so) is not checked.
+GLIBC_TUNING = ("MALLOC_ARENA_MAX", "MALLOC_ARENA_TEST", "MALLOC_CHECK_", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
+                "MALLOC_PERTURB_", "MALLOC_TOP_PAD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
+GLIBC_TUNABLES = ("arena_max", "arena_test", "check", "hugetlb", "mmap_max", "mmap_threshold", "mxfast", "perturb",
+                  "tcache_count", "tcache_max", "tcache_unsorted_limit", "top_pad", "trim_threshold")
+GPERFTOOLS_TUNING = ("TCMALLOC_SAMPLE_PARAMETER", "TCMALLOC_RELEASE_RATE", "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD",
+                     "TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES", "TCMALLOC_AGGRESSIVE_DECOMMIT", "TCMALLOC_HEAP_LIMIT_MB",
+                     "TCMALLOC_DISABLE_MEMORY_RELEASE", "TCMALLOC_SKIP_SBRK", "TCMALLOC_SKIP_MMAP",
+                     "TCMALLOC_TRANSFER_NUM_OBJ", "TCMALLOC_OVERRIDE_PAGESIZE", "TCMALLOC_MEMFS_MALLOC_PATH",
+                     "TCMALLOC_MEMFS_LIMIT_MB", "TCMALLOC_MEMFS_ABORT_ON_FAIL", "TCMALLOC_MEMFS_IGNORE_MMAP_FAIL",
+                     "TCMALLOC_MEMFS_MAP_PRIVATE")
+MIMALLOC_OPTIONS = ("show_errors", "show_stats", "verbose", "eager_commit", "large_os_pages", "reserve_huge_os_pages",
+                    "reserve_huge_os_pages_at", "reserve_os_memory", "abandoned_page_decommit", "abandoned_page_reset",
+                    "eager_commit_delay", "reset_delay", "use_numa_nodes", "limit_os_alloc", "os_tag", "max_errors",
+                    "max_warnings", "max_segment_reclaim", "allow_decommit", "segment_decommit_delay",
+                    "decommit_extend_delay", "destroy_on_exit", "arena_eager_commit", "purge_decommits",
+                    "purge_delay", "arena_purge_mult", "purge_extend_delay", "page_reset", "segment_reset")
+DOCUMENTED_TUNING = {
+    "glibc": GLIBC_TUNING,
+    "jemalloc": ("MALLOC_CONF",),
+    "tcmalloc": GPERFTOOLS_TUNING,
+    "tcmalloc-minimal": GPERFTOOLS_TUNING,
+    "mimalloc": tuple(f"MIMALLOC_{o.upper()}" for o in MIMALLOC_OPTIONS),
+}
+NUMERIC_TUNING = set(GLIBC_TUNING[:-1]) | set(GPERFTOOLS_TUNING[:7]) | {"TCMALLOC_TRANSFER_NUM_OBJ"} | {
+    f"MIMALLOC_{o.upper()}" for o in MIMALLOC_OPTIONS if o != "reserve_os_memory"}
+
+
+def check_tuning(spec: str, base: str, env: list[tuple[str, str]]) -> None:
+    """Refuse a tuning the allocator does not document, or a value it cannot take, before any
+    run: most allocators ignore what they do not know without a word."""
+    documented = DOCUMENTED_TUNING.get(base)
+    if documented is None:
+        return
+    for k, v in env:
+        if k not in documented:
+            raise AlloclabError(f"allocator '{spec}': {k} is not an option {base} documents, so it would be ignored "
+                                "without a word", f"{base}'s options: " + ", ".join(documented))
+        if k in NUMERIC_TUNING and not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", v):
+            raise AlloclabError(f"allocator '{spec}': {k}={v!r} is not a number", f"give {k} a number, e.g. {k}=2")
+        if k == "GLIBC_TUNABLES":
+            for item in v.split(":"):
+                name, sep, val = item.partition("=")
+                if not sep or not name.startswith("glibc.malloc.") or name[13:] not in GLIBC_TUNABLES \
+                        or not re.fullmatch(r"[0-9]+", val):
+                    raise AlloclabError(f"allocator '{spec}': GLIBC_TUNABLES item {item!r} is not a glibc.malloc "
+                                        "tunable with a number", "glibc.malloc tunables: " +
+                                        ", ".join(GLIBC_TUNABLES) + ", e.g. GLIBC_TUNABLES=glibc.malloc.arena_max=2")
+        if k == "MALLOC_CONF":
+            bad = [p for p in v.split(",") if not re.fullmatch(r"[a-z_0-9.]+:[^,:]*", p)]
+            if bad or not v:
+                raise AlloclabError(f"allocator '{spec}': MALLOC_CONF={v!r} is not a list of key:value",
+                                    "write e.g. MALLOC_CONF=narenas:2,dirty_decay_ms:1000")
+
+
+# What an allocator writes when it rejects its tuning (found in the process's own log)
+COMPLAINTS = re.compile(r"<jemalloc>: .*|mimalloc: .*(?:invalid value|unknown option).*", re.I)
+
+
+def complaints(log_text: str) -> list[str]:
+    """The lines in which an allocator said it rejected its tuning, each once."""
+    return list(dict.fromkeys(m.group(0).strip() for m in COMPLAINTS.finditer(log_text)))
+
+
 def install_hint(names: list[str]) -> str:
     pkgs = " ".join(KNOWN[n].package for n in names if n in KNOWN)
     return f"install with: sudo apt-get install -y {pkgs}" if pkgs else ""
@@ -211,6 +277,8 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
     else:
         raise AlloclabError(f"unknown allocator '{name}'",
                             "name one of: " + ", ".join(KNOWN) + ", or give a library: name=/path/lib.so")
+    if not sep:
+        check_tuning(spec, alloc.base, env)
     label = spec if env else alloc.name
     return Allocator(name=label, base=alloc.base, path=alloc.path, env=tuple(env), version=alloc.version)
 

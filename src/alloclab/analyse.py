@@ -58,7 +58,7 @@ class Study:
 
     @property
     def policy(self) -> decide.Policy:
-        return decide.Policy.from_plan(self.plan)
+        return decide.Policy.from_plan(self.plan, self.schedule)
 
     def verdicts(self) -> list[decide.Verdict]:
         """Every comparison the study asks, decided as the study decided while it ran."""

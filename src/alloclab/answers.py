@@ -7,7 +7,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from alloclab import analyse, decide, presets, stats
 from alloclab.units import fmt_duration
@@ -19,11 +19,12 @@ COMPARISON_NOUN = {"allocators": "allocator", "engines": "engine", "profiles": "
 @dataclass
 class Answers:
     headline: str  # the first line: what is decided, or that nothing is and what would decide it
-    sentences: list[str]  # one per question (cell), throughput first
+    sentences: list[str]  # the details: one per question (cell), throughput first, with why
     note: str  # how the intervals were made
     verdicts: list[decide.Verdict]  # every comparison, sorted by effect within each metric
     to_decide: str  # budget that would decide the rest ("" when nothing is left)
     margin_pct: float = 2.0
+    lines: list[str] = field(default_factory=list)  # the short answer: one line per cell of the main question
 
 
 def _pct(x: float) -> str:
@@ -66,6 +67,28 @@ def phrase(v: decide.Verdict) -> str:
             f"95 % CI {_ci_pct(v)}, {_rounds(v)}{more})")
 
 
+def cell_label(v: decide.Verdict) -> str:
+    """A cell as the forest plot and the short answers name it."""
+    threads = f"{v.threads} thread{'s' if v.threads != 1 else ''}"
+    if v.comparison == "allocators":
+        return f"{v.engine} {v.workload} ({v.settings}, {threads})"
+    return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator})"
+
+
+def short(v: decide.Verdict, margin_pct: float = 100 * stats.DEFAULT_MARGIN) -> str:
+    """"jemalloc +6.1 % [+3.2, +9.0] faster" and the like; undecided says the precision reached."""
+    if v.ratio is None:
+        return f"{v.variant}: no valid runs"
+    d = v.delta_pct
+    if v.ci_low is None:
+        return f"{v.variant} {d:+.1f} % (no interval yet)"
+    lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
+    word = v.verdict
+    if word == "undecided" and lo < 0 < hi:  # no difference shown: say how large one could still be
+        word = f"equivalent within ±{max(-lo, hi):.1f} % (undecided at the ±{margin_pct:g} % margin)"
+    return f"{v.variant} {d:+.1f} % [{lo:+.1f}, {hi:+.1f}] {word}".replace("-", "−")
+
+
 def _question(v: decide.Verdict) -> tuple:
     return (v.comparison, v.engine if v.comparison == "allocators" else "", v.workload, v.threads, v.settings,
             v.allocator if v.comparison != "allocators" else "")
@@ -95,10 +118,13 @@ def build(study: analyse.Study) -> Answers:
     by_unit: dict[tuple, list] = defaultdict(list)
     for r in study.valid() + study.profiled():
         by_unit[(r.cell, r.allocator)].append(r)
+    lines = []
     for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
         items = sorted(by_q[q], key=lambda v: -_effect(v))
         what = "NOPM" if items[0].settings.startswith("w") and items[0].workload == "tpcc" else "throughput"
         sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) + _why(by_unit, v) for v in items) + ".")
+        lines.append(f"{cell_label(items[0])}, {what} vs {items[0].baseline}: "
+                     + "; ".join(short(v, 100 * pol.margin) for v in items))
     # latency and memory: a sentence where something is decided (the table holds the rest)
     for metric in ("p99_latency", "peak_rss"):
         by_m: dict[tuple, list[decide.Verdict]] = defaultdict(list)
@@ -109,12 +135,14 @@ def build(study: analyse.Study) -> Answers:
             items = sorted(by_m[q], key=lambda v: -_effect(v))
             sentences.append(f"{_where(items[0])}, {METRIC_TITLE[metric]}: " + "; ".join(phrase(v) for v in items)
                              + ".")
-    sentences = _unanswered(study) + sentences + presets.published_caveats(study.plan, study.engines)
+    notes = presets.published_caveats(study.plan, study.engines)
     backward = [n.split(" reads ")[0] for n in analyse.engine_notes(study) if " reads a secondary index backwards" in n]
     if backward:  # what a HammerDB run on the same engine would count without noticing
-        sentences.append(f"{', '.join(backward)} read(s) index prefixes backwards wrongly (a customer's last order "
-                         "is missed; HammerDB's Order-Status would commit without it): alloclab's TPC-C reads "
-                         "forwards and fails a run that misses an order (warnings below).")
+        notes.append(f"{', '.join(backward)} read(s) index prefixes backwards wrongly (a customer's last order "
+                     "is missed; HammerDB's Order-Status would commit without it): alloclab's TPC-C reads "
+                     "forwards and fails a run that misses an order (warnings below).")
+    sentences = _unanswered(study) + sentences + notes
+    lines = _unanswered(study) + lines + notes
     decided = [v for v in primary if v.verdict != "undecided"]
     undecided = [v for v in primary if v.verdict == "undecided"]
     counts = defaultdict(int)
@@ -140,15 +168,17 @@ def build(study: analyse.Study) -> Answers:
                     + f", after {rounds} round(s)" + (f" in {fmt_duration(spent)}" if spent else "")
                     + (f"; stopped: {stop}" if stop else "") + "."
                     + (f" {to_decide}" if undecided and to_decide else ""))
-    look = (f"per-look level {100 * pol.confidence:.2f} %, widened for looking after every round so that, over up to "
-            f"{pol.max_rounds} rounds, the intervals hold together with about 95 % probability"
-            if pol.adaptive else "one look after a fixed number of runs")
+    looks = pol.planned_looks
+    look = (f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
+            f"round{'s' if len(looks) > 1 else ''} {', '.join(map(str, looks))}), so that over all of them the "
+            "intervals hold together with about 95 % probability" if pol.adaptive
+            else "one look after a fixed number of runs")
     note = (f"Ratios are variant ÷ baseline, paired by round (runs of one round are interleaved); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided.")
     order = {m.name: i for i, m in enumerate(decide.METRICS)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
-    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin)
+    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin, lines)
 
 
 WHY_FIELDS = (("alloc_cpu_self_pct", "allocator share of CPU", "{:.1f} %"),
@@ -160,10 +190,10 @@ def _why(by_unit: dict[tuple, list], v: decide.Verdict) -> str:
     """What the runs of both sides say about the allocator itself: its share of the CPU samples
     and the fragmentation of its memory, baseline → variant (medians), where both have them."""
     parts = []
-    for field, label, fmt in WHY_FIELDS:
+    for column, label, fmt in WHY_FIELDS:
         sides = []
         for unit in (v.base_unit, v.var_unit):
-            vals = [getattr(r, field) for r in by_unit.get(tuple(unit), []) if getattr(r, field) is not None]
+            vals = [getattr(r, column) for r in by_unit.get(tuple(unit), []) if getattr(r, column) is not None]
             sides.append(stats.median(vals) if vals else None)
         if None not in sides:
             parts.append(f"{label} {fmt.format(sides[0])} → {fmt.format(sides[1])}")
@@ -225,12 +255,19 @@ def verdict_rows(answers: Answers) -> list[dict]:
 
 
 def to_json(answers: Answers) -> str:
-    return json.dumps({"headline": answers.headline, "answers": answers.sentences, "note": answers.note,
+    return json.dumps({"headline": answers.headline, "answers": answers.lines, "details": answers.sentences,
+                       "note": answers.note,
                        "verdicts": verdict_rows(answers)}, indent=2, default=str) + "\n"
 
 
 def to_markdown(answers: Answers) -> str:
+    """The answers as the command line prints them: the headline, one line per cell."""
     lines = ["## Answers", "", f"**{answers.headline}**", ""]
-    lines += [f"- {s}" for s in answers.sentences] or ["- (no comparison)"]
+    lines += [f"- {s}" for s in answers.lines] or ["- (no comparison)"]
     lines += ["", f"_{answers.note}_", ""]
     return "\n".join(lines)
+
+
+def details_markdown(answers: Answers) -> str:
+    """Each question in a sentence, with why (the allocator's share of CPU, fragmentation)."""
+    return "\n".join(["## Why: each answer in full", ""] + [f"- {s}" for s in answers.sentences] + [""])

@@ -11,7 +11,7 @@ from alloclab import __version__, allocators, presets, report, study
 from alloclab import plan as plan_mod
 from alloclab.errors import AlloclabError
 from alloclab.progress import Progress
-from alloclab.store import Store
+from alloclab.store import Store, check_can_make
 from alloclab.units import fmt_duration
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE = 0, 3, 2
@@ -38,11 +38,14 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
         if "preset" in raw:
             base = presets.preset(raw["preset"], raw.get("scale", a.scale or "quick"))
             raw = {**base, **raw}
-    elif a.preset or not a.workloads or not set(a.workloads) <= set(plan_mod.WORKLOADS):
+    elif a.preset or not a.workloads or not set(a.workloads) <= set(plan_mod.WORKLOADS + plan_mod.SYSBENCH_TESTS):
         # no preset named: the default one (parts of it may be picked with --workloads)
         raw = presets.preset(a.preset or "kv-allocators", a.scale or "quick")
     else:
-        raw = {"name": "custom", "workloads": [{"workload": w, "part": w} for w in a.workloads]}
+        # workload kinds, and sysbench's tests by their own names (oltp_read_only, ...)
+        raw = {"name": "custom", "workloads": [
+            {"workload": "sysbench", "test": w, "part": w} if w in plan_mod.SYSBENCH_TESTS else
+            {"workload": w, "part": w} for w in a.workloads]}
         a.workloads = None
     if a.scale and "preset" not in raw:  # a plan file or flags: --scale applies to them too
         raw["scale"] = a.scale
@@ -77,6 +80,10 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
                 raise AlloclabError(f"--workloads {','.join(a.workloads)} matches nothing in the plan",
                                     "allowed values: " + ", ".join(names + list(plan_mod.WORKLOADS)))
             wls = keep
+        tpcc_flags = [f"--{f}" for f in ("warehouses", "loaders", "rampup") if getattr(a, f) is not None]
+        if tpcc_flags and not any(isinstance(w, dict) and w.get("workload") == "tpcc" for w in wls):
+            raise AlloclabError(f"{', '.join(tpcc_flags)} only apply to TPC-C, and this study has no tpcc workload",
+                                "add --workloads tpcc (or --preset tpcc-allocators), or drop them")
         new = []
         for w in wls:
             if isinstance(w, dict):
@@ -95,12 +102,15 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
                     for flag, key in (("warehouses", "warehouses"), ("loaders", "loaders"), ("rampup", "rampup_s")):
                         if getattr(a, flag) is not None:
                             w[key] = getattr(a, flag)
+                if a.client is not None:  # refused by the plan where no client applies
+                    w["client"] = a.client
             new.append(w)
         raw["workloads"] = new
     return raw
 
 
-PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "threads", "batch", "runs", "duration",
+PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "client", "threads", "batch", "runs",
+              "duration",
               "ops", "warmup", "seed", "baseline", "name", "warehouses", "loaders", "rampup", "out", "server_cpus",
               "client_cpus", "server_memory", "target_ci", "margin", "max_rounds", "profile")
 
@@ -147,6 +157,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     raw = build_plan_dict(a)
     plan = plan_mod.load(raw)
     out = Path(a.out) if a.out else study.default_out(plan.name)
+    check_can_make(out, "--out" if a.out else "the results folder")
     live = False if a.quiet else None
     progress = Progress(0, live=live)
     units = len(plan.units())
@@ -264,12 +275,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--engines", type=_csv(str), help="e.g. tidesdb,rocksdb,sqlite")
     r.add_argument("--allocators", type=_csv(str),
                    help="e.g. glibc,jemalloc,mimalloc=/opt/lib.so,jemalloc+MALLOC_CONF=narenas:2 (default: all found)")
-    r.add_argument("--workloads", type=_csv(str), help="workload kinds or preset parts, e.g. write,read")
+    r.add_argument("--workloads", type=_csv(str),
+                   help="workload kinds, preset parts or sysbench tests, e.g. write,read or oltp_read_only")
+    r.add_argument("--client", help="the client of a server workload: sysbench or native for sysbench's tests")
     r.add_argument("--threads", type=_csv(int), help="e.g. 1,4,8")
     r.add_argument("--batch", type=_csv(int), help="e.g. 1,100,1000")
     r.add_argument("--runs", type=int, help="exactly this many runs of every cell (default: rounds until decided)")
     r.add_argument("--target-ci", type=_percent, metavar="PCT",
-                   help="stop running a cell once its 95%% CI half-width is within PCT %% (default 2)")
+                   help="a cell that takes part in no comparison stops once its 95%% CI half-width is within PCT "
+                        "%% (default 2); compared cells stop when their comparisons are decided")
     r.add_argument("--margin", type=_percent, metavar="PCT",
                    help="'equivalent' when the whole CI of a ratio is within ±PCT %% (default 2)")
     r.add_argument("--budget", metavar="DURATION",
@@ -336,12 +350,47 @@ def _sigterm(_signum, _frame):
     raise KeyboardInterrupt
 
 
+def _options(p: argparse.ArgumentParser) -> tuple[set[str], set[str]]:
+    """Every option string of `p` and its subcommands, and those that take a value."""
+    names, valued = set(), set()
+    for action in p._actions:  # argparse keeps its actions here; no public accessor
+        names.update(action.option_strings)
+        if action.option_strings and action.nargs != 0:
+            valued.update(action.option_strings)
+        for sub in (action.choices or {}).values() if isinstance(action, argparse._SubParsersAction) else ():
+            n, v = _options(sub)
+            names |= n
+            valued |= v
+    return names, valued
+
+
+def dash_values(argv: list[str], p: argparse.ArgumentParser) -> list[str]:
+    """`--duration -5s` as `--duration=-5s`: a value that begins with '-' (and is no option)
+    reaches the validation of its flag, which says what is allowed, instead of argparse taking
+    it for an option."""
+    names, valued = _options(p)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if (tok in valued and nxt is not None and nxt.startswith("-") and nxt != "--"
+                and nxt.split("=", 1)[0] not in names):
+            out.append(f"{tok}={nxt}")
+            i += 2
+            continue
+        out.append(tok)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)  # a stop request is handled like Ctrl-C
     p = parser()
+    argv = dash_values(list(argv if argv is not None else sys.argv[1:]), p)
     args = p.parse_args(argv)
     if not getattr(args, "fn", None):
-        args = p.parse_args(["run", *(argv if argv is not None else sys.argv[1:])])
+        args = p.parse_args(["run", *argv])
     try:
         return args.fn(args)
     except AlloclabError as e:

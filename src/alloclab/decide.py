@@ -15,6 +15,7 @@ Pure: rows in, verdicts out; no I/O.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -127,9 +128,32 @@ CSV_COLUMNS = ("engine", "workload", "threads", "settings", "metric", "baseline"
                "confidence")
 
 
+# A study that runs rounds until its comparisons are decided looks at them only at a few
+# planned rounds, not after every round: each look costs confidence (see stats.look_alpha), so
+# fewer looks give narrower intervals at the same overall error. The looks: from round 4 (a
+# t interval on 3 pairs is too wide to decide much), each about 1.5 times the one before, and
+# the last round the study plans (its budget's worth of rounds, or max_rounds).
+FIRST_LOOK = 4
+LOOK_RATIO = 1.5
+OVERALL_ALPHA = 0.035  # Pocock's per-look level for this overall error keeps t intervals under 5 % (simulated)
+
+
+def plan_looks(last: int, min_runs: int = DEFAULT_MIN_RUNS, done: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """The rounds a study looks at, ending at `last`: the looks `done` already (a study resumed
+    with more budget keeps them), then from max(min_runs, 4) on, each about 1.5 times the last."""
+    out = [x for x in done if x < last]
+    nxt = max(min_runs, FIRST_LOOK) if not out else max(out[-1] + 1, math.ceil(out[-1] * LOOK_RATIO))
+    while nxt < last:
+        out.append(nxt)
+        nxt = max(nxt + 1, math.ceil(nxt * LOOK_RATIO))
+    if out and out[-1] not in done and last < out[-1] * 1.25:
+        out.pop()  # the last planned look would come right before the end: the end is the look
+    return tuple(out) + (max(last, 1),)
+
+
 @dataclass(frozen=True)
 class Policy:
-    """How a study decides: the questions it asks and the bar for an answer."""
+    """How a study decides: the questions it asks, the bar for an answer, and when it looks."""
 
     questions: tuple[str, ...] = ("allocators",)
     baseline: str = "glibc"
@@ -140,21 +164,30 @@ class Policy:
     max_rounds: int = DEFAULT_MAX_ROUNDS
     adaptive: bool = True
     profiles: tuple[str, ...] = ()
+    looks: tuple[int, ...] = ()  # the rounds after which comparisons may be decided (adaptive)
+
+    @property
+    def planned_looks(self) -> tuple[int, ...]:
+        return self.looks or plan_looks(self.max_rounds, self.min_runs)
 
     @property
     def confidence(self) -> float:
-        """Per-look confidence: adaptive studies look after every round from min_runs on."""
+        """Per-look confidence: Pocock's level for the study's number of looks, overall 4 %."""
         if not self.adaptive:
             return 0.95
-        # Pocock's level for an overall 4 %: with t intervals on few rounds that keeps the
-        # overall error under 5 % (tests/test_verdicts.py simulates it)
-        return 1 - stats.look_alpha(max(1, self.max_rounds - self.min_runs + 1), overall=0.04)
+        return 1 - stats.look_alpha(len(self.planned_looks), overall=OVERALL_ALPHA)
+
+    def last_look(self, rounds_done: int) -> int | None:
+        """The latest look at or before this many finished rounds, if any."""
+        return max((x for x in self.planned_looks if x <= rounds_done), default=None)
 
     @classmethod
-    def from_plan(cls, plan: dict) -> Policy:
-        """From a plan's JSON (plan.json), so that a report decides as the study did."""
+    def from_plan(cls, plan: dict, schedule: dict | None = None) -> Policy:
+        """From a plan's JSON (plan.json) and its rounds.json (the looks it planned), so that a
+        report decides as the study did."""
         allocs = [a["name"] if isinstance(a, dict) else a.name for a in plan.get("allocators", [])]
         engines = list(plan.get("engines", []))
+        design = (schedule or {}).get("design") or {}
         return cls(questions=tuple(plan.get("questions") or default_questions(allocs, engines)),
                    baseline=plan.get("baseline") or (allocs[0] if allocs else "glibc"),
                    baseline_engine=plan.get("baseline_engine") or (engines[0] if engines else ""),
@@ -163,7 +196,8 @@ class Policy:
                    min_runs=int(plan.get("min_runs") or DEFAULT_MIN_RUNS),
                    max_rounds=int(plan.get("max_rounds") or DEFAULT_MAX_ROUNDS),
                    adaptive=plan.get("runs") is None,
-                   profiles=tuple(plan.get("profiles") or ()))
+                   profiles=tuple(plan.get("profiles") or ()),
+                   looks=tuple(design.get("looks") or ()))
 
 
 def default_questions(allocators: list[str], engines: list[str]) -> list[str]:
@@ -290,14 +324,21 @@ def unit_states(rows: list[RunRow]) -> dict[Unit, UnitState]:
 def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Policy) -> tuple[set, dict[Unit, str]]:
     """The units that get a run in the next round, and why each other unit does not.
 
-    A unit runs until it has min_runs valid runs; after that while any comparison it takes part
-    in (on throughput) is undecided and not settled by precision (both sides' own 95 % interval
-    within the target). A unit with no comparison runs until its own interval is within the
-    target. A unit whose last two attempts failed gets no more runs."""
+    Comparisons are decided only at the policy's looks: until the first, every unit runs; after
+    it, a unit runs while any comparison it takes part in (on throughput) was undecided at the
+    latest look. Stopping and deciding agree: a unit stops for its comparisons' verdicts
+    (equivalent included), never for its own precision alone. A unit with no comparison runs
+    until its own interval is within the target. A unit whose last two attempts failed gets no
+    more runs."""
     units = list(units)
     states = unit_states(rows)
     empty = UnitState(0, 0, False, None)
-    vs = verdicts(rows, policy, (THROUGHPUT,))
+    done = max((r.repeat for r in rows), default=0)
+    look = policy.last_look(done) if policy.adaptive else done
+    if look is None:  # before the first look: everyone runs (but a unit that keeps failing)
+        why = {u: "its last two runs failed or were not proved" for u in units if states.get(u, empty).failing}
+        return {u for u in units if u not in why}, why
+    vs = verdicts([r for r in rows if r.repeat <= look], policy, (THROUGHPUT,))
 
     def precise(u: Unit) -> bool:
         hw = states.get(u, empty).half_width
@@ -323,11 +364,10 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Policy) -> t
             else:
                 active.add(u)
             continue
-        open_ = [v for v in comps if v.verdict == "undecided" and not (precise(v.base_unit) and precise(v.var_unit))]
-        if open_:
+        if any(v.verdict == "undecided" for v in comps):
             active.add(u)
         else:
-            why[u] = "every comparison it takes part in is decided or precise enough"
+            why[u] = f"every comparison it takes part in was decided at the look after round {look}"
     # a comparison needs both sides in the same round: keep the partner of an active unit running
     for v in vs:
         if v.var_unit in active and v.base_unit in set(units) and not states.get(v.base_unit, empty).failing:

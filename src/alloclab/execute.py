@@ -348,6 +348,10 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
             failure = f"sysbench exited with code {exit_code}"
     if failure is None and unclean:
         failure = unclean
+    said = allocators.complaints(target.own_log_text())
+    if said:  # in the allocator's own words: the run measured an allocator not tuned as named
+        failure = f"{spec.allocator.base} rejected its tuning: {'; '.join(said[:3])}" + (
+            f" (and then: {failure})" if failure else "")
     verified, why, proof_json = target.proof(watch)
     status, reason = (STATUS_FAILED, failure) if failure else (STATUS_OK, "")
     if not verified:

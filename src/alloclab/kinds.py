@@ -72,9 +72,20 @@ class Target:
     def run_json(self) -> dict:
         return {}
 
+    own_log = ""  # the log (in the run's folder) of the process under test's own output
+
+    def own_log_text(self) -> str:
+        """What the process under test wrote on its own (an allocator's complaints land there)."""
+        try:
+            return (self.run_dir / self.own_log).read_text(errors="replace") if self.own_log else ""
+        except OSError:
+            return ""
+
 
 class InProcess(Target):
     """The driver runs the engine inside itself, with the run's allocator preloaded or linked."""
+
+    own_log = "driver.log"
 
     def __init__(self, spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, seed_data: Path | None,
                  events: Path):
@@ -140,6 +151,7 @@ class OnServer(Target):
 
     separate_client = True
     log_name = "client.log"
+    own_log = "server.log"
 
     def __init__(self, spec: RunSpec, run_dir: Path, scratch: Path, golden: Path, client_argv, client_name: str):
         self.spec, self.run_dir, self.scratch, self.golden = spec, run_dir, scratch, golden
@@ -183,6 +195,8 @@ class OnServer(Target):
             if self.t.tidesql:
                 from alloclab import stack
                 self.plugin |= stack.build(self.t.tidesql).to_json()
+                # row locks or pure optimistic transactions: each build's own default, recorded
+                self.plugin["pessimistic_locking"] = self.srv.sql("SELECT @@tidesdb_pessimistic_locking").strip()
         with open(self.run_dir / self.log_name, "wb") as out:
             self.client = subprocess.Popen(self.client_argv(self.srv), stdout=out, stderr=subprocess.STDOUT,
                                            start_new_session=True, preexec_fn=child_setup(self.client_cpus),

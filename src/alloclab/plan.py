@@ -399,9 +399,6 @@ class Plan:
     def adaptive(self) -> bool:
         return self.runs is None
 
-    def policy(self) -> decide.Policy:
-        return decide.Policy.from_plan(self.to_json())
-
     def units(self) -> list[tuple[str, str]]:
         """(cell key, allocator): what one run of a round measures."""
         return [(c.key, a.name) for c in self.cells() for a in self.allocators]

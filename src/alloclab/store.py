@@ -156,6 +156,37 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_can_make(folder: Path, flag: str = "--out") -> None:
+    """Raise, with a sentence, unless `folder` is a study folder that can be made (or an empty
+    folder that exists): tried for real and undone, so that nothing is left behind."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise AlloclabError(f"{flag} {folder}: that is a file, not a folder", "name a new folder for the results")
+    if (folder / RUNS_CSV).exists() or (folder / "plan.json").exists():
+        raise AlloclabError(f"{flag} {folder} already holds a study",
+                            f"name a new folder, or continue that one: alloclab run --resume {folder}")
+    made = []
+    p = folder
+    while not p.exists():
+        made.append(p)
+        p = p.parent
+    try:
+        for d in reversed(made):
+            d.mkdir()
+        probe = folder / ".alloclab-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise AlloclabError(f"{flag} {folder}: cannot make a results folder there ({e.strerror or e})",
+                            "name a folder you can write, e.g. ./results/NAME") from None
+    finally:
+        for d in made:
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+
 class Store:
     def __init__(self, root: Path):
         self.root = Path(root)

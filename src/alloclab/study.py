@@ -61,7 +61,8 @@ class Schedule:
     rounds: list[dict] = field(default_factory=list)  # {round, seed, runs: [spec json], started_at}
     elapsed_s: float = 0.0
     sittings: list[dict] = field(default_factory=list)  # {started_at, budget_s}
-    stop: dict | None = None  # {reason: decided|budget|max_rounds|runs, text, at}
+    stop: dict | None = None  # {reason: decided|budget|planned|max_rounds|runs, text, at}
+    design: dict | None = None  # {planned_rounds, looks, basis}: when an adaptive study looks
 
     @classmethod
     def load(cls, store: Store) -> Schedule | None:
@@ -69,11 +70,14 @@ class Schedule:
             return None
         d = store.read_json(ROUNDS)
         return cls(rounds=d.get("rounds", []), elapsed_s=float(d.get("elapsed_s", 0.0)),
-                   sittings=d.get("sittings", []), stop=d.get("stop"))
+                   sittings=d.get("sittings", []), stop=d.get("stop"), design=d.get("design"))
 
     def save(self, store: Store) -> None:
         write_json(store.root / ROUNDS, {"version": 1, "rounds": self.rounds, "elapsed_s": round(self.elapsed_s, 3),
-                                         "sittings": self.sittings, "stop": self.stop})
+                                         "sittings": self.sittings, "stop": self.stop, "design": self.design})
+
+    def policy(self, plan: Plan) -> decide.Policy:
+        return decide.Policy.from_plan(plan.to_json(), {"design": self.design})
 
     def specs(self) -> list[RunSpec]:
         return [RunSpec.from_json(d) for r in self.rounds for d in r["runs"]]
@@ -238,6 +242,12 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     if old and Path(old).name.startswith("alloclab-"):
         shutil.rmtree(old, ignore_errors=True)
     executor = _executor(plan, store, progress, scratch_root)
+    if budget is not None and sched.design and plan.adaptive:
+        # more budget: more rounds, planned at this study's pace; the looks already taken stay
+        done_rounds = max((r.repeat for r in rows), default=0)
+        kept = tuple(x for x in sched.design["looks"] if x <= done_rounds)
+        sched.design = plan_design(plan, [r for r in rows if r.purpose == "measure"], sched.elapsed_s, done_rounds,
+                                   kept)
     sched.stop = None
     sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
     sched.save(store)
@@ -270,6 +280,25 @@ def _estimate(spec: RunSpec, rows: list[RunRow]) -> float:
     return statistics.median(walls) if walls else 0.0
 
 
+def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: int,
+                looks_done: tuple[int, ...] = ()) -> dict:
+    """When an adaptive study looks at its comparisons: the rounds its budget affords at the pace
+    of its rounds so far (or max_rounds without a budget), and the looks up to that round."""
+    last = plan.max_rounds
+    basis = f"max_rounds {plan.max_rounds}"
+    if plan.budget is not None and rounds_done:
+        walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
+                [r.wall_s for r in rows if r.wall_s > 0]
+        per_round = 1.1 * len(plan.units()) * statistics.median(walls) if walls else 0.0
+        if per_round > 0:
+            afford = rounds_done + int(max(0.0, plan.budget - elapsed_s) // per_round)
+            last = max(rounds_done + 1, min(plan.max_rounds, afford))
+            basis = (f"a budget of {fmt_duration(plan.budget)} at about {fmt_duration(per_round)} a round affords "
+                     f"{last} round(s)")
+    looks = decide.plan_looks(last, plan.min_runs, looks_done)
+    return {"planned_rounds": looks[-1], "looks": list(looks), "basis": basis}
+
+
 def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progress) -> list[RunSpec] | None:
     """Draw the next round, or record why there is none and return None."""
     rnd = len(sched.rounds) + 1
@@ -279,13 +308,22 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
             sched.stop = {"reason": "runs", "text": f"all {plan.runs} round(s) ran", "at": _now()}
             return None
     else:
+        measured = [r for r in rows if r.purpose == "measure"]
+        if sched.design is None and rnd >= 2:  # the first round's pace plans the looks
+            sched.design = plan_design(plan, measured, sched.elapsed_s, rnd - 1)
+            progress.message(f"looks at the comparisons after rounds {', '.join(map(str, sched.design['looks']))} "
+                             f"({sched.design['basis']})")
+        if sched.design and rnd > sched.design["planned_rounds"]:
+            sched.stop = {"reason": "planned", "at": _now(),
+                          "text": f"the {sched.design['planned_rounds']} planned round(s) ran "
+                                  f"({sched.design['basis']})"}
+            return None
         if rnd > plan.max_rounds:
             sched.stop = {"reason": "max_rounds", "text": f"max_rounds ({plan.max_rounds}) reached", "at": _now()}
             return None
-        measured = [r for r in rows if r.purpose == "measure"]
-        active, _why = decide.active_units(plan.units(), measured, plan.policy())
+        active, _why = decide.active_units(plan.units(), measured, sched.policy(plan))
         if not active:
-            sched.stop = {"reason": "decided", "text": "every comparison is decided or precise enough", "at": _now()}
+            sched.stop = {"reason": "decided", "text": "every comparison is decided", "at": _now()}
             return None
     first = 1 + max((s.index for s in sched.specs()), default=0)
     specs = plan.round_specs(rnd, active, first)

@@ -305,7 +305,7 @@ class Server:
         log = open(self.log_path, "ab")
 
         kw = {"user": "postgres", "group": "postgres", "extra_groups": []} if self.target.kind == "postgres" else {}
-        stderr = log if self.target.kind == "postgres" or self.target.stack else subprocess.DEVNULL
+        stderr = log  # what the server writes before its own log opens (an allocator's complaints) too
         inner = ({k: v for k, v in env.items()
                  if k.startswith("LD_") or k == "ALLOCLAB_ACCOUNT_DIR" or k.startswith(TUNING_PREFIXES)}
                  if self.target.stack else {})

@@ -92,7 +92,8 @@ def build(root: Path) -> Path:
         atomic_write(out / "tables" / f"{t.name}.csv", to_csv(t))
         atomic_write(out / "tables" / f"{t.name}.md", f"## {t.title}\n\n{to_markdown(t)}\n")
 
-    charts = [c for c in (draw_verdicts(ans, out / "charts"), draw_cell_bars(study, out / "charts")) if c]
+    forest = draw_verdicts(ans, out / "charts")  # the main question's answer, on the first screen
+    charts = [c for c in (draw_cell_bars(study, out / "charts"),) if c]
     tp = tpcc_valid(study)
     charts += [(png, svg, caption(name, tp)) for (png, svg), name in
                zip(draw_tpcc_charts(study, out / "charts"), ("TPC-C NOPM by allocator, per engine",
@@ -109,6 +110,6 @@ def build(root: Path) -> Path:
     warns = analyse.warnings(study)  # after the tables and charts: they note files they could not read
     later = main_tables + shaped + other + ([excluded] if excluded.rows else [])
     md_path = out / "report.md"
-    atomic_write(md_path, markdown.page(title, ans, verdicts, charts, warns, env, later))
-    atomic_write(out / "report.html", html.page(title, ans, verdicts, charts, warns, env, later, cells))
+    atomic_write(md_path, markdown.page(title, ans, verdicts, charts, warns, env, later, forest))
+    atomic_write(out / "report.html", html.page(title, ans, verdicts, charts, warns, env, later, cells, forest))
     return md_path

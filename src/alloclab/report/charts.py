@@ -25,34 +25,65 @@ VERDICT_COLOURS = {"faster": "#2a9d4b", "lower": "#2a9d4b", "slower": "#c0392b",
 
 
 def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", limit: int = 40) -> tuple | None:
-    """Forest plot: each comparison's change in % with its 95 % CI, the equivalence band shaded."""
+    """The forest plot of a question's verdicts: one row per comparison, grouped by cell, the
+    ratio variant / baseline as a point with its 95 % CI, a line at 1 and the ±margin band,
+    colour by verdict; the unit and the rounds behind each row in the caption."""
     vs = [v for v in ans.verdicts if v.metric == metric and v.ratio is not None][:limit]
     if not vs:
         return None
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * len(vs)))
-    ys = list(range(len(vs)))[::-1]
-    margin = ans.margin_pct
-    for y, v in zip(ys, vs):
-        d = v.delta_pct
+    cells: dict[tuple, list] = defaultdict(list)
+    for v in vs:
+        cells[answers.cell_label(v)].append(v)
+    rows: list[tuple[str, object]] = []  # ("cell", label) or ("cmp", verdict), top to bottom
+    for label, items in cells.items():
+        rows.append(("cell", label))
+        rows += [("cmp", v) for v in sorted(items, key=lambda v: v.variant)]
+    height = 0.9 + 0.27 * len(rows)
+    fig, ax = plt.subplots(figsize=(11, height))
+    m = ans.margin_pct / 100
+    ax.axvspan(1 - m, 1 + m, color="#2c6fbb", alpha=0.10, lw=0)
+    ax.axvline(1, color="#333", lw=0.9)
+    lows = [v.ci_low for v in vs if v.ci_low] + [v.ratio for v in vs]
+    highs = [v.ci_high for v in vs if v.ci_high] + [v.ratio for v in vs]
+    lo, hi = min(lows + [1 - 2 * m]), max(highs + [1 + 2 * m])
+    pad = 0.06 * (hi - lo)
+    ax.set_xlim(lo - pad, hi + pad + 0.42 * (hi - lo))  # room on the right for the numbers
+    labels = []
+    for i, (kind, item) in enumerate(rows):
+        y = len(rows) - 1 - i
+        if kind == "cell":
+            labels.append(item)
+            ax.axhline(y - 0.5, color="#ddd", lw=0.6) if i else None
+            continue
+        v = item
+        colour = VERDICT_COLOURS.get(v.verdict, "#888")
         if v.ci_low is not None:
-            ax.errorbar([d], [y], xerr=[[d - (v.ci_low - 1) * 100], [(v.ci_high - 1) * 100 - d]], fmt="o",
-                        color=VERDICT_COLOURS.get(v.verdict, "#888"), capsize=3)
+            ax.errorbar([v.ratio], [y], xerr=[[v.ratio - v.ci_low], [v.ci_high - v.ratio]], fmt="o", color=colour,
+                        capsize=3, ms=5)
+            text = f"{v.ratio:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}] {v.verdict}"
         else:
-            ax.plot([d], [y], "o", mfc="none", color="#888")
-    ax.axvspan(-margin, margin, color="#2c6fbb", alpha=0.08)
-    ax.axvline(0, color="#333", lw=0.8)
-    ax.set_yticks(ys)
-    ax.set_yticklabels([f"{v.engine} {v.workload} t{v.threads}: {v.variant} vs {v.baseline}" for v in vs], fontsize=7)
-    ax.set_xlabel(f"change in {answers.METRIC_TITLE.get(metric, metric)} vs baseline (%)")
+            ax.plot([v.ratio], [y], "o", mfc="none", color="#888")
+            text = f"{v.ratio:.3f} (no interval yet) {v.verdict}"
+        ax.text(hi + pad * 1.5, y, text, va="center", fontsize=8, color=colour)
+        labels.append(f"    {v.variant} vs {v.baseline}")
+    ax.set_yticks(range(len(rows) - 1, -1, -1))
+    ax.set_yticklabels(labels, fontsize=8)
+    for t, (kind, _item) in zip(ax.get_yticklabels(), rows):
+        if kind == "cell":
+            t.set_fontweight("bold")
+    what = answers.METRIC_TITLE.get(metric, metric)
+    ax.set_xlabel(f"{what}: ratio variant ÷ baseline (1 = no difference)")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.set_title(f"{answers.METRIC_TITLE.get(metric, metric).capitalize()}: each comparison with its 95 % CI")
+    ax.set_ylim(-0.7, len(rows) - 0.3)
     fig.tight_layout()
     png, svg = _save(fig, out, f"verdicts_{metric}")
     n = [v.n_pairs or min(v.n_baseline, v.n_variant) for v in vs]
-    cap = (f"Change of each variant against its baseline in % (0 = no change; the x axis is centred on 0, not "
-           f"started at it), dot = ratio of the paired runs, bar = 95 % CI, colour = verdict (green better, red "
-           f"worse, blue equivalent, grey undecided; hollow: no interval yet), shaded band = equivalence margin "
-           f"±{margin:g} %. {len(vs)} comparison(s), {min(n)}–{max(n)} rounds each.")
+    units = sorted({"NOPM" if v.settings.startswith("w") and v.workload == "tpcc" else
+                    {"throughput": "ops/s", "p99_latency": "ms", "peak_rss": "MiB"}.get(metric, "") for v in vs})
+    cap = (f"{what.capitalize()} ({', '.join(units)}): each comparison's ratio variant ÷ baseline from paired runs "
+           f"(dot) with its 95 % CI (bar), n = {min(n)}{'–' + str(max(n)) if max(n) != min(n) else ''} rounds per "
+           f"row; line at 1 = no difference; shaded band = equivalence margin ±{ans.margin_pct:g} %; colour = verdict "
+           f"(green better, red worse, blue equivalent, grey undecided; hollow: no interval yet).")
     return png, svg, cap
 
 
@@ -166,6 +197,8 @@ def draw_chart(study: analyse.Study, spec: Chart, out: Path) -> tuple[Path, Path
     rows = [r for r in spec.rows(study) if getattr(r, spec.metric.column) is not None]
     if not rows:
         return None
+    if spec.kind == "line" and len({getattr(r, spec.x) for r in rows}) < 2:
+        return None  # a line "vs threads" through one thread count is a dot per allocator: the bars say it
     order = {e: i for i, e in enumerate(study.engines)}
     engines = list(dict.fromkeys(spec.panel(r) for r in sorted(rows, key=lambda r: (order[r.engine], r.pattern))))
     allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]

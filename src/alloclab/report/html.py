@@ -13,7 +13,8 @@ from alloclab.report.tables import Table
 CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}
 th{background:#f0f0f0}tr:nth-child(even){background:#fafafa}.warn{background:#fff4e0;padding:.5em 1em}
-svg{max-width:100%;height:auto}details{margin:1em 0}.note{color:#555;font-size:12px}
+svg{max-width:100%;height:auto}#forest{margin:.5em 0}#forest svg{max-height:560px;width:auto}
+h1{font-size:22px;margin:.3em 0}details{margin:1em 0}.note{color:#555;font-size:12px}
 .headline{font-size:17px;font-weight:bold}.answers li{margin:.3em 0}
 figcaption{color:#444;font-size:12px;max-width:900px}"""
 
@@ -38,15 +39,21 @@ def _inline_svg(path: Path) -> str:
 
 
 def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[Path, Path, str]], warns: list[str],
-         env: list[str], later: list[Table], cells: Table) -> str:
-    """report.html: what report.md holds, the charts inlined as SVG, and the per-cell statistics
-    folded away at the end."""
+         env: list[str], later: list[Table], cells: Table, forest: tuple[Path, Path, str] | None = None) -> str:
+    """report.html: the first screen holds the answer (the headline and the forest plot of the
+    main question's verdicts, one line per cell under it); then why, the verdicts, what
+    report.md holds with the charts inlined as SVG, and the per-cell statistics folded away."""
     h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>", "<h2>Answers</h2>",
-         f"<p class='headline'>{html.escape(ans.headline)}</p><ul class='answers'>"]
-    h += [f"<li>{html.escape(x)}</li>" for x in ans.sentences] or ["<li>(no comparison)</li>"]
-    h += [f"</ul><p class='note'>{html.escape(ans.note)}</p>", f"<h2>{html.escape(verdicts.title)}</h2>",
-          to_html(verdicts), "<h2>Charts</h2>"]
+         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
+         f"<p class='headline' id='answer'>{html.escape(ans.headline)}</p>"]
+    if forest:
+        h.append(f"<figure id='forest'>{_inline_svg(forest[1])}<figcaption>{html.escape(forest[2])}</figcaption>"
+                 "</figure>")
+    h += ["<ul class='answers'>"] + ([f"<li>{html.escape(x)}</li>" for x in ans.lines]
+                                     or ["<li>(no comparison)</li>"])
+    h += [f"</ul><p class='note'>{html.escape(ans.note)}</p>", "<h2>Why: each answer in full</h2><ul class='answers'>"]
+    h += [f"<li>{html.escape(x)}</li>" for x in ans.sentences] + ["</ul>"]
+    h += [f"<h2>{html.escape(verdicts.title)}</h2>", to_html(verdicts), "<h2>Charts</h2>"]
     h += [f"<figure>{_inline_svg(svg)}<figcaption>{html.escape(cap)}</figcaption></figure>"
           for _png, svg, cap in charts]
     h += ["<h2>Warnings</h2><div class='warn'><ul>"] + ([f"<li>{html.escape(w)}</li>" for w in warns]

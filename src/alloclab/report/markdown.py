@@ -16,10 +16,15 @@ def to_markdown(t: Table) -> str:
 
 
 def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[Path, Path, str]], warns: list[str],
-         env: list[str], later: list[Table]) -> str:
-    """report.md: the answers and verdicts, the charts (as PNG, with captions), warnings, environment,
-    then every other table."""
-    md = [f"# {title}", "", answers.to_markdown(ans), f"## {verdicts.title}", "", to_markdown(verdicts), ""]
+         env: list[str], later: list[Table], forest: tuple[Path, Path, str] | None = None) -> str:
+    """report.md: the answers (the forest plot of the main question right under the headline),
+    why, the verdicts, the other charts (as PNG, with captions), warnings, environment, then every
+    other table."""
+    short = answers.to_markdown(ans).split("\n")
+    md = [f"# {title}", ""] + short[:4]
+    if forest:
+        md += [f"![{forest[0].stem}](charts/{forest[0].name})", "", f"_{forest[2]}_", ""]
+    md += short[4:] + [answers.details_markdown(ans), f"## {verdicts.title}", "", to_markdown(verdicts), ""]
     md += ["## Charts", ""]
     for png, _svg, cap in charts:
         md += [f"![{png.stem}](charts/{png.name})", "", f"_{cap}_", ""]
