@@ -25,7 +25,8 @@ APT_PKGS=(build-essential cmake pkg-config clang libclang-dev librocksdb-dev lib
           libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libgoogle-perftools4
           libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libmariadb-dev libpq-dev debootstrap
           python3 python3-venv python3-pip binutils curl ca-certificates git procps linux-perf
-          mariadb-server mariadb-client mariadb-plugin-rocksdb postgresql sysbench)
+          mariadb-server mariadb-client mariadb-plugin-rocksdb postgresql sysbench
+          tcl8.6 tcl8.6-dev tcl-thread libsqlite3-tcl)
 # the tests also open the HTML report in a real headless browser
 [ "$MODE" = test ] && APT_PKGS+=(chromium chromium-driver)
 missing=()
@@ -92,6 +93,8 @@ if [ ! -x "$TOOLS/bin/inferno-flamegraph" ] || [ ! -x "$TOOLS/bin/inferno-diff-f
   cargo install --quiet --locked inferno --root "$TOOLS"
 fi
 ln -sf "$ROOT/driver/target/release/alloclab-driver" .venv/bin/alloclab-driver
+# HammerDB 4.12, the seeds' TPC-C client, from ../shared/vendor (checked), cached outside the checkout
+.venv/bin/alloclab setup hammerdb >/dev/null
 say "ready: $ROOT/.venv/bin/alloclab (add $ROOT/.venv/bin to PATH, or: source .venv/bin/activate)"
 
 # the studies' stack (Debian trixie root, MariaDB 11.8, TideSQL), cached outside the checkout

@@ -40,9 +40,13 @@ def test_missing_proof_source_is_not_a_proof():
 def test_parse_forms(found):
     need(found, "jemalloc")
     assert allocators.parse("glibc", found).path is None
-    a = allocators.parse("jemalloc+MALLOC_CONF=narenas:2+MALLOC_ARENA_MAX=1", found)
-    assert a.name == "jemalloc+MALLOC_CONF=narenas:2+MALLOC_ARENA_MAX=1" and a.base == "jemalloc"
-    assert dict(a.env) == {"MALLOC_CONF": "narenas:2", "MALLOC_ARENA_MAX": "1"}
+    a = allocators.parse("jemalloc+MALLOC_CONF=narenas:2", found)
+    assert a.name == "jemalloc+MALLOC_CONF=narenas:2" and a.base == "jemalloc"
+    assert dict(a.env) == {"MALLOC_CONF": "narenas:2"}
+    g = allocators.parse("glibc+MALLOC_ARENA_MAX=1+GLIBC_TUNABLES=glibc.malloc.tcache_count=0", found)
+    assert dict(g.env) == {"MALLOC_ARENA_MAX": "1", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}
+    with pytest.raises(AlloclabError, match="MALLOC_ARENA_MAX is not an option jemalloc documents"):
+        allocators.parse("jemalloc+MALLOC_ARENA_MAX=1", found)
     custom = allocators.parse(f"mine={found['jemalloc'].path}", found)
     assert custom.name == "mine" and custom.path == found["jemalloc"].path
     with pytest.raises(AlloclabError, match="absolute"):

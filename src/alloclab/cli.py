@@ -104,6 +104,9 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
                             w[key] = getattr(a, flag)
                 if a.client is not None:  # refused by the plan where no client applies
                     w["client"] = a.client
+                    if a.client == "hammerdb" and w.get("workload") == "tpcc":
+                        w["mix"] = "hammerdb"  # HammerDB's own mix and procedures: as the seeds ran it
+                        w.pop("mode", None)
             new.append(w)
         raw["workloads"] = new
     return raw
@@ -244,8 +247,13 @@ def cmd_doctor(a: argparse.Namespace) -> int:
 def cmd_setup(a: argparse.Namespace) -> int:
     from alloclab import stack
 
+    if a.what == "hammerdb":
+        from alloclab import hammerdb
+        rec = hammerdb.install(notify=lambda m: print(m, flush=True))
+        print(f"HammerDB {rec['version']} ready at {rec['home']} (Tcl packages: {', '.join(rec['tcl_packages'])})")
+        return EXIT_OK
     if a.what != "stack":
-        raise AlloclabError(f"unknown setup target '{a.what}'", "use: alloclab setup stack")
+        raise AlloclabError(f"unknown setup target '{a.what}'", "use: alloclab setup stack, or alloclab setup hammerdb")
     builds = [stack.build(b).name for b in a.tidesql or ()]  # an unknown build is refused before any work
     st = stack.setup(notify=lambda m: print(m, flush=True), force=a.force, builds=builds)
     c = st["steps"]["check"]
@@ -277,7 +285,8 @@ def parser() -> argparse.ArgumentParser:
                    help="e.g. glibc,jemalloc,mimalloc=/opt/lib.so,jemalloc+MALLOC_CONF=narenas:2 (default: all found)")
     r.add_argument("--workloads", type=_csv(str),
                    help="workload kinds, preset parts or sysbench tests, e.g. write,read or oltp_read_only")
-    r.add_argument("--client", help="the client of a server workload: sysbench or native for sysbench's tests")
+    r.add_argument("--client", help="the client of a server workload: sysbench or native for sysbench's tests; "
+                                    "native or hammerdb (the seeds' HammerDB 4.12) for TPC-C")
     r.add_argument("--threads", type=_csv(int), help="e.g. 1,4,8")
     r.add_argument("--batch", type=_csv(int), help="e.g. 1,100,1000")
     r.add_argument("--runs", type=int, help="exactly this many runs of every cell (default: rounds until decided)")
@@ -335,8 +344,11 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=cmd_bundle)
     d = sub.add_parser("doctor", help="what on this machine can move the numbers, and what it means")
     d.set_defaults(fn=cmd_doctor)
-    su = sub.add_parser("setup", help="build and cache what some engines need (stack: MariaDB 11.8.6 with TideSQL)")
-    su.add_argument("what", choices=["stack"], help="stack: the studies' MariaDB 11.8.6 + TideSQL in a Debian root")
+    su = sub.add_parser("setup", help="build and cache what some studies need: the stack (MariaDB 11.8.6 with "
+                        "TideSQL), HammerDB")
+    su.add_argument("what", choices=["stack", "hammerdb"],
+                    help="stack: the studies' MariaDB 11.8.6 + TideSQL in a Debian root; hammerdb: HammerDB 4.12, "
+                         "the seeds' TPC-C client")
     su.add_argument("--force", action="store_true", help="start again from nothing")
     su.add_argument("--tidesql", action="append", metavar="BUILD",
                     help="also build this TideSQL build (4.5.5, 4.2.5, seed000, seed003; repeatable)")

@@ -69,7 +69,9 @@ def cell_of(r: RunRow) -> tuple:
     if r.workload == "tpcc":
         from alloclab.plan import default_tpcc_mode
         mode = "" if r.tpcc_mode in ("", default_tpcc_mode(r.engine)) else r.tpcc_mode
-        return tuple("" if f in _NOT_TPCC else mode if f == "tpcc_mode" else getattr(r, f) for f in CELL_FIELDS)
+        client = "hammerdb" if r.client == "hammerdb" else ""  # alloclab's own client, whatever the mode, is ""
+        return tuple(client if f == "client" else "" if f in _NOT_TPCC else mode if f == "tpcc_mode"
+                     else getattr(r, f) for f in CELL_FIELDS)
     return tuple(getattr(r, f) for f in CELL_FIELDS)
 
 

@@ -111,6 +111,9 @@ def tpcc_rates(summary: dict) -> dict[str, float]:
     wl = summary.get("workload") or {}
     if not minutes or wl.get("kind") != "tpcc":
         return {"nopm": 0.0, "client_nopm": 0.0, "tpm": 0.0}
+    if wl.get("client") == "hammerdb":  # HammerDB's own result line is the client's count
+        return {"nopm": round(float(wl.get("nopm", 0.0)), 1), "client_nopm": round(float(wl["client_nopm"]), 1),
+                "tpm": round(float(wl["tpm"]), 1)}
     ops = summary.get("ops", {})
     no = ops.get("neword", {})
     committed_no = no.get("calls", 0) - no.get("errors", 0) - no.get("rollbacks", 0)

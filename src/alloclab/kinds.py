@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from alloclab import account, allocators, driver, environment, servers, sysbench, targets
@@ -330,6 +331,30 @@ class ServerTPCC(RunKind):
         return {"pattern": "", "batch": 1, "key_bytes": 0, "value_bytes": 0}
 
 
+class ServerHammerDB(ServerTPCC):
+    """TPC-C against a MariaDB server with HammerDB as the client (the seeds' client): HammerDB's
+    own schema as golden data, its timed test as the window, through hammerdb.py's adapter,
+    which speaks alloclab's events."""
+
+    name = "server TPC-C (HammerDB)"
+
+    def client_argv(self, spec: RunSpec, exe: Path, events: Path):
+        c = spec.cell
+
+        def argv(srv):
+            return [sys.executable, "-m", "alloclab.hammerdb", "run", "--socket", str(srv.socket), "--warehouses",
+                    str(c.warehouses), "--engine", srv.target.engine, "--threads", str(c.threads), "--rampup-s",
+                    repr(c.rampup_s or 0.0), "--duration-s", repr(c.duration_s or 0.0), "--events", str(events),
+                    "--tmp", str(srv.datadir / "hammerdb")]
+        return argv
+
+    def target(self, spec, run_dir, node, data, events):
+        return OnServer(spec, run_dir, node.scratch, data, self.client_argv(spec, node.exe, events), "HammerDB")
+
+    def row_fields(self, spec):
+        return {**super().row_fields(spec), "client": "hammerdb"}
+
+
 class ServerOLTP(ServerTPCC):
     name = "server OLTP"
     tpcc = False
@@ -378,5 +403,5 @@ def of(cell: Cell) -> RunKind:
     if cell.workload == "sysbench":
         return ServerOLTP(native=cell.client == "native")
     if cell.engine not in ENGINES:
-        return ServerTPCC()
+        return ServerHammerDB() if cell.client == "hammerdb" else ServerTPCC()
     return EmbeddedTPCC() if cell.workload == "tpcc" else EmbeddedKV()

@@ -200,7 +200,8 @@ WORKLOAD_SCHEMA = {
     "think": _bool,
     # sysbench against a server target
     "test": _list_of(_choice(SYSBENCH_TESTS)),
-    "client": _list_of(_choice(("sysbench", "native"))),
+    # the client: sysbench's tests: sysbench or native; TPC-C: native (alloclab's) or hammerdb
+    "client": _list_of(_choice(("sysbench", "native", "hammerdb"))),
     "tables": _int(1, 10_000),
     "table_size": _int(1),
 }
@@ -304,8 +305,10 @@ class Cell:
     @property
     def tpcc_mode(self) -> str:
         """How the client drives TPC-C: the cell's mode, else the engine's default (cells from
-        before modes); "" for other workloads."""
-        return (self.mode or default_tpcc_mode(self.engine)) if self.workload == "tpcc" else ""
+        before modes); HammerDB runs its own procedures; "" for other workloads."""
+        if self.workload != "tpcc":
+            return ""
+        return "procedures" if self.client == "hammerdb" else (self.mode or default_tpcc_mode(self.engine))
 
     @property
     def key(self) -> str:
@@ -313,7 +316,8 @@ class Cell:
         prof = "" if self.profile == "default" else f"/{self.profile}"
         if self.workload == "tpcc":
             mode = f"/{self.mode}" if self.mode and self.mode != default_tpcc_mode(self.engine) else ""
-            return f"{base}/w{self.warehouses}/vu{self.threads}{mode}{prof}"
+            client = "/hammerdb" if self.client == "hammerdb" else ""
+            return f"{base}/w{self.warehouses}/vu{self.threads}{client}{mode}{prof}"
         if self.workload == "sysbench":
             shape = "" if self.shape == "default" else f"/{self.shape}"
             client = "" if self.client == "sysbench" else f"/{self.client}"
@@ -414,7 +418,8 @@ class Plan:
                     for pattern, kb, vb, batch, threads, wh, test, client, mode in itertools.product(
                             w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"],
                             w.get("warehouses", [1 if tpcc else 0]), w.get("test", [""]),
-                            w.get("client", ["sysbench"]), modes):
+                            w.get("client", ["native" if tpcc else "sysbench"]),
+                            modes if not (tpcc and "hammerdb" in w.get("client", [])) else [""]):
                         ops = w.get("ops")
                         if ops is None and "duration_s" not in w:
                             ops = 100_000
@@ -424,7 +429,8 @@ class Plan:
                             ops=ops if "duration_s" not in w else None, duration_s=w.get("duration_s"),
                             keyspace=w.get("keyspace"), range_len=w["range_len"], profile=profile,
                             warehouses=wh if tpcc else 0, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
-                            mix=w.get("mix", "spec"), all_warehouses=w.get("all_warehouses", False),
+                            mix=w.get("mix", "hammerdb" if client == "hammerdb" else "spec"),
+                            all_warehouses=w.get("all_warehouses", False),
                             think=w.get("think", False), test=test, client=client, tables=w.get("tables", 10),
                             table_size=w.get("table_size", 100_000), shape=shape, mode=mode))
         seen = set()
@@ -568,7 +574,29 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
                 raise AlloclabError(f"workloads[{i}].mode: statements are SQL, which {', '.join(kv)} do not speak",
                                     "statements run on the servers and sqlite; key-value engines run mode = "
                                     "[\"rows\"]")
-        sb_keys = {"test", "tables", "table_size", "client"}
+        if w["workload"] == "tpcc" and "client" in w:
+            bad = [c for c in w["client"] if c not in ("native", "hammerdb")]
+            if bad:
+                raise AlloclabError(f"workloads[{i}].client: {bad[0]!r} does not run TPC-C",
+                                    "allowed values for tpcc: native (alloclab's client), hammerdb")
+            if "hammerdb" in w["client"]:
+                from alloclab import targets
+                not_maria = [e for e in engines if e in ENGINES or targets.parse(e).kind != "mariadb"]
+                if not_maria:
+                    raise AlloclabError(f"workloads[{i}].client: HammerDB's TPROC-C runs here against MariaDB only, "
+                                        f"not {', '.join(not_maria)}",
+                                        "use mariadb-innodb, mariadb-myrocks, mariadb11-* or mariadb:ENGINE=plugin.so")
+                if w.get("mode"):
+                    raise AlloclabError(f"workloads[{i}].mode: HammerDB runs its own stored procedures; mode is for "
+                                        "the native client", "drop mode, or run client = [\"native\"]")
+                if "ops" in w:
+                    raise AlloclabError(f"workloads[{i}].ops: HammerDB runs for a time, not a count",
+                                        "give duration_s (HammerDB counts in steps of 6 s)")
+                w.setdefault("duration_s", 30.0)  # HammerDB's timed test (it has no count of transactions)
+                if w.get("mix", "hammerdb") != "hammerdb":
+                    raise AlloclabError(f"workloads[{i}].mix: HammerDB's mix is its own (10/10/1/1/1 of 23)",
+                                        "set mix = \"hammerdb\" (or leave it out) with client = \"hammerdb\"")
+        sb_keys = {"test", "tables", "table_size"} | ({"client"} if w["workload"] != "tpcc" else set())
         if w["workload"] != "sysbench" and sb_keys & set(w):
             raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(sb_keys & set(w)))} only apply to "
                                 "workload = \"sysbench\"")
@@ -576,6 +604,10 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             if "test" not in w:
                 raise AlloclabError(f"workloads[{i}]: sysbench needs a test", "allowed values: "
                                     + ", ".join(SYSBENCH_TESTS))
+            bad = [c for c in w.get("client", []) if c not in ("sysbench", "native")]
+            if bad:
+                raise AlloclabError(f"workloads[{i}].client: {bad[0]!r} does not run sysbench's tests",
+                                    "allowed values for sysbench: sysbench, native")
             bad = [e for e in engines if e in ENGINES]
             if bad:
                 raise AlloclabError(f"workloads[{i}]: sysbench runs against a server, not {', '.join(bad)}",

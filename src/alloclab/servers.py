@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import resource
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -50,6 +52,9 @@ class Golden:
             ident = {"target": c.engine, "warehouses": c.warehouses, "loaders": c.loaders, "seed": spec.study_seed,
                      "settings": profile_settings(spec)}
             what = f"tpcc-w{c.warehouses}"
+            if c.client == "hammerdb":  # HammerDB's own schema, built by HammerDB
+                ident["client"] = "hammerdb"
+                what = f"hammerdb-w{c.warehouses}"
         else:
             ident = {"target": c.engine, "tables": c.tables, "table_size": c.table_size,
                      "settings": profile_settings(spec)}
@@ -81,7 +86,13 @@ class Golden:
                 wrong, notes = correctness.check(srv)
                 if wrong:
                     raise AlloclabError(wrong)
-            if c.workload == "tpcc":
+            if c.workload == "tpcc" and c.client == "hammerdb":
+                # one building virtual user on an optimistic engine: HammerDB's loader does not retry
+                build_vus = 1 if t.tidesql else max(1, min(c.loaders, c.warehouses))
+                argv = [sys.executable, "-m", "alloclab.hammerdb", "build", "--socket", str(srv.socket),
+                        "--warehouses", str(c.warehouses), "--engine", t.engine, "--tmp", str(path / "hammerdb"),
+                        "--build-vus", str(build_vus)]
+            elif c.workload == "tpcc":
                 srv.sql(f"CREATE DATABASE {TPCC_DATABASE}")
                 argv = [str(self.exe), "tpcc-load", *client_target(srv), "--warehouses", str(c.warehouses),
                         "--loaders", str(c.loaders), "--seed", str(spec.study_seed), "--events",
@@ -89,19 +100,26 @@ class Golden:
             else:
                 srv.sql(f"CREATE DATABASE {sysbench.DATABASE}")
                 argv = sysbench.prepare_argv(srv, c.tables, c.table_size)
+            cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t_load = time.monotonic()
             with open(logs / "prepare.log", "wb") as log:
                 p = subprocess.run(argv, stdout=log, stderr=log, timeout=spec.timeout_s, preexec_fn=die_with_parent,
                                    env=environment.clean())
+            load_s = time.monotonic() - t_load
+            cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            load = {"client": c.client if c.workload == "tpcc" else "sysbench", "load_s": round(load_s, 2),
+                    "client_cpu_s": round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 2)}
             if p.returncode != 0:
                 raise AlloclabError(f"preparing {key} failed: "
                                     f"{(logs / 'prepare.log').read_text(errors='replace').strip()[-300:]}")
+            shutil.rmtree(path / "hammerdb", ignore_errors=True)
         finally:
             clean = srv.stop()
         if not clean:
             raise AlloclabError(f"{c.engine} did not shut down cleanly after prepare: {srv.log_tail()}")
         write_json(logs / "prepare.json", {"key": key, "target": c.engine, "tables": c.tables,
-                                           "table_size": c.table_size, "seconds": time.monotonic() - t0,
-                                           "engine_notes": notes})
+                                           "table_size": c.table_size, "warehouses": c.warehouses,
+                                           "seconds": time.monotonic() - t0, **load, "engine_notes": notes})
         self.notify(f"prepared {key} in {time.monotonic() - t0:.1f}s")
 
 

@@ -19,7 +19,6 @@ vanish with the last process, so no mount is ever left behind on the host.
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import re
@@ -30,21 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from alloclab.errors import AlloclabError
+from alloclab.vendor import Vendored
+from alloclab.vendor import find as find_vendored
 
 SUITE = "trixie"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class Vendored:
-    """A file of the vendor folder (path relative to it) and its SHA-256."""
-
-    file: str
-    sha256: str
-
-    @property
-    def name(self) -> str:
-        return Path(self.file).name
 
 
 # TideSQL and TidesDB release archives (`git archive` of each tag; ../shared/vendor/README.md)
@@ -170,53 +158,6 @@ def home() -> Path:
 
 def root() -> Path:
     return home() / "root"
-
-
-def vendor_cache() -> Path:
-    """Where vendored files are kept once found (so that later checkouts find them too)."""
-    return home().parent / "vendor"
-
-
-def vendor_dirs() -> list[Path]:
-    """ALLOCLAB_VENDOR if set; else the checkout's ../shared/vendor and, for a clone of a local
-    checkout, its origin's; then the cache."""
-    if os.environ.get("ALLOCLAB_VENDOR"):
-        return [Path(os.environ["ALLOCLAB_VENDOR"]), vendor_cache()]
-    out = [REPO_ROOT.parent / "shared" / "vendor"]
-    try:
-        origin = subprocess.run(["git", "-C", str(REPO_ROOT), "config", "--get", "remote.origin.url"],
-                                capture_output=True, text=True, timeout=10).stdout.strip()
-        if origin and os.path.isdir(origin):
-            out.append(Path(origin).resolve().parent / "shared" / "vendor")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return out + [vendor_cache()]
-
-
-def find_vendored(v: Vendored) -> Path:
-    """A vendored file, checked against its SHA-256 (and kept in the cache for later checkouts)."""
-    for d in vendor_dirs():
-        p = d / v.file
-        if p.is_file():
-            _check_sha(p, v)
-            if d != vendor_cache():
-                dest = vendor_cache() / v.file
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                if not dest.is_file() or dest.stat().st_size != p.stat().st_size:
-                    shutil.copy(p, f"{dest}.partial")
-                    os.replace(f"{dest}.partial", dest)
-            return p
-    raise AlloclabError(f"{v.file} is not in any vendor folder ({', '.join(str(d) for d in vendor_dirs())})",
-                        f"put {v.name} (SHA-256 {v.sha256}) in {vendor_cache() / Path(v.file).parent} or set "
-                        "ALLOCLAB_VENDOR to the folder that has it (../shared/vendor beside the alloclab checkout)")
-
-
-def _check_sha(p: Path, v: Vendored) -> None:
-    h = hashlib.sha256(p.read_bytes()).hexdigest()
-    if h != v.sha256:
-        raise AlloclabError(f"{p} has SHA-256 {h}, not {v.sha256}: refused",
-                            f"replace it with the unmodified {v.name} (../shared/vendor/README.md says where it "
-                            "comes from)")
 
 
 def vendored_for(b: Build | None = None) -> list[Vendored]:

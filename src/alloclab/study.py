@@ -115,6 +115,9 @@ def preflight(plan: Plan, progress: Progress | None) -> Path:
         targets.check_available(t)
     if servers:
         sysbench.binary()
+    if any(c.client == "hammerdb" for c in plan.cells()):
+        from alloclab import hammerdb
+        hammerdb.check_available()
     if any(t.stack for t in servers):
         from alloclab import stack
         stack.ensure([t.tidesql for t in servers if t.tidesql], notify=progress.message if progress else print)

@@ -52,7 +52,14 @@ from alloclab.report.tables import (
     verdict_table,
     vs_baseline_table,
 )
-from alloclab.report.tpcc import published_table, tpcc_ratio_table, tpcc_runs_table, tpcc_txn_table, tpcc_valid
+from alloclab.report.tpcc import (
+    loads_table,
+    published_table,
+    tpcc_ratio_table,
+    tpcc_runs_table,
+    tpcc_txn_table,
+    tpcc_valid,
+)
 from alloclab.store import atomic_write
 
 __all__ = ["REPORT_DIR", "Table", "build", "fmt_cmp", "params", "to_markdown"]
@@ -81,6 +88,8 @@ def build(root: Path) -> Path:
         shaped += [tpcc_runs_table(study), tpcc_txn_table(study), tpcc_ratio_table(study)]
     pub = published_table(study)
     shaped += [pub] if pub else []
+    loads = loads_table(study)
+    shaped += [loads] if loads else []
     other = [t for t in (cpu_per_txn_table(study), cpu_share_table(study), calls_table(study),
                          flame_table(study, out)) if t] + [
         memory_account_table(study), spread_table(study), engine_ratio_table(study), sweep_table(study),

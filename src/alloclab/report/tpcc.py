@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from alloclab import analyse, presets, stats
@@ -81,6 +82,39 @@ def tpcc_ratio_table(study: analyse.Study) -> Table:
     for cell, a, other, ref, c in analyse.profile_gains(study, NOPM):
         ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.ci_low is not None else "n<3"
         t.add([f"{cell[0]}: {other} / {ref}", params(cell), a, f"{c.ratio:.2f}x", ci, c.verdict])
+    return t
+
+
+def loads_table(study: analyse.Study) -> Table | None:
+    """Each TPC-C load (unmeasured, once per target and size), and who loaded it: alloclab's
+    loader and HammerDB's schema build side by side."""
+    recs = []
+    for f in sorted((study.root / "loads").glob("*/*.json")):
+        if f.name not in ("prepare.json", "load.json"):
+            continue
+        try:
+            j = json.loads(f.read_text())
+        except (OSError, ValueError):
+            study.problems.add(str(f.relative_to(study.root)))
+            continue
+        if f.name == "load.json" or j.get("client") in ("native", "hammerdb"):  # not sysbench's prepares
+            recs.append(j)
+    if not recs:
+        return None
+    t = Table("tpcc_loads", "TPC-C loads (unmeasured, once per target and size)",
+              ["target", "loaded by", "warehouses", "load s", "warehouses/min", "client CPU s"],
+              note="alloclab's loader (LOAD DATA from memory, or batched transactions embedded) and HammerDB's "
+                   "buildschema (its own rows and procedures), each timed on a fresh server; client CPU: the "
+                   "loading process and its children.")
+    for j in recs:
+        s_ = j.get("load_s") or j.get("wall_s")
+        wh = j.get("warehouses") or 0
+        who = {"hammerdb": "HammerDB 4.12 buildschema"}.get(j.get("client"), "alloclab")
+        t.add([j.get("target") or j.get("engine", ""), who, str(wh), f"{s_:.1f}" if s_ else "",
+               f"{60 * wh / s_:.1f}" if s_ and wh else "",
+               f"{j['client_cpu_s']:.1f}" if j.get("client_cpu_s") is not None else ""],
+              [j.get("target") or j.get("engine"), who, wh, s_, 60 * wh / s_ if s_ and wh else None,
+               j.get("client_cpu_s")])
     return t
 
 

@@ -95,6 +95,8 @@ pub fn load(
     let text = serde_json::to_string(&meta)?;
     let (_, r) = retry(&mut *tx, true, 100, &mut |tx| tx.put_meta(&text));
     r.map_err(|e| anyhow::anyhow!("cannot store the load's metadata: {e}"))?;
+    db.analyze()
+        .context("cannot update the statistics after the load")?;
     let secs = t0.elapsed().as_secs_f64();
     sink.emit(
         "phase",

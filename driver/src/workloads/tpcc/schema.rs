@@ -21,6 +21,20 @@ pub const SCHEMA: &[&str] = &[
     "CREATE TABLE tpcc_meta (k VARCHAR(16) PRIMARY KEY, v TEXT){engine}",
 ];
 
+/// The tables of `SCHEMA`, for ANALYZE after a load.
+pub const TABLES: &[&str] = &[
+    "warehouse",
+    "district",
+    "customer",
+    "history",
+    "item",
+    "stock",
+    "orders",
+    "new_order",
+    "order_line",
+    "tpcc_meta",
+];
+
 /// The engine clause of CREATE TABLE for MariaDB (e.g. InnoDB, ROCKSDB).
 pub fn schema(dialect: Dialect, table_engine: &str) -> Vec<String> {
     let clause = if dialect == Dialect::MariaDb {

@@ -5,16 +5,16 @@
 
 use anyhow::Result;
 
-use super::schema::schema;
+use super::schema::{schema, TABLES};
 use super::sql_tx::SqlTx;
 use super::transactions::RowSession;
 use super::{procs, stmts, Mode, TpccDb, TpccTx, TxnSession};
 use crate::engines::sqlite::SqliteFile;
 use crate::engines::EngineOptions;
-use crate::sql::libmariadb;
 use crate::sql::mariadb::MariaConn;
 use crate::sql::postgres::PgConn;
 use crate::sql::sqlite::SqliteConn;
+use crate::sql::{libmariadb, libpq};
 use crate::sql::{Dialect, Server, SqlConn};
 
 // --- SQLite ------------------------------------------------------------------------------------
@@ -48,6 +48,9 @@ impl TpccSqlite {
 impl TpccDb for TpccSqlite {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
         Ok(Box::new(SqlTx::new(SqliteConn::new(self.db.connect()?))))
+    }
+    fn analyze(&self) -> Result<()> {
+        Ok(self.db.connect()?.execute_batch("ANALYZE")?)
     }
     fn prepare_mode(&self, mode: Mode) -> Result<()> {
         match mode {
@@ -99,6 +102,12 @@ impl TpccMariaDb {
 impl TpccDb for TpccMariaDb {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
         Ok(Box::new(SqlTx::new(self.connect()?)))
+    }
+    fn analyze(&self) -> Result<()> {
+        let mut c = self.connect()?;
+        c.query(&format!("ANALYZE TABLE {}", TABLES.join(", ")), &[])
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(())
     }
     fn prepare_mode(&self, mode: Mode) -> Result<()> {
         if mode == Mode::Procedures {
@@ -158,6 +167,11 @@ impl TpccDb for TpccPostgres {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
         Ok(Box::new(SqlTx::new(self.connect()?)))
     }
+    fn analyze(&self) -> Result<()> {
+        self.connect()?
+            .batch("ANALYZE")
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
     fn prepare_mode(&self, mode: Mode) -> Result<()> {
         if mode == Mode::Procedures {
             procs::create_postgres(&mut self.connect()?.c, &self.server)?;
@@ -167,7 +181,11 @@ impl TpccDb for TpccPostgres {
     fn terminal(&self, mode: Mode) -> Result<Box<dyn TxnSession + '_>> {
         match mode {
             Mode::Procedures => Ok(Box::new(procs::PgProcs::new(self.connect()?.c)?)),
-            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(self.connect()?))),
+            // through libpq, as the native OLTP client and sysbench's pgsql driver: the
+            // `postgres` crate's async runtime cost the client 4x the CPU per New-Order
+            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(libpq::Conn::connect(
+                &self.server,
+            )?))),
             Mode::Rows => Ok(Box::new(RowSession(self.session()?))),
         }
     }
