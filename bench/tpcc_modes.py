@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""TPC-C on servers, the way HammerDB drives them, against the driver of landed main (commit
-d84df70, row at a time), measured side by side in one run (not a test): per server (MariaDB
-InnoDB, PostgreSQL) the load (warehouses per minute, client CPU per warehouse; each load on a fresh server) and, in
-interleaved runs, NOPM, client and server CPU per New-Order and Stock-Level p50, for each mode
-against today's. Prints a table of the figures and their ratios to today's.
+"""TPC-C on servers, the way HammerDB drives them, against the driver of an earlier commit (default
+d84df70, row at a time; --base 1176525 --base-mode statements: statements mode on PostgreSQL through
+the `postgres` crate, before libpq), measured side by side in one run (not a test): per server
+(MariaDB InnoDB, PostgreSQL) the load (warehouses per minute, client CPU per warehouse; each load on
+a fresh server) and, in interleaved runs, NOPM, client and server CPU per New-Order and Stock-Level
+p50, for each mode against today's. Prints a table of the figures and their ratios to today's.
 
     .venv/bin/python bench/tpcc_modes.py [--warehouses 4] [--vus 2] [--seconds 60] [--repeats 2]
                                          [--load-repeats 2] [--modes statements,procedures]
+                                         [--base COMMIT] [--base-mode MODE]
 
-The baseline driver is built once from the checkout's history (git archive of d84df70) into
+The baseline driver is built once from the checkout's history (git archive of the commit) into
 ~/.cache/alloclab/bench (a few minutes the first time).
 """
 
@@ -34,21 +36,21 @@ BASE = "d84df70"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "alloclab" / "bench"
 
 
-def baseline_driver() -> Path:
-    """The driver of commit d84df70, built once."""
-    exe = CACHE / f"target-{BASE}" / "release" / "alloclab-driver"
+def baseline_driver(base: str = BASE) -> Path:
+    """The driver of an earlier commit, built once."""
+    exe = CACHE / f"target-{base}" / "release" / "alloclab-driver"
     if exe.exists():
         return exe
-    src = CACHE / f"src-{BASE}"
+    src = CACHE / f"src-{base}"
     if not (src / "driver" / "Cargo.toml").exists():
         src.mkdir(parents=True, exist_ok=True)
         # the driver's sources at that commit, copied out of the history (the checkout is untouched)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASE, "driver"], check=True,
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", base, "driver"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
-    print(f"building the driver of {BASE} (once, a few minutes)", flush=True)
+    print(f"building the driver of {base} (once, a few minutes)", flush=True)
     env = {**os.environ, "ROCKSDB_LIB_DIR": os.environ.get("ROCKSDB_LIB_DIR", "/usr/lib/x86_64-linux-gnu"),
-           "CARGO_TARGET_DIR": str(CACHE / f"target-{BASE}")}
+           "CARGO_TARGET_DIR": str(CACHE / f"target-{base}")}
     subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(src / "driver" / "Cargo.toml")],
                    check=True, env=env)
     return exe
@@ -141,9 +143,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--load-repeats", type=int, default=2)
     ap.add_argument("--modes", default="statements,procedures", help="the new driver's modes beside today's")
+    ap.add_argument("--base", default=BASE, help="the commit whose driver is the baseline")
+    ap.add_argument("--base-mode", default="", help="the baseline driver's --tpcc-mode (none: its default)")
     a = ap.parse_args()
-    old, new = baseline_driver(), driver.locate()
-    modes = [("today (d84df70, rows)", old, None)] + [(m, new, m) for m in a.modes.split(",") if m]
+    old, new = baseline_driver(a.base), driver.locate()
+    modes = [(f"base ({a.base}, {a.base_mode or 'default'})", old, a.base_mode or None)] + \
+        [(m, new, m) for m in a.modes.split(",") if m]
     for name in a.servers.split(","):
         t = targets.parse(name)
         work = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))

@@ -98,9 +98,10 @@ def test_kv_preset_has_the_nine_parts_of_study_2(scale):
 def test_quick_kv_preset_asks_the_main_question_in_windows_of_at_least_5s():
     p = load(preset("kv-allocators", "quick") | {"allocators": ["glibc", "jemalloc"]})
     assert {c.engine for c in p.cells()} == {"tidesdb"}
-    assert {c.part for c in p.cells()} == {"churn_small", "contention", "large_4kb"}
+    assert [(c.part, c.threads, c.batch) for c in p.cells()] == [("contention", 8, 100)]
     assert all(c.duration_s >= 5 and c.ops is None for c in p.cells())
-    assert p.adaptive and p.budget == 600 and p.min_window_s == 5
+    assert p.adaptive and p.budget == 600 and p.min_window_s == 5 and p.margin_pct == 5 and p.warmup_round
+    assert preset("kv-allocators", "quick")["allocators"] == ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 
 
 def test_windows_shorter_than_the_scale_floor_are_refused_naming_the_key():

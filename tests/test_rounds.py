@@ -131,3 +131,19 @@ def test_bad_round_flags_are_refused_before_any_work(tmp_path):
     assert p.returncode == 2 and "budget" in p.stderr and "not a duration" in p.stderr and not out.exists()
     p = alloclab("run", "--engines", "null", "--workloads", "write", "--duration", "1s", "--out", str(out))
     assert p.returncode == 2 and "floor" in p.stderr and "--scale smoke" in p.stderr and not out.exists()
+
+
+def test_a_warmup_round_runs_each_cell_once_and_never_measures_it(tmp_path, found):
+    need(found, "jemalloc")
+    out = tmp_path / "res"
+    p = alloclab("run", "--plan", str(write_plan(tmp_path, "warmup_round = true")), "--runs", "2", "--out", str(out),
+                 "--quiet")
+    assert p.returncode == 0, p.stderr
+    rows = Store(out).rows()
+    warm = [r for r in rows if r.purpose == "warmup"]
+    # one per cell, first in round 1, with the baseline allocator; no perf, no statistics
+    assert len(warm) == 2 and all(r.run_id.endswith("-r1-warm") and r.allocator == "glibc" for r in warm)
+    assert [r.purpose for r in rows[:1]] == ["warmup"] and len(rows) == 2 + 8
+    from alloclab import analyse
+    assert len(analyse.load(out).rows) == 8
+    assert not any((out / "runs" / r.run_id / "perf.data").exists() for r in warm)

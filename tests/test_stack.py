@@ -302,7 +302,8 @@ def test_tpcc_on_innodb_and_tidesql_in_one_mariadb_11_8_6_in_both_modes(tmp_path
     answers = md.split("## Answers")[1].split("\n## ")[0]
     assert "The seeds' TidesDB figures came from TideSQL 4.2.5 + TidesDB 9.0.9, which returns wrong results" in answers
     assert "TidesDB 9.2.1 fixed it" in answers
-    assert "On mariadb11-innodb, tpcc" in answers and "On mariadb11-tidesdb, tpcc" in answers
+    # one short line per cell of the main question
+    assert "\n- mariadb11-innodb tpcc" in answers and "\n- mariadb11-tidesdb tpcc" in answers
     assert ("server mariadb11-tidesdb: 11.8.6-MariaDB-0+deb13u1 from Debian; engine TideSQL 4.5.5 on TidesDB 9.3.14, "
             "TidesDB plugin 1029.5") in md
     assert "libjemalloc2 " in md

@@ -165,8 +165,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     progress = Progress(0, live=live)
     units = len(plan.units())
     if plan.adaptive:
-        how = (f"rounds until every comparison is decided (95 % CI within ±{plan.target_ci_pct:g} % or a verdict; "
-               f"margin ±{plan.margin_pct:g} %), at least {plan.min_runs} and at most {plan.max_rounds} rounds"
+        how = (f"rounds until every comparison is decided (faster, slower or equivalent within "
+               f"±{plan.margin_pct:g} %), at least {plan.min_runs} and at most {plan.max_rounds} rounds"
                + (f", budget {fmt_duration(plan.budget)}" if plan.budget else ", no time budget"))
     else:
         how = f"exactly {plan.runs} round(s) = {units * (plan.runs or 0)} runs"

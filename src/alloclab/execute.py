@@ -124,7 +124,7 @@ def tpcc_rates(summary: dict) -> dict[str, float]:
 
 def instrumented(spec: RunSpec, run_dir: Path) -> profiling.Recorder | None:
     """The recorder of a profiled or call-counting run; None for a measured run."""
-    return profiling.Recorder(run_dir / "perf.data", spec.purpose) if spec.purpose != "measure" else None
+    return profiling.Recorder(run_dir / "perf.data", spec.purpose) if spec.purpose in ("profile", "calls") else None
 
 
 def recorded(recorder: profiling.Recorder | None, run_dir: Path, ops: int, window_s: float) -> dict:

@@ -245,6 +245,9 @@ TOP_SCHEMA = {
     "allocators": _list_of(_text),
     "baseline": _text,
     "warmup_s": _seconds(0.0),
+    # one unmeasured run of each cell (baseline allocator) before round 1: the first run on a
+    # cold machine (page cache, fresh files, CPU clocks) is slower than the rest
+    "warmup_round": _bool,
     "interval_ms": _int(10),
     "run_timeout_s": _seconds(0.0, strict=True),
     "hang_timeout_s": _seconds(0.0, strict=True),
@@ -345,6 +348,7 @@ class RunSpec:
     # "measure": enters the statistics; "profile": perf records its measured window (CPU
     # samples, context switches); "calls": uprobes count the allocator's calls and sizes.
     # Profiling costs throughput, so profiled runs never enter the throughput statistics.
+    # "warmup": an unmeasured first run of a cell (plan key warmup_round).
     purpose: str = "measure"
 
     def to_json(self) -> dict:
@@ -395,6 +399,7 @@ class Plan:
     baseline_engine: str = ""
     perf: bool = False  # add profiled runs beside the measured ones (--profile)
     profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
+    warmup_round: bool = False  # one unmeasured run per cell before round 1
     perf_absent: str = ""  # why profiles were asked for and could not be recorded here (preflight)
     executor: str = "local"  # "ray": the runs go to the nodes of a Ray cluster (fleet.py)
     ray_address: str = ""  # the cluster's address (host:port); empty: Ray's own default (RAY_ADDRESS, "auto")
@@ -463,6 +468,8 @@ class Plan:
             k = (rnd - 1 + ci) % len(self.allocators)
             turn = self.allocators[k:] + self.allocators[:k]
             runs = [(a, "measure") for a in turn if active is None or (cell.key, a.name) in active]
+            if rnd == 1 and self.warmup_round:  # never measured: warms the machine for this cell
+                runs.insert(0, (self.baseline_allocator(), "warmup"))
             if self.perf and rnd <= self.profile_runs:
                 # separate runs, right after the measured ones of the same cell: a profile
                 # never costs a measured run its throughput
@@ -475,7 +482,7 @@ class Plan:
                 if purpose == "calls" and cell.duration_s:
                     # short: uprobes slow every call (the cell's key stays the same)
                     run_cell = replace(cell, duration_s=min(cell.duration_s, CALLS_WINDOW_S))
-                tag = {"measure": "", "profile": "-prof", "calls": "-calls"}[purpose]
+                tag = {"measure": "", "profile": "-prof", "calls": "-calls", "warmup": "-warm"}[purpose]
                 specs.append(RunSpec(
                     index=i,
                     run_id=(f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}"
@@ -667,6 +674,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         baseline_engine=d.get("baseline_engine", engines_all[0]),
         perf=d.get("perf", False),
         profile_runs=d.get("profile_runs", 2),
+        warmup_round=d.get("warmup_round", False),
         executor=d.get("executor", "ray" if d.get("ray_address") else "local"),
         ray_address=d.get("ray_address", ""),
     )

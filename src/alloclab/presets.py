@@ -30,9 +30,15 @@ def kv_allocators(scale: str) -> dict:
     """Study 2 (seed 001): TidesDB's benchtool allocator suite, nine parts.
 
     `full` uses the benchtool script's standard operation count (5,000,000 per test, large
-    values /10 and /50, deletes /2) on TidesDB, RocksDB and SQLite. `quick` asks the seed's main
-    question only (TidesDB: 8-thread small-value puts, contention at batch 100, 4 KiB values) in
-    5 s windows, rounds until decided within a 10 minute budget; `smoke` is for tests.
+    values /10 and /50, deletes /2) on TidesDB, RocksDB and SQLite. `quick` is the default study,
+    10 minutes on 2 cores: the suite's allocator-contention cell (TidesDB, 8 threads, batches of
+    100) under the seed's four allocators, 5 s windows after an unmeasured warm-up run,
+    "equivalent" meaning within ±5 %. One cell, because precision per minute is what a 10 minute
+    study lacks: measured here, a TidesDB write window varies 8-15 % from run to run under any
+    allocator (small-value churn at 1, 2 and 8 threads, contention at 1 and 8, 4 KiB values; a
+    64 MiB or 1 GiB memtable; data on disk or tmpfs), while the allocators' effects are a few
+    per cent. Three cells at 15 runs a round reached intervals of ±8-35 % in 10 minutes; this
+    cell at 4 runs a round reaches 20 rounds and ±5-7 %. `smoke` is for tests.
     """
     n = {"smoke": 2_000, "quick": 50_000, "full": 5_000_000}[scale]
     threads = [1, 4, 8, 16]
@@ -63,14 +69,17 @@ def kv_allocators(scale: str) -> dict:
              keyspace=n // 2),
     ]
     engines = ["tidesdb", "rocksdb", "sqlite"]
+    quick = {}
     if scale == "quick":
         engines = ["tidesdb"]
-        keep = {"churn_small", "contention", "large_4kb"}
         parts = [{**{k: v for k, v in p.items() if k != "ops"}, "threads": 8, "duration_s": 5.0}
-                 for p in parts if p["part"] in keep]
+                 for p in parts if p["part"] == "contention"]
+        quick = {"allocators": ["glibc", "jemalloc", "mimalloc", "tcmalloc"], "margin_pct": 5.0,
+                 "warmup_round": True}
     return {
         "name": "kv-allocators",
         "engines": engines,
+        **quick,
         **_rounds(scale, "10m"),
         "warmup_s": {"smoke": 0.0, "quick": 1.0, "full": 2.0}[scale],
         "engine_options": {
