@@ -46,11 +46,12 @@ def summarise(out: Path, wall: float) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--times", type=int, default=3)
+    ap.add_argument("--first", type=int, default=1, help="number of the first run (its seed is 1000 + number)")
     ap.add_argument("extra", nargs="*", help="flags passed to alloclab run (after --)")
     a = ap.parse_args()
     exe = str(ROOT / ".venv" / "bin" / "alloclab")
     decided_all = 0
-    for i in range(1, a.times + 1):
+    for i in range(a.first, a.first + a.times):
         out = Path(tempfile.mkdtemp(prefix="alloclab-default-")) / "res"
         t0 = time.monotonic()
         p = subprocess.run([exe, "run", "--out", str(out), "--seed", str(1000 + i), *a.extra],
