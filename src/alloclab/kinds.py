@@ -307,6 +307,7 @@ class EmbeddedTPCC(EmbeddedKV):
 class ServerTPCC(RunKind):
     name = "server TPC-C"
     tpcc = True
+    client_label = "driver client"  # the client process, as its errors name it
 
     def data(self, spec, node):
         return node.golden.datadir(spec)
@@ -325,7 +326,7 @@ class ServerTPCC(RunKind):
         return argv
 
     def target(self, spec, run_dir, node, data, events):
-        return OnServer(spec, run_dir, node.scratch, data, self.client_argv(spec, node.exe, events), "driver client")
+        return OnServer(spec, run_dir, node.scratch, data, self.client_argv(spec, node.exe, events), self.client_label)
 
     def row_fields(self, spec):
         return {"pattern": "", "batch": 1, "key_bytes": 0, "value_bytes": 0}
@@ -337,6 +338,7 @@ class ServerHammerDB(ServerTPCC):
     which speaks alloclab's events."""
 
     name = "server TPC-C (HammerDB)"
+    client_label = "HammerDB"
 
     def client_argv(self, spec: RunSpec, exe: Path, events: Path):
         c = spec.cell
@@ -348,9 +350,6 @@ class ServerHammerDB(ServerTPCC):
                     "--tmp", str(srv.datadir / "hammerdb")]
         return argv
 
-    def target(self, spec, run_dir, node, data, events):
-        return OnServer(spec, run_dir, node.scratch, data, self.client_argv(spec, node.exe, events), "HammerDB")
-
     def row_fields(self, spec):
         return {**super().row_fields(spec), "client": "hammerdb"}
 
@@ -361,6 +360,7 @@ class ServerOLTP(ServerTPCC):
 
     def __init__(self, native: bool):
         self.driver_client = native
+        self.client_label = "driver client" if native else "sysbench"
 
     SYSBENCH_CONNECTED_S = 1.0  # sysbench has connected every thread by then
     SYSBENCH_END_MARGIN_S = 0.5  # the window's end is read this long before sysbench's --time is up
@@ -379,10 +379,6 @@ class ServerOLTP(ServerTPCC):
                     "--interval-ms", str(spec.interval_ms), "--events", str(events)] + (
                         ["--duration-s", repr(c.duration_s)] if c.duration_s is not None else ["--ops", str(c.ops)])
         return argv
-
-    def target(self, spec, run_dir, node, data, events):
-        return OnServer(spec, run_dir, node.scratch, data, self.client_argv(spec, node.exe, events),
-                        "driver client" if self.driver_client else "sysbench")
 
     def window(self, spec, watch, since_client_s):
         """sysbench counts transactions over its whole run: its window is its run once its threads

@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 
-use super::schema::{schema, TABLES};
+use super::schema::{schema, tables};
 use super::sql_tx::SqlTx;
 use super::transactions::RowSession;
 use super::{procs, stmts, Mode, TpccDb, TpccTx, TxnSession};
@@ -105,7 +105,7 @@ impl TpccDb for TpccMariaDb {
     }
     fn analyze(&self) -> Result<()> {
         let mut c = self.connect()?;
-        c.query(&format!("ANALYZE TABLE {}", TABLES.join(", ")), &[])
+        c.query(&format!("ANALYZE TABLE {}", tables().join(", ")), &[])
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         Ok(())
     }
