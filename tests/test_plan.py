@@ -98,9 +98,10 @@ def test_kv_preset_has_the_nine_parts_of_study_2(scale):
 def test_quick_kv_preset_asks_the_main_question_in_windows_of_at_least_5s():
     p = load(preset("kv-allocators", "quick") | {"allocators": ["glibc", "jemalloc"]})
     assert {c.engine for c in p.cells()} == {"tidesdb"}
-    assert [(c.part, c.threads, c.batch) for c in p.cells()] == [("contention", 8, 100)]
+    assert [(c.part, c.workload, c.threads, c.batch) for c in p.cells()] == [("read_random", "read", 2, 1)]
     assert all(c.duration_s >= 5 and c.ops is None for c in p.cells())
-    assert p.adaptive and p.budget == 600 and p.min_window_s == 5 and p.margin_pct == 5 and p.warmup_round
+    assert p.adaptive and p.budget == 600 and p.min_window_s == 5 and p.margin_pct == 5 and p.slice_s == 0.5
+    assert all(s.slice_s == 0.5 for s in p.round_specs(1, None, 1))
     assert preset("kv-allocators", "quick")["allocators"] == ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 
 
@@ -271,3 +272,16 @@ def test_a_library_is_checked_by_the_preflight_not_by_plan_validation(tmp_path):
     fake.write_text("not an ELF file")
     with pytest.raises(AlloclabError, match="not an allocator"):
         study.preflight(load(minimal(allocators=[f"x={fake}"], runs=1)), None)
+
+
+@pytest.mark.parametrize("raw, words", [
+    ({"engines": ["mariadb-innodb"], "workloads": [{"workload": "tpcc", "duration_s": 10}]}, "embedded"),
+    ({"engines": ["tidesdb"], "workloads": [{"workload": "tpcc", "duration_s": 10}]}, "key-value"),
+    ({"engines": ["tidesdb"], "workloads": [{"workload": "read", "ops": 1000}]}, "duration_s (--duration)"),
+    ({"engines": ["tidesdb"], "workloads": [{"workload": "read", "duration_s": 0.2}]}, "at most 0.2 s"),
+    ({"engines": ["tidesdb"], "executor": "ray", "workloads": [{"workload": "read", "duration_s": 10}]}, "Ray"),
+])
+def test_turns_are_refused_where_they_cannot_apply_naming_slice_s(raw, words):
+    with pytest.raises(AlloclabError) as e:
+        load({"scale": "smoke", "slice_s": 0.5, **raw})
+    assert str(e.value).startswith("slice_s: ") and words in str(e.value) + (e.value.hint or "")

@@ -147,3 +147,30 @@ def test_a_warmup_round_runs_each_cell_once_and_never_measures_it(tmp_path, foun
     from alloclab import analyse
     assert len(analyse.load(out).rows) == 8
     assert not any((out / "runs" / r.run_id / "perf.data").exists() for r in warm)
+
+
+def test_turns_interleave_a_cells_allocators_and_each_run_stays_a_run(tmp_path, found):
+    """slice_s: the drivers of a cell's allocators are up together and measure in turns (the real
+    engine: turns pause TidesDB's readers mid-window); each run keeps its own folder, proof and
+    window, which is the sum of its turns."""
+    need(found, "jemalloc")
+    out = tmp_path / "res"
+    p = alloclab("run", "--engines", "tidesdb", "--workloads", "read", "--threads", "2", "--allocators",
+                 "glibc,jemalloc", "--runs", "2", "--duration", "1s", "--slice", "250ms", "--scale", "smoke",
+                 "--out", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    rows = sorted(Store(out).rows(), key=lambda r: r.index)
+    assert [(r.allocator_base, r.repeat) for r in rows] == [("glibc", 1), ("jemalloc", 1), ("jemalloc", 2),
+                                                            ("glibc", 2)]
+    assert all(r.status == "ok" and r.allocator_verified for r in rows)
+    for r in rows:
+        evs = [json.loads(line) for line in (out / "runs" / r.run_id / "events.jsonl").open()]
+        turns = [e for e in evs if e["type"] == "interval"]
+        assert len(turns) == 4  # 1 s in turns of 250 ms
+        assert abs(r.duration_s - 1.0) < 0.1 and r.ops_per_s > 0
+        assert any(e.get("gated") for e in evs if e["type"] == "phase")
+    # up together: the first run of a round lived through the other's turns and preparation
+    assert rows[0].wall_s > 2 * rows[0].duration_s
+    p = alloclab("run", "--engines", "tidesdb", "--workloads", "read", "--ops", "1000", "--slice", "250ms",
+                 "--scale", "smoke", "--out", str(tmp_path / "no"))
+    assert p.returncode == 2 and "slice_s" in p.stderr and "--duration" in p.stderr

@@ -113,6 +113,12 @@ pub struct RunArgs {
     pub seed: u64,
     #[arg(long, default_value_t = 1000)]
     pub interval_ms: u64,
+    /// measure in slices commanded on stdin, to interleave runs: after the warm-up the driver
+    /// prints `ready` on stdout and waits; `go MS` measures for MS milliseconds and answers
+    /// `paused` (or `done` if every worker has ended), `end` (or end of input) finishes the run;
+    /// the window is the sum of the slices (needs --duration-s, whose value the commands replace)
+    #[arg(long, requires = "duration_s")]
+    pub gate: bool,
     /// retries of a transaction that hit a write conflict before it counts as an error (an
     /// optimistic engine under TPC-C's contention may need many; each waits up to 10 ms)
     #[arg(long, default_value_t = 1000)]
@@ -370,6 +376,7 @@ impl RunArgs {
             duration: self.duration_s.map(Duration::from_secs_f64),
             warmup: Duration::from_secs_f64(self.warmup_s),
             interval: Duration::from_millis(self.interval_ms),
+            gate: self.gate,
             ops_per_call: if self.is_tpcc() || self.is_oltp() {
                 1
             } else {

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use std::io::{BufRead, Write};
+
+use anyhow::{anyhow, bail, Result};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::sync::SyncHistogram;
@@ -25,6 +27,8 @@ const STOP: u8 = 2;
 /// Workers wait here (session open) until every worker is ready, so that nobody starts
 /// before the clock does.
 const PENDING: u8 = 3;
+/// Gated runs only: workers park between slices.
+const PAUSE: u8 = 4;
 
 /// Largest latency a histogram holds: one hour, in nanoseconds.
 const MAX_NS: u64 = 3_600_000_000_000;
@@ -40,6 +44,8 @@ pub struct RunConfig {
     pub interval: Duration,
     /// logical operations per call (the batch size), so that `ops` can be claimed per call
     pub ops_per_call: u64,
+    /// measure in slices commanded on stdin (see the driver's --gate)
+    pub gate: bool,
 }
 
 pub fn new_histogram() -> Histogram<u64> {
@@ -147,6 +153,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
     let ready = AtomicUsize::new(0);
     let claimed = AtomicU64::new(0);
     let done = AtomicUsize::new(0);
+    let parked = AtomicUsize::new(0);
     let first_error: Mutex<Option<String>> = Mutex::new(None);
     let base = Instant::now();
     let last_finish_ns = AtomicU64::new(0);
@@ -160,7 +167,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
         for (t, ctr) in counters.iter().enumerate() {
             let mut recorders: Vec<_> = syncs.iter().map(|s| s.recorder()).collect();
             let reporter = reporter.clone();
-            let (phase, claimed, done, first_error, last_finish_ns, names, ready) = (
+            let (phase, claimed, done, first_error, last_finish_ns, names, ready, parked) = (
                 &phase,
                 &claimed,
                 &done,
@@ -168,6 +175,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                 &last_finish_ns,
                 &names,
                 &ready,
+                &parked,
             );
             handles.push(scope.spawn(move || -> Result<()> {
                 let mut body = || -> Result<()> {
@@ -180,6 +188,14 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                         let ph = phase.load(Ordering::Acquire);
                         if ph == STOP {
                             break;
+                        }
+                        if ph == PAUSE {
+                            parked.fetch_add(1, Ordering::AcqRel);
+                            while phase.load(Ordering::Acquire) == PAUSE {
+                                std::thread::park();
+                            }
+                            parked.fetch_sub(1, Ordering::AcqRel);
+                            continue;
                         }
                         if ph == MEASURE {
                             if let Some(total) = cfg.ops {
@@ -256,46 +272,114 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
         }
         workload.measure_begin()?;
         let usage0 = rusage::current();
-        let start = Instant::now();
-        measure_start_ns.store(base.elapsed().as_nanos() as u64, Ordering::Release);
-        phase.store(MEASURE, Ordering::Release);
-        sink.emit("phase", json!({"phase": "measure", "state": "begin"}))?;
-
         let mut prev: Vec<Totals> = vec![Totals::default(); n];
-        let mut tick = start;
-        loop {
-            tick += cfg.interval;
-            let stop_at = cfg.duration.map(|d| start + d);
-            let wake = stop_at.map_or(tick, |s| s.min(tick));
-            nap(wake);
-            if stop_at.is_some_and(|s| Instant::now() >= s) {
-                phase.store(STOP, Ordering::Release);
-            }
-            let last = all_done() || phase.load(Ordering::Acquire) == STOP;
-            if last {
-                // wait for the workers to finish their last call, then take everything left
-                while !all_done() {
-                    std::thread::sleep(Duration::from_millis(1));
+        let duration_s = if cfg.gate {
+            // slices commanded on stdin: workers park between them, the window is their sum
+            let wake = || handles.iter().for_each(|h| h.thread().unpark());
+            let settle = || {
+                while parked.load(Ordering::Acquire) + done.load(Ordering::Acquire) < threads {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            };
+            phase.store(PAUSE, Ordering::Release);
+            settle();
+            sink.emit(
+                "phase",
+                json!({"phase": "measure", "state": "begin", "gated": true}),
+            )?;
+            answer("ready")?;
+            let mut measured = Duration::ZERO;
+            for line in std::io::stdin().lock().lines() {
+                let line = line?;
+                let words: Vec<&str> = line.split_whitespace().collect();
+                match words.as_slice() {
+                    ["go", ms] => {
+                        let ms: u64 = ms.parse().map_err(|_| {
+                            anyhow!("--gate: `go` takes whole milliseconds, got {ms:?}")
+                        })?;
+                        if !all_done() {
+                            let t = Instant::now();
+                            phase.store(MEASURE, Ordering::Release);
+                            wake();
+                            nap(t + Duration::from_millis(ms));
+                            // the histograms change hands while the workers still record (a
+                            // parked recorder would hold a refresh up for its whole timeout);
+                            // the few calls that end after it are in the next turn's
+                            for s in syncs.iter_mut() {
+                                s.refresh_timeout(Duration::from_millis(250));
+                            }
+                            phase.store(PAUSE, Ordering::Release);
+                            settle();
+                            measured += t.elapsed();
+                            emit_interval(
+                                sink,
+                                &names,
+                                &mut syncs,
+                                &mut cumulative,
+                                &counters,
+                                &mut prev,
+                                measured.as_secs_f64(),
+                                None,
+                            )?;
+                        }
+                        answer(if all_done() { "done" } else { "paused" })?;
+                    }
+                    ["end"] => break,
+                    [] => {}
+                    _ => bail!("--gate: unknown command {line:?} (go MS, or end)"),
                 }
             }
-            emit_interval(
-                sink,
-                &names,
-                &mut syncs,
-                &mut cumulative,
-                &counters,
-                &mut prev,
-                start,
-                cfg.interval,
-            )?;
-            if last {
-                break;
+            phase.store(STOP, Ordering::Release);
+            wake();
+            while !all_done() {
+                std::thread::sleep(Duration::from_millis(1));
             }
-        }
+            // the ended workers' last samples, into the summary's histograms
+            for (s, c) in syncs.iter_mut().zip(cumulative.iter_mut()) {
+                s.refresh_timeout(Duration::from_millis(250));
+                c.add(&**s)
+                    .map_err(|e| anyhow!("cannot merge histograms: {e:?}"))?;
+            }
+            measured.as_secs_f64()
+        } else {
+            let start = Instant::now();
+            measure_start_ns.store(base.elapsed().as_nanos() as u64, Ordering::Release);
+            phase.store(MEASURE, Ordering::Release);
+            sink.emit("phase", json!({"phase": "measure", "state": "begin"}))?;
+            let mut tick = start;
+            loop {
+                tick += cfg.interval;
+                let stop_at = cfg.duration.map(|d| start + d);
+                let wake = stop_at.map_or(tick, |s| s.min(tick));
+                nap(wake);
+                if stop_at.is_some_and(|s| Instant::now() >= s) {
+                    phase.store(STOP, Ordering::Release);
+                }
+                let last = all_done() || phase.load(Ordering::Acquire) == STOP;
+                if last {
+                    // wait for the workers to finish their last call, then take everything left
+                    while !all_done() {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                emit_interval(
+                    sink,
+                    &names,
+                    &mut syncs,
+                    &mut cumulative,
+                    &counters,
+                    &mut prev,
+                    start.elapsed().as_secs_f64(),
+                    Some(cfg.interval.min(Duration::from_millis(250))),
+                )?;
+                if last {
+                    break;
+                }
+            }
+            let end_ns = last_finish_ns.load(Ordering::Acquire);
+            end_ns.saturating_sub(measure_start_ns.load(Ordering::Acquire)) as f64 / 1e9
+        };
         let usage1 = rusage::current();
-        let end_ns = last_finish_ns.load(Ordering::Acquire);
-        let duration_s =
-            end_ns.saturating_sub(measure_start_ns.load(Ordering::Acquire)) as f64 / 1e9;
         sink.emit(
             "phase",
             json!({"phase": "measure", "state": "end", "duration_s": duration_s}),
@@ -325,6 +409,14 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
     Ok(())
 }
 
+/// A gated run's answer to its coordinator, on stdout (which carries nothing else in a run).
+fn answer(word: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{word}")?;
+    out.flush()?;
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn emit_interval(
     sink: &EventSink,
@@ -333,12 +425,14 @@ fn emit_interval(
     cumulative: &mut [Histogram<u64>],
     counters: &[Box<Counters>],
     prev: &mut [Totals],
-    start: Instant,
-    interval: Duration,
+    elapsed_s: f64,
+    refresh: Option<Duration>,
 ) -> Result<()> {
     let mut ops = Map::new();
     for (i, name) in names.iter().enumerate() {
-        syncs[i].refresh_timeout(interval.min(Duration::from_millis(250)));
+        if let Some(wait) = refresh {
+            syncs[i].refresh_timeout(wait);
+        }
         let now = sum(counters, i);
         let p = prev[i];
         let mut m = percentiles(&syncs[i]);
@@ -357,7 +451,7 @@ fn emit_interval(
     let (hwm, rss) = rusage::memory();
     sink.emit(
         "interval",
-        json!({"phase": "measure", "elapsed_s": start.elapsed().as_secs_f64(), "ops": ops,
+        json!({"phase": "measure", "elapsed_s": elapsed_s, "ops": ops,
                "rss_bytes": rss, "vm_hwm_bytes": hwm, "usage": rusage::current()}),
     )
 }

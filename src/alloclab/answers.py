@@ -173,7 +173,10 @@ def build(study: analyse.Study) -> Answers:
             f"round{'s' if len(looks) > 1 else ''} {', '.join(map(str, looks))}), so that over all of them the "
             "intervals hold together with about 95 % probability" if pol.adaptive
             else "one look after a fixed number of runs")
-    note = (f"Ratios are variant ÷ baseline, paired by round (runs of one round are interleaved); 95 % CI: t interval "
+    turn = float(study.plan.get("slice_s") or 0)
+    paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn
+              else "runs of one round are interleaved")
+    note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided.")
     order = {m.name: i for i, m in enumerate(decide.METRICS)}

@@ -55,6 +55,8 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
             raw[key] = v
     if a.warmup is not None:
         raw["warmup_s"] = a.warmup
+    if a.slice is not None:
+        raw["slice_s"] = a.slice
     if a.profile is not None:
         raw["perf"] = a.profile
     if a.ray is not None:
@@ -113,9 +115,8 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
 
 
 PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "client", "threads", "batch", "runs",
-              "duration",
-              "ops", "warmup", "seed", "baseline", "name", "warehouses", "loaders", "rampup", "out", "server_cpus",
-              "client_cpus", "server_memory", "target_ci", "margin", "max_rounds", "profile")
+              "duration", "ops", "warmup", "slice", "seed", "baseline", "name", "warehouses", "loaders", "rampup",
+              "out", "server_cpus", "client_cpus", "server_memory", "target_ci", "margin", "max_rounds", "profile")
 
 
 def _percent(text: str) -> float:
@@ -302,6 +303,10 @@ def parser() -> argparse.ArgumentParser:
     dur.add_argument("--duration", help="measured time per run, e.g. 10s, 2m")
     dur.add_argument("--ops", type=int, help="measured operations per run")
     r.add_argument("--warmup", help="unmeasured warm-up per run, e.g. 2s")
+    r.add_argument("--slice", metavar="DURATION",
+                   help="measure a cell's allocators in turns of DURATION, e.g. 500ms (0: one after another): "
+                        "their drivers stay up and take turns, so that a machine whose speed drifts slows each "
+                        "alike (embedded key-value cells; default in the default study)")
     r.add_argument("--warehouses", type=_csv(int), help="TPC-C warehouses, e.g. 40 or 10,40")
     r.add_argument("--loaders", type=int, help="TPC-C loader threads")
     r.add_argument("--rampup", help="TPC-C ramp-up before the measured window, e.g. 1m")

@@ -104,7 +104,8 @@ def _engine_flags(options: dict) -> list[str]:
     return out
 
 
-def argv(exe: str | Path, spec: RunSpec, db_path: Path, events: Path) -> list[str]:
+def argv(exe: str | Path, spec: RunSpec, db_path: Path, events: Path, gate: bool = False) -> list[str]:
+    """The driver's command line for a run; `gate`: it measures in turns (interleave.py)."""
     c = spec.cell
     a = [str(exe), "run", "--engine", c.engine, "--db-path", str(db_path), "--workload", c.workload,
          "--threads", str(c.threads), "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s),
@@ -119,7 +120,7 @@ def argv(exe: str | Path, spec: RunSpec, db_path: Path, events: Path) -> list[st
         if c.keyspace is not None:
             a += ["--keyspace", str(c.keyspace)]
     if c.duration_s is not None:
-        a += ["--duration-s", repr(c.duration_s)]
+        a += ["--duration-s", repr(c.duration_s)] + (["--gate"] if gate else [])
     else:
         a += ["--ops", str(c.ops)]
     return a + _engine_flags(spec.engine_options)

@@ -258,14 +258,17 @@ def _samples_csv(tl: sampler.Timeline) -> str:
 
 
 def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callable[[events.Event], None] | None = None,
-        sample_hz: float = 20.0, kind: kinds.RunKind | None = None) -> RunRow:
+        sample_hz: float = 20.0, kind: kinds.RunKind | None = None, gate=None) -> RunRow:
     """Execute one run of any kind into `run_dir`, from `data` (the kind's prepared data, copied,
-    never touched). `node` gives the driver (`exe`), the scratch folder and the study's name."""
+    never touched). `node` gives the driver (`exe`), the scratch folder and the study's name;
+    `gate` (an interleave.Member) makes an embedded run measure in the turns it is given."""
     kind = kind or kinds.of(spec.cell)
     run_dir.mkdir(parents=True, exist_ok=True)
     partial = run_dir / ".events.jsonl.partial"
     partial.unlink(missing_ok=True)
     target = kind.target(spec, run_dir, node, data, partial)
+    if gate is not None:
+        target.gate = gate
     watch = Watch(under_test=not target.separate_client)
     tail = Tail(partial)
     tl, client_tl = sampler.Timeline(sample_hz), sampler.Timeline(sample_hz)

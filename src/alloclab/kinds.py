@@ -87,6 +87,7 @@ class InProcess(Target):
     """The driver runs the engine inside itself, with the run's allocator preloaded or linked."""
 
     own_log = "driver.log"
+    gate = None  # an interleave.Member: the driver measures in turns it is given (spec.slice_s)
 
     def __init__(self, spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, seed_data: Path | None,
                  events: Path):
@@ -100,15 +101,19 @@ class InProcess(Target):
         else:
             self.db_path.mkdir(parents=True)
         cpus = parse_cpus(self.spec.server_cpus) if self.spec.server_cpus else None
+        gated = self.gate is not None
         with open(self.run_dir / self.log_name, "wb") as log:
             try:
                 self.client = subprocess.Popen(
-                    driver.argv(self.exe, self.spec, self.db_path, self.events),
-                    env=self.spec.allocator.target_env(dict(os.environ)), stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=log, start_new_session=True, preexec_fn=child_setup(cpus))
+                    driver.argv(self.exe, self.spec, self.db_path, self.events, gate=gated),
+                    env=self.spec.allocator.target_env(dict(os.environ)),
+                    stdin=subprocess.PIPE if gated else subprocess.DEVNULL, stdout=subprocess.PIPE if gated else log,
+                    stderr=log, start_new_session=True, preexec_fn=child_setup(cpus))
             except OSError as e:
                 raise AlloclabError(f"cannot start the driver {self.exe}: {e.strerror}", "rebuild it: ./setup.sh") \
                     from e
+        if gated:
+            self.gate.attach(self.client)
 
     def under_test(self) -> list[int]:
         return [self.client.pid] if self.client is not None else []

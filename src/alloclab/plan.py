@@ -245,6 +245,8 @@ TOP_SCHEMA = {
     "allocators": _list_of(_text),
     "baseline": _text,
     "warmup_s": _seconds(0.0),
+    # measure a cell's allocators in turns of this many seconds (interleave.py); 0: one after another
+    "slice_s": _seconds(0.0),
     # one unmeasured run of each cell (baseline allocator) before round 1: the first run on a
     # cold machine (page cache, fresh files, CPU clocks) is slower than the rest
     "warmup_round": _bool,
@@ -350,6 +352,7 @@ class RunSpec:
     # Profiling costs throughput, so profiled runs never enter the throughput statistics.
     # "warmup": an unmeasured first run of a cell (plan key warmup_round).
     purpose: str = "measure"
+    slice_s: float = 0.0  # > 0: measured in turns with the cell's other allocators (interleave.py)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -400,6 +403,7 @@ class Plan:
     perf: bool = False  # add profiled runs beside the measured ones (--profile)
     profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
     warmup_round: bool = False  # one unmeasured run per cell before round 1
+    slice_s: float = 0.0  # > 0: a cell's measured runs of a round take turns of this length
     perf_absent: str = ""  # why profiles were asked for and could not be recorded here (preflight)
     executor: str = "local"  # "ray": the runs go to the nodes of a Ray cluster (fleet.py)
     ray_address: str = ""  # the cluster's address (host:port); empty: Ray's own default (RAY_ADDRESS, "auto")
@@ -493,7 +497,8 @@ class Plan:
                     interval_ms=self.interval_ms,
                     engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
                     timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
-                    purpose=purpose, **self.placement(cell.shape)))
+                    purpose=purpose, slice_s=self.slice_s if purpose == "measure" else 0.0,
+                    **self.placement(cell.shape)))
         return specs
 
     def baseline_allocator(self) -> alloc_mod.Allocator:
@@ -515,6 +520,24 @@ class Plan:
         allocs = [alloc_mod.Allocator.from_json(a) for a in d["allocators"]]
         names = {f.name for f in fields(cls)}
         return cls(**{**{k: v for k, v in d.items() if k in names}, "allocators": allocs})
+
+
+def _check_slices(plan: Plan) -> None:
+    """Turns (interleave.py) need drivers that hold their engine inside and windows in seconds."""
+    if plan.executor == "ray":
+        raise AlloclabError("slice_s: runs that take turns share one machine; a Ray cluster runs each run on a node "
+                            "of its own", "leave out --ray, or set slice_s = 0 (--slice 0)")
+    for c in plan.cells():
+        if c.engine not in ENGINES or c.workload in ("tpcc", "sysbench"):
+            raise AlloclabError(f"slice_s: turns are for key-value workloads on the embedded engines "
+                                f"({', '.join(ENGINES)}); the cell {c.key} is not one",
+                                "set slice_s = 0 (--slice 0) for servers and TPC-C")
+        if c.duration_s is None:
+            raise AlloclabError(f"slice_s: turns cut a window in seconds; the cell {c.key} counts operations",
+                                "give its workload duration_s (--duration), or set slice_s = 0 (--slice 0)")
+        if plan.slice_s > c.duration_s:
+            raise AlloclabError(f"slice_s: a turn of {plan.slice_s:g} s is longer than the {c.duration_s:g} s "
+                                f"window of {c.key}", f"use a slice of at most {c.duration_s:g} s")
 
 
 def _safe(s: str) -> str:
@@ -675,9 +698,12 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         perf=d.get("perf", False),
         profile_runs=d.get("profile_runs", 2),
         warmup_round=d.get("warmup_round", False),
+        slice_s=d.get("slice_s", 0.0),
         executor=d.get("executor", "ray" if d.get("ray_address") else "local"),
         ray_address=d.get("ray_address", ""),
     )
+    if plan.slice_s:
+        _check_slices(plan)
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:
         from alloclab import targets

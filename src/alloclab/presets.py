@@ -31,14 +31,15 @@ def kv_allocators(scale: str) -> dict:
 
     `full` uses the benchtool script's standard operation count (5,000,000 per test, large
     values /10 and /50, deletes /2) on TidesDB, RocksDB and SQLite. `quick` is the default study,
-    10 minutes on 2 cores: the suite's allocator-contention cell (TidesDB, 8 threads, batches of
-    100) under the seed's four allocators, 5 s windows after an unmeasured warm-up run,
-    "equivalent" meaning within ±5 %. One cell, because precision per minute is what a 10 minute
-    study lacks: measured here, a TidesDB write window varies 8-15 % from run to run under any
-    allocator (small-value churn at 1, 2 and 8 threads, contention at 1 and 8, 4 KiB values; a
-    64 MiB or 1 GiB memtable; data on disk or tmpfs), while the allocators' effects are a few
-    per cent. Three cells at 15 runs a round reached intervals of ±8-35 % in 10 minutes; this
-    cell at 4 runs a round reaches 20 rounds and ±5-7 %. `smoke` is for tests.
+    10 minutes on 2 cores, one question asked so that it decides: TidesDB point reads, 2 threads,
+    100,000 keys in the memtable (every get allocates the copy of its value it returns: the
+    suite's most malloc-bound cell), under the seed's four allocators, "equivalent" meaning
+    within ±5 %, each allocator's 6 s window measured in turns of 0.5 s with the others
+    (slice_s, interleave.py). Measured here: this machine's speed drifts by up to half for
+    seconds at a time, which put ±8-35 % on ratios of runs measured one after another (three
+    write cells, 10 minutes) and ±5-7 % on the best single write cell; TidesDB's write windows
+    also vary 8-15 % from process to process under any allocator. Reads from memory in turns
+    differ between allocators by 5-25 %, and decide in 10 minutes. `smoke` is for tests.
     """
     n = {"smoke": 2_000, "quick": 50_000, "full": 5_000_000}[scale]
     threads = [1, 4, 8, 16]
@@ -72,10 +73,9 @@ def kv_allocators(scale: str) -> dict:
     quick = {}
     if scale == "quick":
         engines = ["tidesdb"]
-        parts = [{**{k: v for k, v in p.items() if k != "ops"}, "threads": 8, "duration_s": 5.0}
-                 for p in parts if p["part"] == "contention"]
-        quick = {"allocators": ["glibc", "jemalloc", "mimalloc", "tcmalloc"], "margin_pct": 5.0,
-                 "warmup_round": True}
+        parts = [{**{k: v for k, v in p.items() if k != "ops"}, "threads": 2, "duration_s": 6.0,
+                  "keyspace": 100_000} for p in parts if p["part"] == "read_random"]
+        quick = {"allocators": ["glibc", "jemalloc", "mimalloc", "tcmalloc"], "margin_pct": 5.0, "slice_s": 0.5}
     return {
         "name": "kv-allocators",
         "engines": engines,

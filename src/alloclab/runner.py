@@ -56,15 +56,16 @@ class Node:
         self.datasets = Datasets(exe, scratch, study_root, notify=notify)
         self.golden = servers.Golden(scratch, study_root, exe, notify=notify)
 
-    def run(self, spec: RunSpec, run_dir: Path, on_event: Callable[[events.Event], None] | None = None) -> RunRow:
+    def run(self, spec: RunSpec, run_dir: Path, on_event: Callable[[events.Event], None] | None = None,
+            gate=None) -> RunRow:
         """Execute one run into `run_dir`; a run that cannot start is a failed row, never an exception
-        (except Ctrl-C, a full disk, or a bug)."""
-        return replace(self._run(spec, run_dir, on_event), node=self.name, machine_fingerprint=self.fingerprint)
+        (except Ctrl-C, a full disk, or a bug). `gate`: see interleave.py."""
+        return replace(self._run(spec, run_dir, on_event, gate), node=self.name, machine_fingerprint=self.fingerprint)
 
-    def _run(self, spec: RunSpec, run_dir: Path, on_event) -> RunRow:
+    def _run(self, spec: RunSpec, run_dir: Path, on_event, gate) -> RunRow:
         kind = kinds.of(spec.cell)
         try:
             data = kind.data(spec, self)
         except AlloclabError as e:  # the runs needing that data fail with its reason
             return failed_row(spec, self.study, str(e))
-        return execute.run(spec, run_dir, self, data, on_event=on_event, kind=kind)
+        return execute.run(spec, run_dir, self, data, on_event=on_event, kind=kind, gate=gate)

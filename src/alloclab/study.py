@@ -18,12 +18,13 @@ import errno
 import os
 import shutil
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab import decide, driver
+from alloclab import decide, driver, interleave
 from alloclab.errors import AlloclabError
 from alloclab.plan import ENGINES, Plan, RunSpec
 from alloclab.progress import Progress
@@ -147,26 +148,39 @@ class Local:
         self.scratch = make_scratch(scratch_root)
         self.store, self.progress = store, progress
         self.node = Node(exe, self.scratch, store.root, plan.name, notify=progress.message)
-        self.current: Path | None = None
+        self.current: list[Path] = []  # the runs in progress (several when interleaved)
 
     def describe(self) -> dict:
         return self.node.described
 
     def run_round(self, todo: list[RunSpec], may_start, finished) -> None:
-        for spec in todo:
-            if not may_start(spec):
+        for group in interleave.groups(todo):
+            if not may_start(group[0]):
                 return
-            self.progress.start(spec)
-            self.current = self.store.run_dir(spec.run_id)
-            row = self.node.run(spec, self.current, on_event=self.progress.event)
-            finished(spec, row)
-            self.current = None
+            self.progress.start(group[0])
+            self.current = [self.store.run_dir(s.run_id) for s in group]
+            if len(group) == 1 and not group[0].slice_s:
+                rows = [self.node.run(group[0], self.current[0], on_event=self.progress.event)]
+            else:
+                lock = threading.Lock()
+
+                def on_event(ev, lock=lock):
+                    with lock:
+                        self.progress.event(ev)
+
+                rows = interleave.run_group(
+                    group, lambda s, m: self.node.run(s, self.store.run_dir(s.run_id), on_event=on_event, gate=m),
+                    seed=group[0].seed)
+            for spec, row in zip(group, rows):
+                finished(spec, row)
+            self.current = []
 
     def abandon(self) -> None:
-        """Ctrl-C or a full disk: the run in progress is removed (its process tree is already
-        gone: the runner kills it before the exception leaves)."""
-        discard_unrecorded(self.store, self.current)
-        self.current = None
+        """Ctrl-C or a full disk: the runs in progress are removed (their process trees are already
+        gone: the runner kills them before the exception leaves)."""
+        for d in self.current:
+            discard_unrecorded(self.store, d)
+        self.current = []
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -292,7 +306,9 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
     if plan.budget is not None and rounds_done:
         walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
                 [r.wall_s for r in rows if r.wall_s > 0]
-        per_round = 1.1 * len(plan.units()) * statistics.median(walls) if walls else 0.0
+        # runs taking turns (slice_s) are up together: a cell's group lasts about as long as each of them
+        at_once = len(plan.cells()) if plan.slice_s else len(plan.units())
+        per_round = 1.1 * at_once * statistics.median(walls) if walls else 0.0
         if per_round > 0:
             afford = rounds_done + int(max(0.0, plan.budget - elapsed_s) // per_round)
             last = max(rounds_done + 1, min(plan.max_rounds, afford))

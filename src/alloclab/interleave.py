@@ -1,0 +1,144 @@
+"""Interleaved slices: the measured runs of one cell in one round, up together, measured in turns.
+
+A shared machine's speed drifts: measured here, a memory-bound loop on both cores of this
+2-core guest slows by up to half for seconds at a time, every few tens of seconds, with
+nothing else running in the guest. Runs that follow each other meet different speeds, and
+that difference lands in the allocators' ratios (a TidesDB read cell: ±11 % from round to
+round with 5 s windows back to back; the same machine trace cut into 0.5 s turns: ±2 %).
+
+With slices (plan key `slice_s`), each allocator's driver of the cell opens its engine,
+populates and warms up in turn, one at a time, and waits (the driver's `--gate`); then each
+gets a slice of its window in a fresh order per cycle, drawn from the round's seed, until
+every one has measured its duration. Each run stays a run: its own process, folder, events,
+proof and row; its window is the sum of its slices, and nothing else runs while it measures.
+"""
+
+from __future__ import annotations
+
+import random
+import select
+import subprocess
+import threading
+from collections.abc import Callable
+
+from alloclab.plan import RunSpec
+from alloclab.processes import kill_group
+from alloclab.store import RunRow
+
+
+class Member:
+    """One run of an interleaved group: its driver's gate (stdin for commands, stdout for answers)."""
+
+    def __init__(self, spec: RunSpec):
+        self.spec = spec
+        self.proc: subprocess.Popen | None = None
+        self.attached = threading.Event()
+        self.row: RunRow | None = None
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def attach(self, proc: subprocess.Popen) -> None:
+        """Called by the run's target once its driver has started."""
+        self.proc = proc
+        self.attached.set()
+
+    def start(self, run_one: Callable[[RunSpec, Member], RunRow]) -> None:
+        def body():
+            try:
+                self.row = run_one(self.spec, self)
+            except BaseException as e:  # handed to the coordinator, re-raised there
+                self.error = e
+            finally:
+                self.attached.set()
+        self.thread = threading.Thread(target=body, name=f"run {self.spec.run_id}", daemon=True)
+        self.thread.start()
+
+    def wait_attached(self) -> bool:
+        self.attached.wait()
+        return self.proc is not None and self.proc.poll() is None
+
+    def say(self, line: str) -> bool:
+        try:
+            self.proc.stdin.write((line + "\n").encode())
+            self.proc.stdin.flush()
+            return True
+        except (OSError, ValueError):  # it died: its own run says why
+            return False
+
+    def hear(self, timeout_s: float) -> str:
+        """The driver's next answer; "" if it ended or said nothing for timeout_s."""
+        fd = self.proc.stdout
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+        if not ready:
+            return ""
+        return fd.readline().decode(errors="replace").strip()
+
+    def end(self) -> None:
+        if self.proc is not None:
+            self.say("end")
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            kill_group(self.proc.pid)
+
+
+def groups(todo: list[RunSpec]) -> list[list[RunSpec]]:
+    """A round's runs as they execute: the measured runs of a cell with slices together (they
+    are consecutive in a round), every other run alone."""
+    out: list[list[RunSpec]] = []
+    for s in todo:
+        prev = out[-1][-1] if out else None
+        if (s.slice_s and prev is not None and prev.slice_s and prev.cell.key == s.cell.key
+                and prev.repeat == s.repeat):
+            out[-1].append(s)
+        else:
+            out.append([s])
+    return out
+
+
+def slices(duration_s: float, slice_s: float) -> tuple[int, int]:
+    """(turns per run, milliseconds per turn): the window cut into turns of about slice_s."""
+    n = max(1, round(duration_s / slice_s))
+    return n, max(1, round(1000 * duration_s / n))
+
+
+def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow], seed: int) -> list[RunRow]:
+    """Run `specs` (one cell, one round, the allocators in the round's order) interleaved;
+    `run_one(spec, member)` is the one runner, called in a thread per run. Rows in spec order.
+    A run whose driver dies or stops answering leaves the turns; its own runner records why."""
+    members = [Member(s) for s in specs]
+    first = specs[0]
+    turns, ms = slices(first.cell.duration_s or 0.0, first.slice_s)
+    wait_s = first.hang_timeout_s
+    try:
+        taking: list[Member] = []
+        for m in members:  # one at a time: populate and warm-up never share the machine
+            m.start(run_one)
+            if m.wait_attached() and m.hear(wait_s) == "ready":
+                taking.append(m)
+        rng = random.Random(seed)
+        for _ in range(turns):
+            order = list(taking)
+            rng.shuffle(order)
+            for m in order:
+                if not (m.say(f"go {ms}") and m.hear(wait_s + ms / 1000) == "paused"):
+                    taking.remove(m)
+        for m in members:
+            m.end()
+        for m in members:
+            m.thread.join()
+    except BaseException:
+        for m in members:
+            m.kill()
+        for m in members:
+            if m.thread is not None:
+                m.thread.join(30)
+        raise
+    for m in members:
+        if m.error is not None:
+            raise m.error
+    return [m.row for m in members]
