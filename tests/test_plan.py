@@ -100,7 +100,7 @@ def test_quick_kv_preset_asks_the_main_question_in_windows_of_at_least_5s():
     assert {c.engine for c in p.cells()} == {"tidesdb"}
     assert [(c.part, c.workload, c.threads, c.batch) for c in p.cells()] == [("read_random", "read", 2, 1)]
     assert all(c.duration_s >= 5 and c.ops is None for c in p.cells())
-    assert p.adaptive and p.budget == 600 and p.min_window_s == 5 and p.margin_pct == 5 and p.slice_s == 0.5
+    assert p.adaptive and p.budget == 600 and p.min_window_s == 5 and p.margin_pct == 4 and p.slice_s == 0.5
     assert all(s.slice_s == 0.5 for s in p.round_specs(1, None, 1))
     assert preset("kv-allocators", "quick")["allocators"] == ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 
@@ -280,8 +280,11 @@ def test_a_library_is_checked_by_the_preflight_not_by_plan_validation(tmp_path):
     ({"engines": ["tidesdb"], "workloads": [{"workload": "read", "ops": 1000}]}, "duration_s (--duration)"),
     ({"engines": ["tidesdb"], "workloads": [{"workload": "read", "duration_s": 0.2}]}, "at most 0.2 s"),
     ({"engines": ["tidesdb"], "executor": "ray", "workloads": [{"workload": "read", "duration_s": 10}]}, "Ray"),
+    ({"engines": ["tidesdb"], "workloads": [{"workload": "write", "duration_s": 10}]}, "read-only"),
+    ({"engines": ["tidesdb"], "slice_s": "10ms", "workloads": [{"workload": "read", "duration_s": 10}]},
+     "shorter than 0.05 s"),
 ])
 def test_turns_are_refused_where_they_cannot_apply_naming_slice_s(raw, words):
     with pytest.raises(AlloclabError) as e:
-        load({"scale": "smoke", "slice_s": 0.5, **raw})
+        load({"scale": "smoke", "slice_s": 0.5} | raw)
     assert str(e.value).startswith("slice_s: ") and words in str(e.value) + (e.value.hint or "")

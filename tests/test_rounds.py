@@ -171,6 +171,10 @@ def test_turns_interleave_a_cells_allocators_and_each_run_stays_a_run(tmp_path, 
         assert any(e.get("gated") for e in evs if e["type"] == "phase")
     # up together: the first run of a round lived through the other's turns and preparation
     assert rows[0].wall_s > 2 * rows[0].duration_s
+    # the group's other drivers are not "other processes" of the machine: one account per group
+    assert rows[0].other_busy_cores == rows[1].other_busy_cores and rows[2].other_busy_cores == rows[3].other_busy_cores
+    p = alloclab("run", "--resume", str(out), "--ray", "127.0.0.1:1")
+    assert p.returncode == 2 and "turns (slice_s)" in p.stderr and "Ray" in p.stderr
     p = alloclab("run", "--engines", "tidesdb", "--workloads", "read", "--ops", "1000", "--slice", "250ms",
                  "--scale", "smoke", "--out", str(tmp_path / "no"))
     assert p.returncode == 2 and "slice_s" in p.stderr and "--duration" in p.stderr

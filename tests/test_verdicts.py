@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from alloclab import decide, stats
+from alloclab import decide, presets, stats
 from alloclab.store import RunRow
 
 # --- the interval and the words ----------------------------------------------------------
@@ -72,8 +72,13 @@ def test_rounds_to_decide_is_enough_rounds_for_the_interval_to_decide():
 
 POLICY = decide.Policy(questions=("allocators",), baseline="base", margin=0.02, target_ci=0.02, min_runs=3,
                        max_rounds=30, adaptive=True)
-# a budgeted study that affords 9 rounds (the default study's 10 minutes): looks after 4, 6, 9
+# a budgeted study that affords 9 rounds: looks after 4, 6, 9
 BUDGETED = decide.Policy(**{**POLICY.__dict__, "looks": decide.plan_looks(9)})
+# the design the default study uses: its margin, and the looks its 10 minutes afford at about 30 s
+# a round (4, 6, 9, 14, 20), or at twice that pace (4, 6, 9)
+_QUICK = presets.preset("kv-allocators", "quick")
+DEFAULT = {n: decide.Policy(**{**POLICY.__dict__, "margin": _QUICK["margin_pct"] / 100,
+                               "looks": decide.plan_looks(n)}) for n in (20, 9)}
 
 
 def _samples(rng, seeds, diff, cv, rounds):
@@ -110,14 +115,15 @@ def simulate(base, var, policy=POLICY):
     return verdict, stopped_at
 
 
-CASES = [(policy, diff, cv) for policy in ("budgeted", "max_rounds") for diff in (0.0, 0.05)
-         for cv in (0.03, 0.06, 0.10)]
+CASES = [(policy, diff, cv) for policy in ("budgeted", "max_rounds", "default20", "default9")
+         for diff in (0.0, 0.05) for cv in (0.02, 0.03, 0.06, 0.10)]
 
 
 @pytest.mark.parametrize("which, diff, cv", CASES)
 def test_adaptive_verdicts_are_calibrated(which, diff, cv):
-    policy = BUDGETED if which == "budgeted" else POLICY
-    rng = np.random.default_rng(int(1000 * diff + 100 * cv) + (7 if which == "budgeted" else 0))
+    policy = {"budgeted": BUDGETED, "max_rounds": POLICY, "default20": DEFAULT[20], "default9": DEFAULT[9]}[which]
+    rng = np.random.default_rng(int(1000 * diff + 100 * cv) + {"budgeted": 7, "max_rounds": 0, "default20": 11,
+                                                                "default9": 13}[which])
     seeds = 4000
     base, var = _samples(rng, seeds, diff, cv, policy.planned_looks[-1])
     verdict, stopped = simulate(base, var, policy)

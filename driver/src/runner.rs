@@ -185,16 +185,16 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                         std::thread::yield_now();
                     }
                     loop {
-                        let ph = phase.load(Ordering::Acquire);
+                        let ph = phase.load(Ordering::SeqCst);
                         if ph == STOP {
                             break;
                         }
                         if ph == PAUSE {
-                            parked.fetch_add(1, Ordering::AcqRel);
-                            while phase.load(Ordering::Acquire) == PAUSE {
+                            parked.fetch_add(1, Ordering::SeqCst);
+                            while phase.load(Ordering::SeqCst) == PAUSE {
                                 std::thread::park();
                             }
-                            parked.fetch_sub(1, Ordering::AcqRel);
+                            parked.fetch_sub(1, Ordering::SeqCst);
                             continue;
                         }
                         if ph == MEASURE {
@@ -271,69 +271,89 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
             )?;
         }
         workload.measure_begin()?;
-        let usage0 = rusage::current();
         let mut prev: Vec<Totals> = vec![Totals::default(); n];
+        let mut usage0 = rusage::current();
         let duration_s = if cfg.gate {
             // slices commanded on stdin: workers park between them, the window is their sum
             let wake = || handles.iter().for_each(|h| h.thread().unpark());
             let settle = || {
-                while parked.load(Ordering::Acquire) + done.load(Ordering::Acquire) < threads {
+                while parked.load(Ordering::SeqCst) + done.load(Ordering::SeqCst) < threads {
                     std::thread::sleep(Duration::from_micros(100));
                 }
             };
-            phase.store(PAUSE, Ordering::Release);
-            settle();
-            sink.emit(
-                "phase",
-                json!({"phase": "measure", "state": "begin", "gated": true}),
-            )?;
-            answer("ready")?;
+            let window = cfg.duration.unwrap_or_default();
             let mut measured = Duration::ZERO;
-            for line in std::io::stdin().lock().lines() {
-                let line = line?;
-                let words: Vec<&str> = line.split_whitespace().collect();
-                match words.as_slice() {
-                    ["go", ms] => {
-                        let ms: u64 = ms.parse().map_err(|_| {
-                            anyhow!("--gate: `go` takes whole milliseconds, got {ms:?}")
-                        })?;
-                        if !all_done() {
-                            let t = Instant::now();
-                            phase.store(MEASURE, Ordering::Release);
-                            wake();
-                            nap(t + Duration::from_millis(ms));
-                            // the histograms change hands while the workers still record (a
-                            // parked recorder would hold a refresh up for its whole timeout);
-                            // the few calls that end after it are in the next turn's
-                            for s in syncs.iter_mut() {
-                                s.refresh_timeout(Duration::from_millis(250));
+            let mut turns = 0u64;
+            let gated = (|| -> Result<()> {
+                phase.store(PAUSE, Ordering::SeqCst);
+                settle();
+                sink.emit(
+                    "phase",
+                    json!({"phase": "measure", "state": "begin", "gated": true}),
+                )?;
+                answer("ready")?;
+                for line in std::io::stdin().lock().lines() {
+                    let line = line?;
+                    let words: Vec<&str> = line.split_whitespace().collect();
+                    match words.as_slice() {
+                        ["go", ms] => {
+                            let ms: u64 = ms.parse().map_err(|_| {
+                                anyhow!("--gate: `go` takes whole milliseconds, got {ms:?}")
+                            })?;
+                            if !all_done() {
+                                if turns == 0 {
+                                    usage0 = rusage::current(); // the window's own CPU and switches
+                                }
+                                turns += 1;
+                                let t = Instant::now();
+                                phase.store(MEASURE, Ordering::SeqCst);
+                                wake();
+                                nap(t + Duration::from_millis(ms));
+                                // the histograms change hands while the workers still record (a
+                                // parked recorder would hold a refresh up for its whole timeout);
+                                // the few calls that end after it are in the next turn's
+                                for s in syncs.iter_mut() {
+                                    s.refresh_timeout(Duration::from_millis(250));
+                                }
+                                phase.store(PAUSE, Ordering::SeqCst);
+                                settle();
+                                measured += t.elapsed();
+                                emit_interval(
+                                    sink,
+                                    &names,
+                                    &mut syncs,
+                                    &mut cumulative,
+                                    &counters,
+                                    &mut prev,
+                                    measured.as_secs_f64(),
+                                    None,
+                                )?;
                             }
-                            phase.store(PAUSE, Ordering::Release);
-                            settle();
-                            measured += t.elapsed();
-                            emit_interval(
-                                sink,
-                                &names,
-                                &mut syncs,
-                                &mut cumulative,
-                                &counters,
-                                &mut prev,
-                                measured.as_secs_f64(),
-                                None,
-                            )?;
+                            answer(if all_done() { "done" } else { "paused" })?;
                         }
-                        answer(if all_done() { "done" } else { "paused" })?;
+                        ["end"] => break,
+                        [] => {}
+                        _ => bail!("--gate: unknown command {line:?} (go MS, or end)"),
                     }
-                    ["end"] => break,
-                    [] => {}
-                    _ => bail!("--gate: unknown command {line:?} (go MS, or end)"),
                 }
-            }
-            phase.store(STOP, Ordering::Release);
+                // a window cut short is not a measurement (unless the workers ended: their error says why)
+                if !all_done() && measured.as_secs_f64() < 0.99 * window.as_secs_f64() {
+                    bail!(
+                        "--gate: told to end after {} turn(s), {:.2} s of the {:.2} s window",
+                        turns,
+                        measured.as_secs_f64(),
+                        window.as_secs_f64()
+                    );
+                }
+                Ok(())
+            })();
+            // whatever happened, the workers leave their gate before the scope joins them
+            phase.store(STOP, Ordering::SeqCst);
             wake();
             while !all_done() {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            gated?;
             // the ended workers' last samples, into the summary's histograms
             for (s, c) in syncs.iter_mut().zip(cumulative.iter_mut()) {
                 s.refresh_timeout(Duration::from_millis(250));

@@ -310,12 +310,13 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
             # the client reports every second (the driver's interval events, sysbench's
             # --report-interval): output that stops growing means a hang
             size = sum(p.stat().st_size for p in (log, partial) if p.exists())
-            if size != last_size:
+            if size != last_size or (gate is not None and gate.waiting()):  # its turn is not hung
                 last_size, last_growth = size, now
             if failure is None:
                 failure = target.failure()
-            if failure is None and now - t0 > spec.timeout_s:
-                failure = f"ran past its deadline of {spec.timeout_s:g}s and was killed"
+            deadline = spec.timeout_s * (gate.group.size if gate is not None else 1)  # turns: the group's
+            if failure is None and now - t0 > deadline:
+                failure = f"ran past its deadline of {deadline:g}s and was killed"
             elif failure is None and now - last_growth > spec.hang_timeout_s:
                 failure = f"{target.client_name} sent no event for {spec.hang_timeout_s:g}s (hung) and was killed"
             if failure is not None:
@@ -337,7 +338,8 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         exit_code = target.client.wait() if target.client is not None else None
         unclean = target.stop()
     wall_s = time.monotonic() - t0
-    run_noise = cpu_watch.stop()  # everything was reaped: its CPU is alloclab's children time
+    # everything was reaped: its CPU is alloclab's children time (in turns: the whole group's)
+    run_noise = (gate.group_noise() if gate is not None else None) or cpu_watch.stop()
     if partial.exists():
         os.replace(partial, run_dir / "events.jsonl")
 

@@ -16,31 +16,60 @@ proof and row; its window is the sum of its slices, and nothing else runs while 
 from __future__ import annotations
 
 import random
-import select
 import subprocess
 import threading
 from collections.abc import Callable
 
+from alloclab import noise
 from alloclab.plan import RunSpec
 from alloclab.processes import kill_group
 from alloclab.store import RunRow
 
 
+class Group:
+    """What the runs of one group share: their number, and the machine's noise over the whole group
+    (the other drivers of the group are not "other processes")."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.watch = noise.CpuWatch()
+        self.noise: noise.Noise | None = None
+        self.reaped = threading.Barrier(size, action=self._measure_noise)
+
+    def _measure_noise(self) -> None:
+        self.noise = self.watch.stop()  # every driver of the group was reaped
+
+
 class Member:
     """One run of an interleaved group: its driver's gate (stdin for commands, stdout for answers)."""
 
-    def __init__(self, spec: RunSpec):
-        self.spec = spec
+    def __init__(self, spec: RunSpec, group: Group):
+        self.spec, self.group = spec, group
         self.proc: subprocess.Popen | None = None
         self.attached = threading.Event()
         self.row: RunRow | None = None
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
+        self.idle = False  # at the gate, waiting for a command
 
     def attach(self, proc: subprocess.Popen) -> None:
         """Called by the run's target once its driver has started."""
         self.proc = proc
         self.attached.set()
+
+    def waiting(self) -> bool:
+        """Whether the driver is waiting for its turn: silent, and not hung (the runner's hang
+        rule applies while it prepares or measures)."""
+        return self.idle
+
+    def group_noise(self) -> noise.Noise | None:
+        """Called by the runner once its driver was reaped: the noise over the group, when every
+        run of the group got there (else None: the run's own watch)."""
+        try:
+            self.group.reaped.wait(timeout=60)
+        except threading.BrokenBarrierError:
+            return None
+        return self.group.noise
 
     def start(self, run_one: Callable[[RunSpec, Member], RunRow]) -> None:
         def body():
@@ -48,6 +77,7 @@ class Member:
                 self.row = run_one(self.spec, self)
             except BaseException as e:  # handed to the coordinator, re-raised there
                 self.error = e
+                self.group.reaped.abort()
             finally:
                 self.attached.set()
         self.thread = threading.Thread(target=body, name=f"run {self.spec.run_id}", daemon=True)
@@ -58,6 +88,7 @@ class Member:
         return self.proc is not None and self.proc.poll() is None
 
     def say(self, line: str) -> bool:
+        self.idle = False
         try:
             self.proc.stdin.write((line + "\n").encode())
             self.proc.stdin.flush()
@@ -65,13 +96,12 @@ class Member:
         except (OSError, ValueError):  # it died: its own run says why
             return False
 
-    def hear(self, timeout_s: float) -> str:
-        """The driver's next answer; "" if it ended or said nothing for timeout_s."""
-        fd = self.proc.stdout
-        ready, _, _ = select.select([fd], [], [], timeout_s)
-        if not ready:
-            return ""
-        return fd.readline().decode(errors="replace").strip()
+    def hear(self) -> str:
+        """The driver's next answer, however long it takes; "" once it has ended (its runner kills
+        a driver that hangs or runs past its deadline, and records why)."""
+        line = self.proc.stdout.readline().decode(errors="replace").strip()
+        self.idle = line in ("ready", "paused")
+        return line
 
     def end(self) -> None:
         if self.proc is not None:
@@ -109,23 +139,24 @@ def slices(duration_s: float, slice_s: float) -> tuple[int, int]:
 def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow], seed: int) -> list[RunRow]:
     """Run `specs` (one cell, one round, the allocators in the round's order) interleaved;
     `run_one(spec, member)` is the one runner, called in a thread per run. Rows in spec order.
-    A run whose driver dies or stops answering leaves the turns; its own runner records why."""
-    members = [Member(s) for s in specs]
+    A run whose driver dies, or whose workers all end, leaves the turns; its own runner records
+    why (a driver told to end before its window is complete fails its run)."""
+    group = Group(len(specs))
+    members = [Member(s, group) for s in specs]
     first = specs[0]
     turns, ms = slices(first.cell.duration_s or 0.0, first.slice_s)
-    wait_s = first.hang_timeout_s
     try:
         taking: list[Member] = []
         for m in members:  # one at a time: populate and warm-up never share the machine
             m.start(run_one)
-            if m.wait_attached() and m.hear(wait_s) == "ready":
+            if m.wait_attached() and m.hear() == "ready":
                 taking.append(m)
         rng = random.Random(seed)
         for _ in range(turns):
             order = list(taking)
             rng.shuffle(order)
             for m in order:
-                if not (m.say(f"go {ms}") and m.hear(wait_s + ms / 1000) == "paused"):
+                if not (m.say(f"go {ms}") and m.hear() == "paused"):
                     taking.remove(m)
         for m in members:
             m.end()

@@ -522,8 +522,17 @@ class Plan:
         return cls(**{**{k: v for k, v in d.items() if k in names}, "allocators": allocs})
 
 
+SLICED_WORKLOADS = ("read", "seek", "range")
+MIN_SLICE_S = 0.05
+
+
 def _check_slices(plan: Plan) -> None:
-    """Turns (interleave.py) need drivers that hold their engine inside and windows in seconds."""
+    """Turns (interleave.py) need drivers that hold their engine inside, read-only work and windows
+    in seconds."""
+    if plan.slice_s < MIN_SLICE_S:
+        raise AlloclabError(f"slice_s: a turn of {plan.slice_s:g} s is shorter than {MIN_SLICE_S:g} s, where the "
+                            "cost of handing over turns would show in the throughput",
+                            f"use 0 (no turns) or at least {MIN_SLICE_S * 1000:g}ms")
     if plan.executor == "ray":
         raise AlloclabError("slice_s: runs that take turns share one machine; a Ray cluster runs each run on a node "
                             "of its own", "leave out --ray, or set slice_s = 0 (--slice 0)")
@@ -532,6 +541,11 @@ def _check_slices(plan: Plan) -> None:
             raise AlloclabError(f"slice_s: turns are for key-value workloads on the embedded engines "
                                 f"({', '.join(ENGINES)}); the cell {c.key} is not one",
                                 "set slice_s = 0 (--slice 0) for servers and TPC-C")
+        if c.workload not in SLICED_WORKLOADS:
+            raise AlloclabError(f"slice_s: a driver waiting for its turn keeps its engine's background work (flushes, "
+                                f"compactions) going in the others' turns, so turns are for read-only workloads "
+                                f"({', '.join(SLICED_WORKLOADS)}); the cell {c.key} writes",
+                                "set slice_s = 0 (--slice 0) for it, or measure it in a study of its own")
         if c.duration_s is None:
             raise AlloclabError(f"slice_s: turns cut a window in seconds; the cell {c.key} counts operations",
                                 "give its workload duration_s (--duration), or set slice_s = 0 (--slice 0)")

@@ -242,6 +242,10 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     else:
         plan.budget = sched.budget_s if sched.sittings else plan.budget
     if ray_address is not None:  # the same study, finished on this cluster
+        if plan.slice_s:
+            raise AlloclabError("this study measures in turns (slice_s); runs that take turns share one machine, "
+                                "and a Ray cluster runs each run on a node of its own",
+                                f"resume it on this machine: alloclab run --resume {out}")
         plan.executor, plan.ray_address = "ray", ray_address
     progress = progress or Progress(0)
     missing = sorted({a.path for a in plan.allocators if a.path and not os.path.exists(a.path)})
