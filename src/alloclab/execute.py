@@ -276,6 +276,7 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
     cpu_watch = noise.CpuWatch()
     recorder = instrumented(spec, run_dir)
     failure, acc, rss_at_end, account_read = None, None, None, False
+    deadline = spec.timeout_s * (gate.group.size if gate is not None else 1)  # in turns: the group's
     t0 = time.monotonic()
     try:
         target.start()
@@ -310,11 +311,10 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
             # the client reports every second (the driver's interval events, sysbench's
             # --report-interval): output that stops growing means a hang
             size = sum(p.stat().st_size for p in (log, partial) if p.exists())
-            if size != last_size or (gate is not None and gate.waiting()):  # its turn is not hung
+            if size != last_size or (gate is not None and gate.waiting):  # its turn is not hung
                 last_size, last_growth = size, now
             if failure is None:
                 failure = target.failure()
-            deadline = spec.timeout_s * (gate.group.size if gate is not None else 1)  # turns: the group's
             if failure is None and now - t0 > deadline:
                 failure = f"ran past its deadline of {deadline:g}s and was killed"
             elif failure is None and now - last_growth > spec.hang_timeout_s:

@@ -50,17 +50,14 @@ class Member:
         self.row: RunRow | None = None
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
-        self.idle = False  # at the gate, waiting for a command
+        # at the gate, waiting for its turn: silent, and not hung (the runner's hang rule applies
+        # while it prepares or measures)
+        self.waiting = False
 
     def attach(self, proc: subprocess.Popen) -> None:
         """Called by the run's target once its driver has started."""
         self.proc = proc
         self.attached.set()
-
-    def waiting(self) -> bool:
-        """Whether the driver is waiting for its turn: silent, and not hung (the runner's hang
-        rule applies while it prepares or measures)."""
-        return self.idle
 
     def group_noise(self) -> noise.Noise | None:
         """Called by the runner once its driver was reaped: the noise over the group, when every
@@ -88,7 +85,7 @@ class Member:
         return self.proc is not None and self.proc.poll() is None
 
     def say(self, line: str) -> bool:
-        self.idle = False
+        self.waiting = False
         try:
             self.proc.stdin.write((line + "\n").encode())
             self.proc.stdin.flush()
@@ -100,7 +97,7 @@ class Member:
         """The driver's next answer, however long it takes; "" once it has ended (its runner kills
         a driver that hangs or runs past its deadline, and records why)."""
         line = self.proc.stdout.readline().decode(errors="replace").strip()
-        self.idle = line in ("ready", "paused")
+        self.waiting = line in ("ready", "paused")
         return line
 
     def end(self) -> None:
