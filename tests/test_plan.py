@@ -275,12 +275,13 @@ def test_a_library_is_checked_by_the_preflight_not_by_plan_validation(tmp_path):
 
 
 @pytest.mark.parametrize("raw, words", [
-    ({"engines": ["mariadb-innodb"], "workloads": [{"workload": "tpcc", "duration_s": 10}]}, "embedded"),
-    ({"engines": ["tidesdb"], "workloads": [{"workload": "tpcc", "duration_s": 10}]}, "key-value"),
+    ({"engines": ["mariadb-innodb"], "workloads": [{"workload": "sysbench", "test": "oltp_read_only",
+                                                     "duration_s": 10}]}, "driven by sysbench"),
+    ({"engines": ["mariadb11-innodb"], "workloads": [{"workload": "tpcc", "client": "hammerdb",
+                                                       "duration_s": 10}]}, "driven by HammerDB"),
     ({"engines": ["tidesdb"], "workloads": [{"workload": "read", "ops": 1000}]}, "duration_s (--duration)"),
     ({"engines": ["tidesdb"], "workloads": [{"workload": "read", "duration_s": 0.2}]}, "at most 0.2 s"),
     ({"engines": ["tidesdb"], "executor": "ray", "workloads": [{"workload": "read", "duration_s": 10}]}, "Ray"),
-    ({"engines": ["tidesdb"], "workloads": [{"workload": "write", "duration_s": 10}]}, "read-only"),
     ({"engines": ["tidesdb"], "slice_s": "10ms", "workloads": [{"workload": "read", "duration_s": 10}]},
      "shorter than 0.05 s"),
 ])
@@ -288,3 +289,17 @@ def test_turns_are_refused_where_they_cannot_apply_naming_slice_s(raw, words):
     with pytest.raises(AlloclabError) as e:
         load({"scale": "smoke", "slice_s": 0.5} | raw)
     assert str(e.value).startswith("slice_s: ") and words in str(e.value) + (e.value.hint or "")
+
+
+@pytest.mark.parametrize("raw", [
+    {"engines": ["mariadb11-innodb", "postgres"], "workloads": [{"workload": "tpcc", "duration_s": 10}]},
+    {"engines": ["tidesdb", "sqlite"],
+     "workloads": [{"workload": w, "duration_s": 10} for w in ("write", "mixed", "tpcc")]},
+    {"engines": ["mariadb-innodb"], "workloads": [{"workload": "sysbench", "test": "oltp_read_write",
+                                                   "client": "native", "duration_s": 10}]},
+])
+def test_turns_take_any_workload_of_alloclabs_own_client(raw):
+    """The waiting side is stopped (a server, or the driver with its engine), so writing work and
+    TPC-C take turns too."""
+    p = load({"scale": "smoke", "slice_s": 0.5} | raw)
+    assert all(s.slice_s == 0.5 for s in p.round_specs(1, None, 1))

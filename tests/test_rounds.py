@@ -151,11 +151,12 @@ def test_a_warmup_round_runs_each_cell_once_and_never_measures_it(tmp_path, foun
 
 def test_turns_interleave_a_cells_allocators_and_each_run_stays_a_run(tmp_path, found):
     """slice_s: the drivers of a cell's allocators are up together and measure in turns (the real
-    engine: turns pause TidesDB's readers mid-window); each run keeps its own folder, proof and
-    window, which is the sum of its turns."""
+    engine: turns pause TidesDB's writers mid-window, and a waiting driver is stopped with its
+    engine's background threads); each run keeps its own folder, proof and window, which is the
+    sum of its turns."""
     need(found, "jemalloc")
     out = tmp_path / "res"
-    p = alloclab("run", "--engines", "tidesdb", "--workloads", "read", "--threads", "2", "--allocators",
+    p = alloclab("run", "--engines", "tidesdb", "--workloads", "write", "--threads", "2", "--allocators",
                  "glibc,jemalloc", "--runs", "2", "--duration", "1s", "--slice", "250ms", "--scale", "smoke",
                  "--out", str(out), "--quiet")
     assert p.returncode == 0, p.stderr
@@ -169,6 +170,8 @@ def test_turns_interleave_a_cells_allocators_and_each_run_stays_a_run(tmp_path, 
         assert len(turns) == 4  # 1 s in turns of 250 ms
         assert abs(r.duration_s - 1.0) < 0.1 and r.ops_per_s > 0
         assert any(e.get("gated") for e in evs if e["type"] == "phase")
+        # stopped once at the gate after its warm-up and after each of its 4 turns
+        assert json.loads((out / "runs" / r.run_id / "run.json").read_text())["frozen_while_waiting"] == 5
     # up together: the first run of a round lived through the other's turns and preparation
     assert rows[0].wall_s > 2 * rows[0].duration_s
     # the group's other drivers are not "other processes" of the machine: one account per group
@@ -178,3 +181,27 @@ def test_turns_interleave_a_cells_allocators_and_each_run_stays_a_run(tmp_path, 
     p = alloclab("run", "--engines", "tidesdb", "--workloads", "read", "--ops", "1000", "--slice", "250ms",
                  "--scale", "smoke", "--out", str(tmp_path / "no"))
     assert p.returncode == 2 and "slice_s" in p.stderr and "--duration" in p.stderr
+
+
+def test_the_last_look_moves_later_when_decided_comparisons_stop_running():
+    """Study 1 in 40 minutes: once InnoDB's comparisons are decided only TidesDB's runs go on and a
+    round takes half as long; the budget left then affords more rounds than the first round's pace
+    planned. The last look moves later (never earlier), the number of looks stays."""
+    from dataclasses import replace
+    from types import SimpleNamespace as Row
+
+    from alloclab import plan as plan_mod
+    from alloclab import study
+    p = plan_mod.load({"engines": ["mariadb11-innodb", "mariadb11-tidesdb"], "budget": "40m", "slice_s": 0.5,
+                       "allocators": ["glibc", "jemalloc", "mimalloc", "tcmalloc"], "scale": "quick",
+                       "workloads": [{"workload": "tpcc", "duration_s": 20}]}, default_seed=1)
+    design = {"planned_rounds": 9, "looks": [4, 6, 9], "basis": "the first round's pace"}
+    rows = [Row(cell="tides", repeat=7, wall_s=w) for w in (120, 110, 100, 90)]  # up together: 120 s
+    grown = study.extend_design(p, design, rows, elapsed_s=30 * 60, rounds_done=7)
+    assert grown["looks"] == [4, 6, 11] and grown["planned_rounds"] == 11  # 600 s left at 132 s a round
+    assert "after round 7" in grown["basis"]
+    assert study.extend_design(p, design, rows, elapsed_s=38 * 60, rounds_done=7) is design  # never earlier
+    assert study.extend_design(p, grown, rows, elapsed_s=30 * 60, rounds_done=11) is grown  # the last look came
+    # one after another, a round lasts the sum of its runs: 420 s at 1.1 x, one more round in 10 minutes
+    assert study.extend_design(replace(p, slice_s=0.0), design, rows, elapsed_s=30 * 60, rounds_done=7) is design
+    assert study.extend_design(replace(p, budget=None), design, rows, elapsed_s=0, rounds_done=7) is design

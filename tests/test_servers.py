@@ -2,6 +2,7 @@
 jemalloc, the allocator proved from /proc/PID/maps of the server, the real sysbench run for a
 few seconds, and nothing left behind: no process, no listening socket."""
 
+import csv
 import io
 import os
 import shutil
@@ -236,6 +237,80 @@ def test_tpcc_against_servers(target, found, tmp_path, before):
     assert server_pids() <= pids_before and listeners() <= sockets_before
 
 
+def ctrl_c_leaves_nothing(proc: subprocess.Popen, out: Path, before) -> None:
+    """Ctrl-C to a study: it exits 130 saying how to resume, no server runs or listens, and the
+    folder verifies."""
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "resume with" in err, err
+    time.sleep(0.5)
+    pids_before, sockets_before = before
+    assert server_pids() <= pids_before, "Ctrl-C left a server running"
+    assert listeners() <= sockets_before
+    assert Store(out).verify() == []
+
+
+def stopped_servers() -> set[int]:
+    """The servers in state T (stopped by a signal)."""
+    out = set()
+    for pid in server_pids():
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T":
+                out.add(pid)
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def test_tpcc_in_turns_stops_each_waiting_server_and_ctrl_c_leaves_none(tmp_path, found, before):
+    """slice_s on a server: the allocators' servers are up together, each client measures in turns
+    while the others' servers are stopped (seen in state T from outside); every run is proved and
+    passes the consistency check, its window is the sum of its turns; Ctrl-C in the middle of the
+    turns continues and stops every server."""
+    import sys
+
+    from conftest import ROOT
+    need(found, "jemalloc")
+    args = ["--engines", "mariadb-innodb", "--workloads", "tpcc", "--warehouses", "1", "--threads", "2",
+            "--allocators", "glibc,jemalloc", "--duration", "2s", "--slice", "250ms", "--scale", "smoke", "--quiet"]
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin:/usr/sbin"}
+    out = tmp_path / "res"
+    proc = subprocess.Popen([sys.executable, "-m", "alloclab", "run", *args, "--runs", "2", "--out", str(out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: set[int] = set()
+    while proc.poll() is None:
+        seen |= stopped_servers()
+        time.sleep(0.02)
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert seen, "no server was ever seen stopped while its client waited"
+    rows = sorted(Store(out).rows(), key=lambda r: r.index)
+    assert len(rows) == 4
+    for r in rows:
+        assert r.status == "ok" and r.allocator_verified and r.nopm > 0, (r.run_id, r.reason)
+        assert abs(r.duration_s - 2.0) < 0.25, r.duration_s
+        j = __import__("json").loads((out / "runs" / r.run_id / "run.json").read_text())
+        assert j["check"]["ok"] and j["frozen_while_waiting"] == 9  # after its warm-up and each of 8 turns
+        evs = [__import__("json").loads(x) for x in (out / "runs" / r.run_id / "events.jsonl").open()]
+        assert len([e for e in evs if e["type"] == "interval"]) == 8
+        # a stopped server is sampled at most once a second (its counters do not move), and again
+        # as soon as its turn comes; else 20 times a second
+        t = [float(x["t_s"]) for x in csv.DictReader((out / "runs" / r.run_id / "samples.csv").open())]
+        gaps = [b - a for a, b in zip(t, t[1:])]
+        assert max(gaps) > 0.2 and sorted(gaps)[len(gaps) // 2] < 0.1, gaps
+    assert Store(out).verify() == []
+
+    out = tmp_path / "cut"
+    proc = subprocess.Popen([sys.executable, "-m", "alloclab", "run", *args, "--runs", "3", "--out", str(out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(3000):  # until a server waits, stopped, for its turn
+        if stopped_servers() or proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the study ended before any server waited for its turn"
+    ctrl_c_leaves_nothing(proc, out, before)
+
+
 def test_a_procedure_that_cannot_be_created_stops_the_run_before_it_measures(reachable_dir):
     """No plpgsql in PostgreSQL, no mysql.proc in MariaDB: the driver says which server and
     which procedure, and measures nothing."""
@@ -331,14 +406,7 @@ duration_s = 4
             break
         time.sleep(0.05)
     time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "resume with" in err, err
-    time.sleep(0.5)
-    pids_before, sockets_before = before
-    assert server_pids() <= pids_before, "Ctrl-C left a server running"
-    assert listeners() <= sockets_before
-    assert Store(out).verify() == []
+    ctrl_c_leaves_nothing(proc, out, before)
     p = subprocess.run([sys.executable, "-m", "alloclab", "run", "--resume", str(out), "--quiet"], env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr

@@ -119,6 +119,28 @@ CASES = [(policy, diff, cv) for policy in ("budgeted", "max_rounds", "default20"
          for diff in (0.0, 0.05) for cv in (0.02, 0.03, 0.06, 0.10)]
 
 
+# study 1's design (tpcc-allocators, quick): its margin, and the looks its 40 minutes afford at
+# 4-6 minutes a round (4, 6, 9; or 4, 7)
+_STUDY1 = presets.preset("tpcc-allocators", "quick")
+STUDY1 = {n: decide.Policy(**{**POLICY.__dict__, "margin": _STUDY1["margin_pct"] / 100,
+                              "looks": decide.plan_looks(n)}) for n in (9, 7)}
+
+
+@pytest.mark.parametrize("rounds, diff, cv", [(n, d, cv) for n in (9, 7) for d in (0.0, 0.0625)
+                                              for cv in (0.02, 0.04, 0.08)])
+def test_study_1_verdicts_are_calibrated(rounds, diff, cv):
+    """No wrong direction in more than 5 % of seeds; "equivalent" within ±5 % for a true
+    difference a quarter beyond the margin in at most 1 %."""
+    policy = STUDY1[rounds]
+    rng = np.random.default_rng(int(1e4 * diff + 100 * cv) + rounds)
+    base, var = _samples(rng, 4000, diff, cv, policy.planned_looks[-1])
+    verdict, _ = simulate(base, var, policy)
+    wrong = {"faster", "slower"} if diff == 0 else {"slower"}
+    assert np.isin(verdict, list(wrong)).mean() <= 0.05
+    if diff:
+        assert (verdict == "equivalent").mean() <= 0.01
+
+
 @pytest.mark.parametrize("which, diff, cv", CASES)
 def test_adaptive_verdicts_are_calibrated(which, diff, cv):
     policy = {"budgeted": BUDGETED, "max_rounds": POLICY, "default20": DEFAULT[20], "default9": DEFAULT[9]}[which]

@@ -146,9 +146,15 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
     let names = workload.op_names();
     let n = names.len();
     let threads = cfg.threads;
-    let mut syncs: Vec<SyncHistogram<u64>> = (0..n).map(|_| new_histogram().into_sync()).collect();
-    let mut cumulative: Vec<Histogram<u64>> = (0..n).map(|_| new_histogram()).collect();
     let counters: Vec<Box<Counters>> = (0..threads).map(|_| Box::new(Counters::new(n))).collect();
+    let mut iv = Intervals {
+        sink,
+        names: &names,
+        counters: &counters,
+        syncs: (0..n).map(|_| new_histogram().into_sync()).collect(),
+        cumulative: (0..n).map(|_| new_histogram()).collect(),
+        prev: vec![Totals::default(); n],
+    };
     let phase = AtomicU8::new(PENDING);
     let ready = AtomicUsize::new(0);
     let claimed = AtomicU64::new(0);
@@ -165,7 +171,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
     let results = std::thread::scope(|scope| -> Result<Vec<Result<()>>> {
         let mut handles = Vec::new();
         for (t, ctr) in counters.iter().enumerate() {
-            let mut recorders: Vec<_> = syncs.iter().map(|s| s.recorder()).collect();
+            let mut recorders: Vec<_> = iv.syncs.iter().map(|s| s.recorder()).collect();
             let reporter = reporter.clone();
             let (phase, claimed, done, first_error, last_finish_ns, names, ready, parked) = (
                 &phase,
@@ -190,11 +196,15 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                             break;
                         }
                         if ph == PAUSE {
+                            // idle recorders: a refresh neither waits for them nor loses what
+                            // they hold (they hand it over if a refresh is under way)
+                            let idle: Vec<_> = recorders.iter_mut().map(|r| r.idle()).collect();
                             parked.fetch_add(1, Ordering::SeqCst);
                             while phase.load(Ordering::SeqCst) == PAUSE {
                                 std::thread::park();
                             }
                             parked.fetch_sub(1, Ordering::SeqCst);
+                            drop(idle);
                             continue;
                         }
                         if ph == MEASURE {
@@ -271,7 +281,6 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
             )?;
         }
         workload.measure_begin()?;
-        let mut prev: Vec<Totals> = vec![Totals::default(); n];
         let mut usage0 = rusage::current();
         let duration_s = if cfg.gate {
             // slices commanded on stdin: workers park between them, the window is their sum
@@ -309,25 +318,21 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                                 phase.store(MEASURE, Ordering::SeqCst);
                                 wake();
                                 nap(t + Duration::from_millis(ms));
-                                // the histograms change hands while the workers still record (a
-                                // parked recorder would hold a refresh up for its whole timeout);
-                                // the few calls that end after it are in the next turn's
-                                for s in syncs.iter_mut() {
-                                    s.refresh_timeout(Duration::from_millis(250));
-                                }
                                 phase.store(PAUSE, Ordering::SeqCst);
+                                // every histogram changes hands at once while the workers finish
+                                // their calls and park (one after another, a rarely called
+                                // operation's would hold up the next for its whole wait); a call
+                                // that ended just before its worker parked may land in a later turn
+                                std::thread::scope(|s| {
+                                    for h in iv.syncs.iter_mut() {
+                                        s.spawn(move || {
+                                            h.refresh_timeout(Duration::from_millis(250))
+                                        });
+                                    }
+                                });
                                 settle();
                                 measured += t.elapsed();
-                                emit_interval(
-                                    sink,
-                                    &names,
-                                    &mut syncs,
-                                    &mut cumulative,
-                                    &counters,
-                                    &mut prev,
-                                    measured.as_secs_f64(),
-                                    None,
-                                )?;
+                                iv.emit(measured.as_secs_f64(), None)?;
                             }
                             answer(if all_done() { "done" } else { "paused" })?;
                         }
@@ -355,7 +360,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
             }
             gated?;
             // the ended workers' last samples, into the summary's histograms
-            for (s, c) in syncs.iter_mut().zip(cumulative.iter_mut()) {
+            for (s, c) in iv.syncs.iter_mut().zip(iv.cumulative.iter_mut()) {
                 s.refresh_timeout(Duration::from_millis(250));
                 c.add(&**s)
                     .map_err(|e| anyhow!("cannot merge histograms: {e:?}"))?;
@@ -382,13 +387,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 }
-                emit_interval(
-                    sink,
-                    &names,
-                    &mut syncs,
-                    &mut cumulative,
-                    &counters,
-                    &mut prev,
+                iv.emit(
                     start.elapsed().as_secs_f64(),
                     Some(cfg.interval.min(Duration::from_millis(250))),
                 )?;
@@ -408,7 +407,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
         summary(
             sink,
             &names,
-            &cumulative,
+            &iv.cumulative,
             &counters,
             duration_s,
             (&usage0, &usage1),
@@ -437,43 +436,48 @@ fn answer(word: &str) -> Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn emit_interval(
-    sink: &EventSink,
-    names: &[&'static str],
-    syncs: &mut [SyncHistogram<u64>],
-    cumulative: &mut [Histogram<u64>],
-    counters: &[Box<Counters>],
-    prev: &mut [Totals],
-    elapsed_s: f64,
-    refresh: Option<Duration>,
-) -> Result<()> {
-    let mut ops = Map::new();
-    for (i, name) in names.iter().enumerate() {
-        if let Some(wait) = refresh {
-            syncs[i].refresh_timeout(wait);
+/// The interval reports of one window: per-operation histograms handed over by the workers'
+/// recorders, the cumulative ones kept for the summary, and the counters at the last report.
+struct Intervals<'a> {
+    sink: &'a EventSink,
+    names: &'a [&'static str],
+    counters: &'a [Box<Counters>],
+    syncs: Vec<SyncHistogram<u64>>,
+    cumulative: Vec<Histogram<u64>>,
+    prev: Vec<Totals>,
+}
+
+impl Intervals<'_> {
+    /// Emit what happened since the last report (after a refresh of up to `refresh`, if given).
+    fn emit(&mut self, elapsed_s: f64, refresh: Option<Duration>) -> Result<()> {
+        let mut ops = Map::new();
+        for (i, name) in self.names.iter().enumerate() {
+            let sync = &mut self.syncs[i];
+            if let Some(wait) = refresh {
+                sync.refresh_timeout(wait);
+            }
+            let now = sum(self.counters, i);
+            let p = self.prev[i];
+            let mut m = percentiles(sync);
+            m.insert("calls".into(), json!(now.calls - p.calls));
+            m.insert("ops".into(), json!(now.ops - p.ops));
+            m.insert("errors".into(), json!(now.errors - p.errors));
+            m.insert("retries".into(), json!(now.retries - p.retries));
+            m.insert("rollbacks".into(), json!(now.rollbacks - p.rollbacks));
+            self.prev[i] = now;
+            self.cumulative[i]
+                .add(&**sync)
+                .map_err(|e| anyhow!("cannot merge histograms: {e:?}"))?;
+            sync.reset();
+            ops.insert(name.to_string(), Value::Object(m));
         }
-        let now = sum(counters, i);
-        let p = prev[i];
-        let mut m = percentiles(&syncs[i]);
-        m.insert("calls".into(), json!(now.calls - p.calls));
-        m.insert("ops".into(), json!(now.ops - p.ops));
-        m.insert("errors".into(), json!(now.errors - p.errors));
-        m.insert("retries".into(), json!(now.retries - p.retries));
-        m.insert("rollbacks".into(), json!(now.rollbacks - p.rollbacks));
-        prev[i] = now;
-        cumulative[i]
-            .add(&*syncs[i])
-            .map_err(|e| anyhow!("cannot merge histograms: {e:?}"))?;
-        syncs[i].reset();
-        ops.insert(name.to_string(), Value::Object(m));
+        let (hwm, rss) = rusage::memory();
+        self.sink.emit(
+            "interval",
+            json!({"phase": "measure", "elapsed_s": elapsed_s, "ops": ops,
+                   "rss_bytes": rss, "vm_hwm_bytes": hwm, "usage": rusage::current()}),
+        )
     }
-    let (hwm, rss) = rusage::memory();
-    sink.emit(
-        "interval",
-        json!({"phase": "measure", "elapsed_s": elapsed_s, "ops": ops,
-               "rss_bytes": rss, "vm_hwm_bytes": hwm, "usage": rusage::current()}),
-    )
 }
 
 #[allow(clippy::too_many_arguments)]

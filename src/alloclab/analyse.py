@@ -31,7 +31,8 @@ class Metric:
         x = v / self.scale
         if self.column == "ops_per_s":
             return f"{x / 1e6:.3f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
-        return f"{x:.2f}" if x < 100 else f"{x:.0f}"
+        # three figures under 0.1 (a few-µs p99 in ms is 0.00412, not 0.00)
+        return f"{x:.3g}" if 0 < x < 0.1 else f"{x:.2f}" if x < 100 else f"{x:.0f}"
 
 
 THROUGHPUT = Metric("ops_per_s", "Throughput", "ops/s", 1, True)

@@ -261,7 +261,7 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         sample_hz: float = 20.0, kind: kinds.RunKind | None = None, gate=None) -> RunRow:
     """Execute one run of any kind into `run_dir`, from `data` (the kind's prepared data, copied,
     never touched). `node` gives the driver (`exe`), the scratch folder and the study's name;
-    `gate` (an interleave.Member) makes an embedded run measure in the turns it is given."""
+    `gate` (an interleave.Member) makes the run measure in the turns it is given."""
     kind = kind or kinds.of(spec.cell)
     run_dir.mkdir(parents=True, exist_ok=True)
     partial = run_dir / ".events.jsonl.partial"
@@ -292,10 +292,16 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
             phase = (watch.phase if not target.separate_client else "measure" if not kind.driver_client or (
                 begun and not ended) else "rampup" if not begun else "after")
             pids = target.under_test()
+            # in turns, a stopped run is sampled once a second: the samplers of a group's waiting
+            # runs would otherwise take the CPU of the one that measures
+            resting = bool(target.frozen)
             if tl.due() <= 0 and pids:
                 tl.take_tree(pids, phase)
             if target.separate_client and client_tl.due() <= 0:
                 client_tl.take(target.client.pid, phase)
+            if gate is not None:
+                tl.pace(resting)
+                client_tl.pace(resting)
             if recorder and not prepared and target.settled(watch):
                 recorder.pids, prepared = pids, True
                 recorder.prepare()  # a calls run's uprobes are placed before its window opens
@@ -399,6 +405,8 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         "engine_version": (watch.start or {}).get("engine_version"),
         "samples": len(tl.samples), "noise": run_noise.to_json(), "check": watch.check, "alloc_account": acc,
         "profile": profile_note(spec, run_dir, recorder), "sysbench": result.__dict__ if result else None,
+        # in turns: how often its processes under test were stopped while its client waited
+        **({"frozen_while_waiting": target.freezes} if gate is not None else {}),
         **target.run_json(), **({"alloc_account_missing": None} if acc else {})})
     return row
 

@@ -11,6 +11,11 @@ populates and warms up in turn, one at a time, and waits (the driver's `--gate`)
 gets a slice of its window in a fresh order per cycle, drawn from the round's seed, until
 every one has measured its duration. Each run stays a run: its own process, folder, events,
 proof and row; its window is the sum of its slices, and nothing else runs while it measures.
+
+Whenever a driver waits at its gate, the processes under test are stopped (SIGSTOP): the
+driver itself with its embedded engine, or the server it drives. An engine's background work
+(InnoDB's purge and page cleaner, an LSM's flushes and compactions) runs only in its own run's
+turns, so writing workloads and TPC-C take turns as well as reads.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class Member:
     def __init__(self, spec: RunSpec, group: Group):
         self.spec, self.group = spec, group
         self.proc: subprocess.Popen | None = None
+        self.target = None  # the run's kinds.Target: what freezes while the driver waits
         self.attached = threading.Event()
         self.row: RunRow | None = None
         self.error: BaseException | None = None
@@ -53,11 +59,23 @@ class Member:
         # at the gate, waiting for its turn: silent, and not hung (the runner's hang rule applies
         # while it prepares or measures)
         self.waiting = False
+        self.abandoned = False  # the group was given up (Ctrl-C, an error): a driver that starts now is killed
 
-    def attach(self, proc: subprocess.Popen) -> None:
+    def attach(self, proc: subprocess.Popen, target) -> None:
         """Called by the run's target once its driver has started."""
-        self.proc = proc
+        self.proc, self.target = proc, target
         self.attached.set()
+        if self.abandoned:  # given up while it was starting: its runner stops what it started
+            kill_group(proc.pid)
+
+    def freeze(self) -> None:
+        """Its driver waits at the gate: what is under test waits too (a server's processes stop)."""
+        if self.target is not None:
+            self.target.freeze()
+
+    def thaw(self) -> None:
+        if self.target is not None:
+            self.target.thaw()
 
     def group_noise(self) -> noise.Noise | None:
         """Called by the runner once its driver was reaped: the noise over the group, when every
@@ -102,6 +120,7 @@ class Member:
 
     def end(self) -> None:
         if self.proc is not None:
+            self.thaw()
             self.say("end")
             try:
                 self.proc.stdin.close()
@@ -109,6 +128,8 @@ class Member:
                 pass
 
     def kill(self) -> None:
+        self.abandoned = True
+        self.thaw()  # its runner stops the server cleanly
         if self.proc is not None and self.proc.poll() is None:
             kill_group(self.proc.pid)
 
@@ -147,13 +168,17 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
         for m in members:  # one at a time: populate and warm-up never share the machine
             m.start(run_one)
             if m.wait_attached() and m.hear() == "ready":
+                m.freeze()
                 taking.append(m)
         rng = random.Random(seed)
         for _ in range(turns):
             order = list(taking)
             rng.shuffle(order)
             for m in order:
-                if not (m.say(f"go {ms}") and m.hear() == "paused"):
+                m.thaw()
+                if m.say(f"go {ms}") and m.hear() == "paused":
+                    m.freeze()
+                else:
                     taking.remove(m)
         for m in members:
             m.end()
@@ -164,7 +189,7 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
             m.kill()
         for m in members:
             if m.thread is not None:
-                m.thread.join(30)
+                m.thread.join(60)  # a run that was starting: its server is up and stopped again
         raise
     for m in members:
         if m.error is not None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from alloclab import account, allocators, driver, environment, servers, sysbench, targets
@@ -25,6 +27,15 @@ from alloclab.errors import AlloclabError
 from alloclab.placement import MemoryLimit, parse_cpus
 from alloclab.plan import ENGINES, Cell, RunSpec
 from alloclab.processes import child_setup, kill_group
+
+_FREEZING = threading.Lock()
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:  # gone: its run says why
+        pass
 
 
 class Target:
@@ -65,6 +76,35 @@ class Target:
     def stop(self) -> str | None:
         """After the client ended: stop what is under test; why it did not stop cleanly, or None."""
         return None
+
+    frozen: tuple[int, ...] = ()  # the processes under test stopped while the client waits for its turn
+    freezes = 0
+    releasing = False
+
+    def freeze(self) -> None:
+        """Its client waits for its turn (interleave.py): every process under test stops (SIGSTOP),
+        so that none of its work (a server's purge, page cleaner, flushes and compactions; an
+        embedded engine's background threads) runs in another run's turn."""
+        with _FREEZING:
+            if self.releasing or self.frozen:
+                return
+            self.frozen = tuple(self.under_test())
+            self.freezes += 1
+            for p in self.frozen:
+                _signal(p, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Its turn comes, or the run ends: what freeze() stopped goes on."""
+        with _FREEZING:
+            for p in self.frozen:
+                _signal(p, signal.SIGCONT)
+            self.frozen = ()
+
+    def release(self) -> None:
+        """The run is stopping: thawed, and never frozen again."""
+        with _FREEZING:
+            self.releasing = True
+        self.thaw()
 
     def proof(self, watch) -> tuple[bool, str, dict]:
         """(verified, reason if not, run.json's account of the proof)."""
@@ -113,7 +153,7 @@ class InProcess(Target):
                 raise AlloclabError(f"cannot start the driver {self.exe}: {e.strerror}", "rebuild it: ./setup.sh") \
                     from e
         if gated:
-            self.gate.attach(self.client)
+            self.gate.attach(self.client, self)
 
     def under_test(self) -> list[int]:
         return [self.client.pid] if self.client is not None else []
@@ -122,6 +162,7 @@ class InProcess(Target):
         return watch.start is not None
 
     def stop(self) -> str | None:
+        self.release()
         shutil.rmtree(self.db_path, ignore_errors=True)
         return None
 
@@ -158,6 +199,7 @@ class OnServer(Target):
     separate_client = True
     log_name = "client.log"
     own_log = "server.log"
+    gate = None  # an interleave.Member: the client measures in turns it is given (spec.slice_s)
 
     def __init__(self, spec: RunSpec, run_dir: Path, scratch: Path, golden: Path, client_argv, client_name: str):
         self.spec, self.run_dir, self.scratch, self.golden = spec, run_dir, scratch, golden
@@ -203,10 +245,15 @@ class OnServer(Target):
                 self.plugin |= stack.build(self.t.tidesql).to_json()
                 # row locks or pure optimistic transactions: each build's own default, recorded
                 self.plugin["pessimistic_locking"] = self.srv.sql("SELECT @@tidesdb_pessimistic_locking").strip()
+        gated = self.gate is not None  # the client measures in turns: its stdin and stdout are the gate's
         with open(self.run_dir / self.log_name, "wb") as out:
-            self.client = subprocess.Popen(self.client_argv(self.srv), stdout=out, stderr=subprocess.STDOUT,
-                                           start_new_session=True, preexec_fn=child_setup(self.client_cpus),
-                                           env=environment.clean())
+            self.client = subprocess.Popen(self.client_argv(self.srv) + (["--gate"] if gated else []),
+                                           stdin=subprocess.PIPE if gated else subprocess.DEVNULL,
+                                           stdout=subprocess.PIPE if gated else out, stderr=out if gated else
+                                           subprocess.STDOUT, start_new_session=True,
+                                           preexec_fn=child_setup(self.client_cpus), env=environment.clean())
+        if gated:
+            self.gate.attach(self.client, self)
 
     def under_test(self) -> list[int]:
         return self.srv.pids()
@@ -232,6 +279,7 @@ class OnServer(Target):
         return acc, end.rss_bytes if end else None
 
     def stop(self) -> str | None:
+        self.release()
         if self.client is not None and self.client.poll() is None:
             self.client.kill()
             self.client.wait()

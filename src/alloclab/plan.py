@@ -522,13 +522,12 @@ class Plan:
         return cls(**{**{k: v for k, v in d.items() if k in names}, "allocators": allocs})
 
 
-SLICED_WORKLOADS = ("read", "seek", "range")
 MIN_SLICE_S = 0.05
 
 
 def _check_slices(plan: Plan) -> None:
-    """Turns (interleave.py) need drivers that hold their engine inside, read-only work and windows
-    in seconds."""
+    """Turns (interleave.py) need alloclab's own client, which waits at a gate while the processes
+    under test are stopped, and windows in seconds."""
     if plan.slice_s < MIN_SLICE_S:
         raise AlloclabError(f"slice_s: a turn of {plan.slice_s:g} s is shorter than {MIN_SLICE_S:g} s, where the "
                             "cost of handing over turns would show in the throughput",
@@ -537,15 +536,12 @@ def _check_slices(plan: Plan) -> None:
         raise AlloclabError("slice_s: runs that take turns share one machine; a Ray cluster runs each run on a node "
                             "of its own", "leave out --ray, or set slice_s = 0 (--slice 0)")
     for c in plan.cells():
-        if c.engine not in ENGINES or c.workload in ("tpcc", "sysbench"):
-            raise AlloclabError(f"slice_s: turns are for key-value workloads on the embedded engines "
-                                f"({', '.join(ENGINES)}); the cell {c.key} is not one",
-                                "set slice_s = 0 (--slice 0) for servers and TPC-C")
-        if c.workload not in SLICED_WORKLOADS:
-            raise AlloclabError(f"slice_s: a driver waiting for its turn keeps its engine's background work (flushes, "
-                                f"compactions) going in the others' turns, so turns are for read-only workloads "
-                                f"({', '.join(SLICED_WORKLOADS)}); the cell {c.key} writes",
-                                "set slice_s = 0 (--slice 0) for it, or measure it in a study of its own")
+        client = "sysbench" if c.workload == "sysbench" and c.client == "sysbench" else (
+            "HammerDB" if c.workload == "tpcc" and c.client == "hammerdb" else "")
+        if client:
+            raise AlloclabError(f"slice_s: turns need alloclab's own client, which waits for its turn; the cell "
+                                f"{c.key} is driven by {client}",
+                                "set slice_s = 0 (--slice 0), or use client = native")
         if c.duration_s is None:
             raise AlloclabError(f"slice_s: turns cut a window in seconds; the cell {c.key} counts operations",
                                 "give its workload duration_s (--duration), or set slice_s = 0 (--slice 0)")

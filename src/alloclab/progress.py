@@ -24,6 +24,11 @@ def _fmt_rate(x: float) -> str:
     return f"{x:.0f}"
 
 
+def _fmt_latency(ns: float) -> str:
+    """A latency as people read it: µs under 0.1 ms (a memtable read's p99 is not "0.00 ms")."""
+    return f"{ns / 1e3:.1f} µs" if ns < 100_000 else f"{ns / 1e6:.2f} ms"
+
+
 def describe(spec: RunSpec) -> str:
     c = spec.cell
     prof = "" if c.profile == "default" else f" ({c.profile})"
@@ -73,10 +78,10 @@ class Progress:
             detail = (f"NOPM {row.nopm:,.0f} (client {row.client_nopm:,.0f})  TPM {row.tpm:,.0f}  "
                       f"peak RSS {row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
         elif row.status == "ok" and row.workload == "sysbench":
-            detail = (f"{row.ops_per_s:,.0f} tps  p99 {row.p99_ns / 1e6:.2f} ms  server peak RSS "
+            detail = (f"{row.ops_per_s:,.0f} tps  p99 {_fmt_latency(row.p99_ns)}  server peak RSS "
                       f"{row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
         elif row.status == "ok":
-            detail = (f"{_fmt_rate(row.ops_per_s)} ops/s  p99 {row.p99_ns / 1e6:.2f} ms  "
+            detail = (f"{_fmt_rate(row.ops_per_s)} ops/s  p99 {_fmt_latency(row.p99_ns)}  "
                       f"peak RSS {row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
         else:
             detail = row.reason

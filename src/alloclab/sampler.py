@@ -84,6 +84,17 @@ class Timeline:
         """Seconds until the next sample is due (<= 0: now)."""
         return self.next_at - time.monotonic()
 
+    def pace(self, resting: bool) -> None:
+        """Resting: what is sampled is stopped (its client waits for its turn), so one sample a
+        second says all there is (its counters and peak do not move); awake again: due now."""
+        now = time.monotonic()
+        if resting:
+            self.next_at = max(self.next_at, now + self.REST_S)
+        elif self.next_at > now + self.period:
+            self.next_at = now
+
+    REST_S = 1.0
+
     def take(self, pid: int, phase: str) -> Sample | None:
         now = time.monotonic()
         self.next_at = max(self.next_at + self.period, now)

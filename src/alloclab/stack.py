@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,24 +237,42 @@ def in_root_path(host_path: str) -> str:
     return "/" + str(Path(host_path).relative_to(root()))
 
 
+_MOUNTPOINTS = threading.Lock()  # runs in turns make and remove theirs at the same time
+_MADE: set[Path] = set()  # the folders inside the root that alloclab made
+
+
 def make_mountpoint(folder: Path) -> list[Path]:
     """Create the mount point of `folder` inside the root; returns the folders created."""
-    created = []
-    p = root() / str(folder).lstrip("/")
-    while not p.exists():
-        created.append(p)
-        p = p.parent
-    for d in reversed(created):
-        d.mkdir()
-    return created
+    with _MOUNTPOINTS:
+        created = []
+        p = root() / str(folder).lstrip("/")
+        while not p.exists():
+            created.append(p)
+            p = p.parent
+        for d in reversed(created):
+            d.mkdir()
+        _MADE.update(created)
+        return created
 
 
 def remove_mountpoint(created: list[Path]) -> None:
-    for d in created:
-        try:
-            d.rmdir()
-        except OSError:
-            return
+    """Remove a mount point, and the folders above it that alloclab made and no other run still
+    uses (two runs up together share their study's folder: the last to leave removes it)."""
+    with _MOUNTPOINTS:
+        for d in created:
+            try:
+                d.rmdir()
+            except OSError:
+                return
+            _MADE.discard(d)
+        p = created[-1].parent if created else None
+        while p in _MADE:
+            try:
+                p.rmdir()
+            except OSError:
+                return
+            _MADE.discard(p)
+            p = p.parent
 
 
 def _run_group(argv: list[str], log, timeout: float) -> int:

@@ -322,6 +322,38 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
     return {"planned_rounds": looks[-1], "looks": list(looks), "basis": basis}
 
 
+def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
+    """How long round `rnd`'s runs took: one after another, the sum of their wall times; in turns,
+    a cell's runs are up together, so the longest of each cell's."""
+    walls = [(r.cell, r.wall_s) for r in rows if r.repeat == rnd and r.wall_s > 0]
+    if not plan.slice_s:
+        return sum(w for _, w in walls)
+    longest: dict[str, float] = {}
+    for cell, w in walls:
+        longest[cell] = max(longest.get(cell, 0.0), w)
+    return sum(longest.values())
+
+
+def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float, rounds_done: int) -> dict:
+    """The last look moves later when rounds got faster (a decided comparison's runs stop): if the
+    budget left affords more rounds at the pace of the last round than planned. The number of
+    looks, and so each look's level, stays; no look ever moves earlier, and the looks' rounds
+    depend on time alone, never on the ratios."""
+    looks = list(design["looks"])
+    if plan.budget is None or rounds_done >= looks[-1]:
+        return design
+    pace = 1.1 * _round_wall(plan, rows, rounds_done)
+    if pace <= 0:
+        return design
+    afford = min(plan.max_rounds, rounds_done + int(max(0.0, plan.budget - elapsed_s) // pace))
+    if afford <= looks[-1]:
+        return design
+    return {"planned_rounds": afford, "looks": looks[:-1] + [afford],
+            "basis": (f"a budget of {fmt_duration(plan.budget)}, with {fmt_duration(plan.budget - elapsed_s)} left "
+                      f"after round {rounds_done} at about {fmt_duration(pace)} a round for the comparisons still "
+                      f"open, affords {afford} round(s)")}
+
+
 def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progress) -> list[RunSpec] | None:
     """Draw the next round, or record why there is none and return None."""
     rnd = len(sched.rounds) + 1
@@ -336,6 +368,11 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
             sched.design = plan_design(plan, measured, sched.elapsed_s, rnd - 1)
             progress.message(f"looks at the comparisons after rounds {', '.join(map(str, sched.design['looks']))} "
                              f"({sched.design['basis']})")
+        elif sched.design is not None:
+            grown = extend_design(plan, sched.design, measured, sched.elapsed_s, rnd - 1)
+            if grown is not sched.design:
+                sched.design = grown
+                progress.message(f"the last look moves to round {grown['looks'][-1]} ({grown['basis']})")
         if sched.design and rnd > sched.design["planned_rounds"]:
             sched.stop = {"reason": "planned", "at": _now(),
                           "text": f"the {sched.design['planned_rounds']} planned round(s) ran "
