@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -8,6 +9,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from alloclab import allocators, driver  # noqa: E402
+
+# The Ctrl-C tests send SIGINT to the studies they start. A suite started in the background by a
+# script (`cmd &` ignores SIGINT) would hand that ignoring down to them, and they would finish
+# instead of stopping: the children of this process get SIGINT's default back.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
