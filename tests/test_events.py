@@ -87,3 +87,17 @@ def test_driver_info_lists_every_workload_it_runs(driver_exe):
     info = driver.info(str(driver_exe))
     assert {"write", "read", "mixed", "delete", "seek", "range", "tpcc", "oltp_point_select", "oltp_read_only",
             "oltp_read_write"} <= set(info["workloads"])
+
+
+def test_the_gate_answers_full_once_the_turns_add_up_to_the_window(driver_exe, tmp_path):
+    """--gate: `ready` after the warm-up, `paused` after a turn while the window is not measured,
+    `full` once the turns add up to --duration-s (a turn that ran long ends the run's turns
+    early), and `end` then finishes it with the window it measured."""
+    out = tmp_path / "events.jsonl"
+    cmd = [str(driver_exe), "run", "--db-path", str(tmp_path / "db"), "--events", str(out), "--engine", "null",
+           "--null-latency-ns", "20000", "--threads", "2", "--duration-s", "0.5", "--gate"]
+    p = subprocess.run(cmd, input="go 100\ngo 450\nend\n", capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["ready", "paused", "full"]
+    summary = next(e.data for e in events.parse_lines(out.read_text().splitlines()) if e.type == "summary")
+    assert 0.55 <= summary["duration_s"] < 0.8

@@ -205,3 +205,20 @@ def test_the_last_look_moves_later_when_decided_comparisons_stop_running():
     # one after another, a round lasts the sum of its runs: 420 s at 1.1 x, one more round in 10 minutes
     assert study.extend_design(replace(p, slice_s=0.0), design, rows, elapsed_s=30 * 60, rounds_done=7) is design
     assert study.extend_design(replace(p, budget=None), design, rows, elapsed_s=0, rounds_done=7) is design
+
+
+def test_a_budget_stop_after_the_second_to_last_look_takes_the_last_look_at_the_last_round():
+    """The budget ran out in round 17 of a study whose last look was planned at 18: its verdicts
+    come from the 17 rounds it ran (the same number of looks, so the same level), not from the
+    look at round 6. Any other stop, or a stop before the second-to-last look, keeps the design."""
+    from alloclab import decide
+    design = {"looks": [4, 6, 18]}
+    assert decide.taken_looks(design, {"reason": "budget"}, 17) == (4, 6, 17)
+    assert decide.taken_looks(design, {"reason": "budget"}, 5) == (4, 6, 18)
+    assert decide.taken_looks(design, {"reason": "decided"}, 17) == (4, 6, 18)
+    assert decide.taken_looks(design, None, 17) == (4, 6, 18)
+    plan = {"allocators": [{"name": "glibc"}, {"name": "jemalloc"}], "engines": ["tidesdb"], "budget": 600}
+    rounds = [{"round": i} for i in range(1, 18)]
+    policy = decide.Policy.from_plan(plan, {"design": design, "stop": {"reason": "budget"}, "rounds": rounds})
+    assert policy.planned_looks == (4, 6, 17) and policy.last_look(17) == 17
+    assert policy.confidence == decide.Policy.from_plan(plan, {"design": design}).confidence

@@ -115,8 +115,9 @@ pub struct RunArgs {
     pub interval_ms: u64,
     /// measure in slices commanded on stdin, to interleave runs: after the warm-up the driver
     /// prints `ready` on stdout and waits; `go MS` measures for MS milliseconds and answers
-    /// `paused` (or `done` if every worker has ended), `end` (or end of input) finishes the run;
-    /// the window is the sum of the slices (needs --duration-s, whose value the commands replace)
+    /// `paused` (`full` once the slices add up to --duration-s, `done` if every worker has
+    /// ended), `end` (or end of input) finishes the run; the window is the sum of the slices, and
+    /// ending before --duration-s is measured fails the run
     #[arg(long, requires = "duration_s")]
     pub gate: bool,
     /// retries of a transaction that hit a write conflict before it counts as an error (an

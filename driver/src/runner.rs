@@ -334,7 +334,15 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                                 measured += t.elapsed();
                                 iv.emit(measured.as_secs_f64(), None)?;
                             }
-                            answer(if all_done() { "done" } else { "paused" })?;
+                            // "full": its window is measured (turns that ran long, e.g. a
+                            // transaction retried for seconds, end it before its planned turns)
+                            answer(if all_done() {
+                                "done"
+                            } else if !window.is_zero() && measured >= window {
+                                "full"
+                            } else {
+                                "paused"
+                            })?;
                         }
                         ["end"] => break,
                         [] => {}

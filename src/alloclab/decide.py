@@ -153,6 +153,18 @@ def plan_looks(last: int, min_runs: int = DEFAULT_MIN_RUNS, done: tuple[int, ...
     return tuple(out) + (max(last, 1),)
 
 
+def taken_looks(design: dict, stop: dict | None, rounds: int) -> tuple[int, ...]:
+    """The looks of a design as the study took them. A study its budget stopped after its
+    second-to-last look but before its last takes the last look at the last round it ran: the
+    number of looks, and so each look's level, stays, and when a budget ends depends on time,
+    never on the ratios (the rounds after the previous look are not thrown away)."""
+    looks = tuple(design.get("looks") or ())
+    if (looks and stop and stop.get("reason") == "budget" and rounds < looks[-1]
+            and (len(looks) < 2 or looks[-2] < rounds)):
+        return looks[:-1] + (rounds,)
+    return looks
+
+
 @dataclass(frozen=True)
 class Policy:
     """How a study decides: the questions it asks, the bar for an answer, and when it looks."""
@@ -199,7 +211,7 @@ class Policy:
                    max_rounds=int(plan.get("max_rounds") or DEFAULT_MAX_ROUNDS),
                    adaptive=plan.get("runs") is None,
                    profiles=tuple(plan.get("profiles") or ()),
-                   looks=tuple(design.get("looks") or ()))
+                   looks=taken_looks(design, (schedule or {}).get("stop"), len((schedule or {}).get("rounds") or ())))
 
 
 def default_questions(allocators: list[str], engines: list[str]) -> list[str]:

@@ -115,7 +115,7 @@ class Member:
         """The driver's next answer, however long it takes; "" once it has ended (its runner kills
         a driver that hangs or runs past its deadline, and records why)."""
         line = self.proc.stdout.readline().decode(errors="replace").strip()
-        self.waiting = line in ("ready", "paused")
+        self.waiting = line in ("ready", "paused", "full")
         return line
 
     def end(self) -> None:
@@ -176,9 +176,10 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
             rng.shuffle(order)
             for m in order:
                 m.thaw()
-                if m.say(f"go {ms}") and m.hear() == "paused":
+                said = m.hear() if m.say(f"go {ms}") else ""
+                if said in ("paused", "full"):
                     m.freeze()
-                else:
+                if said != "paused":  # its window is measured ("full"), its workers ended, or it died
                     taking.remove(m)
         for m in members:
             m.end()

@@ -266,7 +266,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     if budget is not None and sched.design and plan.adaptive:
         # more budget: more rounds, planned at this study's pace; the looks already taken stay
         done_rounds = max((r.repeat for r in rows), default=0)
-        kept = tuple(x for x in sched.design["looks"] if x <= done_rounds)
+        kept = tuple(x for x in decide.taken_looks(sched.design, sched.stop, len(sched.rounds)) if x <= done_rounds)
         sched.design = plan_design(plan, [r for r in rows if r.purpose == "measure"], sched.elapsed_s, done_rounds,
                                    kept)
     sched.stop = None
@@ -337,8 +337,8 @@ def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
 def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float, rounds_done: int) -> dict:
     """The last look moves later when rounds got faster (a decided comparison's runs stop): if the
     budget left affords more rounds at the pace of the last round than planned. The number of
-    looks, and so each look's level, stays; no look ever moves earlier, and the looks' rounds
-    depend on time alone, never on the ratios."""
+    looks, and so each look's level, stays; it never moves earlier here (a budget stop may:
+    decide.taken_looks), and the looks' rounds depend on time alone, never on the ratios."""
     looks = list(design["looks"])
     if plan.budget is None or rounds_done >= looks[-1]:
         return design
