@@ -314,12 +314,16 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
         at_once = len(plan.cells()) if plan.slice_s else len(plan.units())
         per_round = 1.1 * at_once * statistics.median(walls) if walls else 0.0
         if per_round > 0:
-            afford = rounds_done + int(max(0.0, plan.budget - elapsed_s) // per_round)
-            last = max(rounds_done + 1, min(plan.max_rounds, afford))
+            last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
             basis = (f"a budget of {fmt_duration(plan.budget)} at about {fmt_duration(per_round)} a round affords "
                      f"{last} round(s)")
     looks = decide.plan_looks(last, plan.min_runs, looks_done)
     return {"planned_rounds": looks[-1], "looks": list(looks), "basis": basis}
+
+
+def _affordable(plan: Plan, elapsed_s: float, rounds_done: int, per_round: float) -> int:
+    """The last round the budget left affords at `per_round` seconds a round (at most max_rounds)."""
+    return min(plan.max_rounds, rounds_done + int(max(0.0, plan.budget - elapsed_s) // per_round))
 
 
 def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
@@ -345,7 +349,7 @@ def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float
     pace = 1.1 * _round_wall(plan, rows, rounds_done)
     if pace <= 0:
         return design
-    afford = min(plan.max_rounds, rounds_done + int(max(0.0, plan.budget - elapsed_s) // pace))
+    afford = _affordable(plan, elapsed_s, rounds_done, pace)
     if afford <= looks[-1]:
         return design
     return {"planned_rounds": afford, "looks": looks[:-1] + [afford],
