@@ -23,9 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from alloclab import plan, stats, study  # noqa: E402
-from alloclab.progress import Progress  # noqa: E402
-from alloclab.store import Store  # noqa: E402
+from alloclab import plan, study  # noqa: E402
+from alloclab.answers import stats  # noqa: E402
+from alloclab.results.store import Store  # noqa: E402
+from alloclab.study.progress import Progress  # noqa: E402
 
 
 def per_new_order(r, cpu: float) -> float:

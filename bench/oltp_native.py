@@ -26,7 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from alloclab import driver, events, sampler, stats, sysbench, targets  # noqa: E402
+from alloclab.answers import stats  # noqa: E402
+from alloclab.catalog import targets  # noqa: E402
+from alloclab.clients import driver, sysbench  # noqa: E402
+from alloclab.core import events  # noqa: E402
+from alloclab.host import sampler  # noqa: E402
+from alloclab.servers.server import Server, children  # noqa: E402
 
 
 def wait_usage(argv: list[str], log: Path) -> tuple[int, float]:
@@ -37,7 +42,7 @@ def wait_usage(argv: list[str], log: Path) -> tuple[int, float]:
     return os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime
 
 
-def native(exe: Path, srv: targets.Server, test: str, a, work: Path) -> dict:
+def native(exe: Path, srv: Server, test: str, a, work: Path) -> dict:
     ev = work / "native.jsonl"
     engine = "postgres" if srv.target.kind == "postgres" else "mariadb"
     argv = [str(exe), "run", "--workload", test, "--engine", engine, "--socket", str(srv.socket), "--database",
@@ -53,7 +58,7 @@ def native(exe: Path, srv: targets.Server, test: str, a, work: Path) -> dict:
     return {"tps": s["ops_per_s"], "cpu_us": 1e6 * cpu / max(s["total_ops"], 1), "txns": s["total_ops"]}
 
 
-def real(srv: targets.Server, test: str, a, work: Path) -> dict:
+def real(srv: Server, test: str, a, work: Path) -> dict:
     argv = sysbench.run_argv(srv, test, a.threads, a.seconds, a.tables, a.table_size, seed=5)
     code, cpu = wait_usage(argv, work / "sysbench.log")
     text = (work / "sysbench.log").read_text(errors="replace")
@@ -63,14 +68,14 @@ def real(srv: targets.Server, test: str, a, work: Path) -> dict:
     return {"tps": r.tps, "cpu_us": 1e6 * cpu / max(r.transactions, 1), "txns": r.transactions}
 
 
-def server_cpu_s(srv: targets.Server) -> float:
+def server_cpu_s(srv: Server) -> float:
     """The server's CPU seconds so far: all its processes and threads, and the workers it waited
     for (PostgreSQL's backends)."""
-    s = sampler.Timeline().take_tree(targets.children(srv.pid), "bench")
+    s = sampler.Timeline().take_tree(children(srv.pid), "bench")
     return s.cpu_user_s + s.cpu_sys_s if s else 0.0
 
 
-def measured(client, srv: targets.Server) -> dict:
+def measured(client, srv: Server) -> dict:
     """One client run, with the server's CPU per transaction during it (the backends of a
     PostgreSQL client that just left are given a moment to be waited for)."""
     before = server_cpu_s(srv)
@@ -108,7 +113,7 @@ def main() -> int:
         t = targets.parse(name)
         work = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
         os.chmod(work, 0o711)
-        srv = targets.Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "sysbench"))
+        srv = Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "sysbench"))
         srv.initialise()
         srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
         try:

@@ -19,8 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab import driver, plan, profiling, stats  # noqa: E402
-from alloclab.execute import execute  # noqa: E402
+from alloclab import plan  # noqa: E402
+from alloclab.answers import stats  # noqa: E402
+from alloclab.clients import driver  # noqa: E402
+from alloclab.run import profiling  # noqa: E402
+from alloclab.run.execute import execute  # noqa: E402
 
 KINDS = ("measure", "profile", "calls")
 

@@ -25,8 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab import fleet, plan, study  # noqa: E402
-from alloclab.progress import Progress  # noqa: E402
+from alloclab import plan, study  # noqa: E402
+from alloclab.study import fleet  # noqa: E402
+from alloclab.study.progress import Progress  # noqa: E402
 
 
 class Clock(Progress):

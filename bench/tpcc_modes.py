@@ -30,7 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from alloclab import driver, events, stats, targets  # noqa: E402
+from alloclab.answers import stats  # noqa: E402
+from alloclab.catalog import targets  # noqa: E402
+from alloclab.clients import driver  # noqa: E402
+from alloclab.core import events  # noqa: E402
+from alloclab.servers.server import Server  # noqa: E402
 
 BASE = "d84df70"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "alloclab" / "bench"
@@ -66,7 +70,7 @@ def _stat(pid: int) -> list[str]:
     return text[text.rindex(")") + 2:].split()
 
 
-def server_cpu(srv: targets.Server) -> float:
+def server_cpu(srv: Server) -> float:
     """CPU seconds of the server's live processes, plus what its exited children used
     (PostgreSQL's backends end with their connection; the postmaster reaps them)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -80,12 +84,12 @@ def server_cpu(srv: targets.Server) -> float:
     return total
 
 
-def target_args(srv: targets.Server, db: str) -> list[str]:
+def target_args(srv: Server, db: str) -> list[str]:
     engine = "postgres" if srv.target.kind == "postgres" else "mariadb"
     return ["--engine", engine, "--socket", str(srv.socket), "--database", db, "--table-engine", srv.target.engine]
 
 
-def load(exe: Path, srv: targets.Server, db: str, warehouses: int, loaders: int) -> dict:
+def load(exe: Path, srv: Server, db: str, warehouses: int, loaders: int) -> dict:
     srv.sql(f"CREATE DATABASE {db}")
     c0, t0 = child_cpu(), time.monotonic()
     log = Path(tempfile.mkstemp(suffix=".jsonl")[1])
@@ -102,7 +106,7 @@ def fresh_load(exe: Path, t: targets.ServerTarget, a) -> dict:
     """A load timed on a server of its own (nothing else in its buffer pool or its logs)."""
     work = Path(tempfile.mkdtemp(prefix="alloclab-bench-load-"))
     os.chmod(work, 0o711)
-    srv = targets.Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "small"))
+    srv = Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "small"))
     srv.initialise()
     srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
     try:
@@ -112,7 +116,7 @@ def fresh_load(exe: Path, t: targets.ServerTarget, a) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(exe: Path, srv: targets.Server, db: str, mode: str | None, a) -> dict:
+def run(exe: Path, srv: Server, db: str, mode: str | None, a) -> dict:
     out = Path(tempfile.mkstemp(suffix=".jsonl")[1])
     argv = [str(exe), "run", "--workload", "tpcc", *target_args(srv, db), "--threads", str(a.vus), "--warehouses",
             str(a.warehouses), "--duration-s", str(a.seconds), "--seed", "11", "--events", str(out)]
@@ -153,7 +157,7 @@ def main() -> int:
         t = targets.parse(name)
         work = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
         os.chmod(work, 0o711)
-        srv = targets.Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "small"))
+        srv = Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "small"))
         srv.initialise()
         srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
         try:

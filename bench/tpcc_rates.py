@@ -17,7 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab import driver, events  # noqa: E402
+from alloclab.clients import driver  # noqa: E402
+from alloclab.core import events  # noqa: E402
 
 
 def run(cmd: list[str]) -> None:

@@ -8,7 +8,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from alloclab import allocators, driver  # noqa: E402
+from alloclab.alloc import allocators  # noqa: E402
+from alloclab.clients import driver  # noqa: E402
 
 # The Ctrl-C tests send SIGINT to the studies they start. A suite started in the background by a
 # script (`cmd &` ignores SIGINT) would hand that ignoring down to them, and they would finish

@@ -1,7 +1,7 @@
 """Building small real runs for tests."""
 
 from alloclab import plan
-from alloclab.allocators import Allocator
+from alloclab.alloc.allocators import Allocator
 
 
 def specs(found, allocs, engine="tidesdb", **workload):

@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 
-from alloclab import events
-from alloclab.errors import AlloclabError
-from alloclab.events import SCHEMA_VERSION
+from alloclab.core import events
+from alloclab.core.errors import AlloclabError
+from alloclab.core.events import SCHEMA_VERSION
 
 
 def run_driver(driver_exe, tmp_path, *args):
@@ -83,7 +83,7 @@ def test_duration_mode_and_bad_flags(driver_exe, tmp_path):
 
 
 def test_driver_info_lists_every_workload_it_runs(driver_exe):
-    from alloclab import driver
+    from alloclab.clients import driver
     info = driver.info(str(driver_exe))
     assert {"write", "read", "mixed", "delete", "seek", "range", "tpcc", "oltp_point_select", "oltp_read_only",
             "oltp_read_write"} <= set(info["workloads"])

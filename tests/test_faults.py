@@ -15,8 +15,8 @@ import pytest
 from conftest import ROOT, need
 
 from alloclab import plan, study
-from alloclab.progress import Progress
-from alloclab.store import Store
+from alloclab.results.store import Store
+from alloclab.study.progress import Progress
 
 LIBZ = "/usr/lib/x86_64-linux-gnu/libz.so.1"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from test_faults import _env, alloclab, interrupt
 
-from alloclab import fleet
-from alloclab.store import RunRow, Store
+from alloclab.results.store import RunRow, Store
+from alloclab.study import fleet
 
 PLAN = ["--engines", "sqlite,rocksdb", "--allocators", "glibc,jemalloc", "--workloads", "write", "--runs", "2",
         "--duration", "3s", "--scale", "smoke", "--seed", "7", "--quiet"]

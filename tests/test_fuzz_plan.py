@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from test_plan import FOUND
 
 from alloclab import plan
-from alloclab.errors import AlloclabError
+from alloclab.core.errors import AlloclabError
 
 KEYS = sorted(plan.TOP_SCHEMA) + sorted(plan.WORKLOAD_SCHEMA) + sorted(plan.ENGINE_OPTIONS) + ["bogus", ""]
 WORDS = list(plan.ENGINES + plan.WORKLOADS + plan.PATTERNS + plan.SYNC + plan.COMPRESSION + plan.TPCC_MIXES) + [

@@ -14,10 +14,13 @@ import time
 import pytest
 from conftest import ROOT, need
 
-from alloclab import hammerdb, plan, study, targets
-from alloclab.errors import AlloclabError
-from alloclab.progress import Progress
-from alloclab.store import Store
+from alloclab import plan, study
+from alloclab.catalog import targets
+from alloclab.clients import hammerdb
+from alloclab.core.errors import AlloclabError
+from alloclab.results.store import Store
+from alloclab.servers.server import Server
+from alloclab.study.progress import Progress
 
 
 def cli(*args, env=None, timeout=900):
@@ -108,12 +111,12 @@ def test_hammerdb_runs_are_proved_counted_twice_and_checked(tmp_path, found):
 def test_a_hammerdb_error_fails_the_run_in_its_own_words(tmp_path):
     """A server without HammerDB's schema: HammerDB says so, and the adapter ends the run with it."""
     t = targets.parse("mariadb-innodb")
-    srv = targets.Server(t, tmp_path / "d", tmp_path / "server.log")
+    srv = Server(t, tmp_path / "d", tmp_path / "server.log")
     srv.initialise()
     srv.start({})
     try:
         ev = tmp_path / "events.jsonl"
-        p = subprocess.run([sys.executable, "-m", "alloclab.hammerdb", "run", "--socket", str(srv.socket),
+        p = subprocess.run([sys.executable, "-m", "alloclab.clients.hammerdb", "run", "--socket", str(srv.socket),
                             "--warehouses", "1", "--engine", "InnoDB", "--threads", "1", "--rampup-s", "6",
                             "--duration-s", "6", "--events", str(ev), "--tmp", str(tmp_path / "hdb")],
                            capture_output=True, text=True, timeout=300,

@@ -8,8 +8,8 @@ import json
 from conftest import need
 
 from alloclab import plan, report, study
-from alloclab.progress import Progress
-from alloclab.store import Store
+from alloclab.results.store import Store
+from alloclab.study.progress import Progress
 
 
 def test_live_bytes_come_from_each_allocators_own_interface_and_fit_in_rss(tmp_path, found):
@@ -47,9 +47,11 @@ def test_servers_give_their_account_profile_and_calls_at_the_end_of_the_window(t
     postmaster and every backend, through fork): the helper preloaded beside the allocator
     writes each process's account when the client's window ends; profiled runs record the
     server and its backends; the calls run counts the server's malloc family."""
-    from alloclab import analyse, profiling, stack
+    from alloclab.answers import analyse
+    from alloclab.run import profiling
+    from alloclab.servers import root
     need(found, "jemalloc")
-    engines = ["mariadb-innodb", "postgres"] + (["mariadb11-innodb"] if stack.describe().startswith("ready") else [])
+    engines = ["mariadb-innodb", "postgres"] + (["mariadb11-innodb"] if root.describe().startswith("ready") else [])
     raw = {"engines": engines, "allocators": ["glibc", "jemalloc"], "runs": 1, "scale": "smoke", "perf": True,
            "profile_runs": 1,
            "workloads": [{"part": "scaling", "workload": "sysbench", "test": "oltp_read_write", "threads": [2],
@@ -89,7 +91,7 @@ def test_servers_give_their_account_profile_and_calls_at_the_end_of_the_window(t
 
 
 def test_an_allocator_without_an_interface_is_never_given_glibcs_numbers():
-    from alloclab import account
+    from alloclab.alloc import account
     glibc = {"allocator": "glibc", "source": "mallinfo2", "live_bytes": 10, "resident_bytes": 12}
     assert account.own(glibc, "glibc") is glibc
     other = account.own(glibc, "myalloc")

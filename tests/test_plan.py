@@ -3,9 +3,9 @@
 import pytest
 
 from alloclab import plan
-from alloclab.allocators import Allocator
-from alloclab.errors import AlloclabError
-from alloclab.presets import preset
+from alloclab.alloc.allocators import Allocator
+from alloclab.core.errors import AlloclabError
+from alloclab.plan.presets import preset
 
 FOUND = {
     "glibc": Allocator("glibc", "glibc", None, version="2.36"),
@@ -237,7 +237,10 @@ def test_one_environment_policy_for_every_process_alloclab_starts(monkeypatch):
     import inspect
     import os
 
-    from alloclab import datasets, environment, servers, targets
+    from alloclab.catalog import targets
+    from alloclab.core import environment
+    from alloclab.run import datasets, golden
+    from alloclab.servers.server import _host_env
     monkeypatch.setenv("LD_PRELOAD", "/stray.so")
     monkeypatch.setenv("MALLOC_ARENA_MAX", "1")
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0")
@@ -251,9 +254,9 @@ def test_one_environment_policy_for_every_process_alloclab_starts(monkeypatch):
     t = a.target_env(dict(os.environ))
     assert t["LD_PRELOAD"] == a.path and t["MALLOC_CONF"] == "narenas:1" and "MALLOC_ARENA_MAX" not in t
     assert "LD_LIBRARY_PATH" not in environment.wrapper() and "MALLOC_ARENA_MAX" not in environment.wrapper()
-    assert targets._host_env(targets.parse("mariadb11-innodb"), dict(os.environ)) == environment.wrapper()
+    assert _host_env(targets.parse("mariadb11-innodb"), dict(os.environ)) == environment.wrapper()
     # the modules that start clients, loaders and preparations use the one policy
-    for mod in (datasets, servers):
+    for mod in (datasets, golden):
         src = inspect.getsource(mod)
         assert "environment.clean()" in src and "os.environ.items()" not in src, mod.__name__
 
@@ -262,16 +265,17 @@ def test_a_library_is_checked_by_the_preflight_not_by_plan_validation(tmp_path):
     """Plan validation reads only the plan; that a library exists and exports malloc and free is
     a machine check, made before any work (no results folder)."""
     from alloclab import study
+    from alloclab.run import preflight
     p = load(minimal(allocators=["glibc", "x=/nonexistent/libx.so"], runs=1))
     with pytest.raises(AlloclabError, match="does not exist"):
-        study.preflight(p, None)
+        preflight.preflight(p, None)
     with pytest.raises(AlloclabError, match="does not exist"):
         study.run(p, tmp_path / "res")
     assert not (tmp_path / "res").exists()
     fake = tmp_path / "libfake.so"
     fake.write_text("not an ELF file")
     with pytest.raises(AlloclabError, match="not an allocator"):
-        study.preflight(load(minimal(allocators=[f"x={fake}"], runs=1)), None)
+        preflight.preflight(load(minimal(allocators=[f"x={fake}"], runs=1)), None)
 
 
 @pytest.mark.parametrize("raw, words", [

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 from conftest import need
 
-from alloclab import analyse, flames, plan, profiling, report, study
-from alloclab.progress import Progress
-from alloclab.store import Store
+from alloclab import plan, report, study
+from alloclab.answers import analyse
+from alloclab.report import flames
+from alloclab.results.store import Store
+from alloclab.run import profiling
+from alloclab.study.progress import Progress
 
 
 def test_a_malloc_bound_workload_spends_clearly_more_cpu_in_the_allocator_than_the_null_engine(tmp_path, found):

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import analyse, compare, report
-from alloclab.errors import AlloclabError
-from alloclab.store import Store
+from alloclab import report
+from alloclab.answers import analyse
+from alloclab.core.errors import AlloclabError
+from alloclab.report import compare
+from alloclab.results.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V1 = FIXTURES / "study-v1"

@@ -9,7 +9,8 @@ import sys
 
 from conftest import ROOT, need
 
-from alloclab.store import Store
+from alloclab.plan.design import taken_looks
+from alloclab.results.store import Store
 
 
 def alloclab(*args):
@@ -144,7 +145,7 @@ def test_a_warmup_round_runs_each_cell_once_and_never_measures_it(tmp_path, foun
     # one per cell, first in round 1, with the baseline allocator; no perf, no statistics
     assert len(warm) == 2 and all(r.run_id.endswith("-r1-warm") and r.allocator == "glibc" for r in warm)
     assert [r.purpose for r in rows[:1]] == ["warmup"] and len(rows) == 2 + 8
-    from alloclab import analyse
+    from alloclab.answers import analyse
     assert len(analyse.load(out).rows) == 8
     assert not any((out / "runs" / r.run_id / "perf.data").exists() for r in warm)
 
@@ -211,12 +212,12 @@ def test_a_budget_stop_after_the_second_to_last_look_takes_the_last_look_at_the_
     """The budget ran out in round 17 of a study whose last look was planned at 18: its verdicts
     come from the 17 rounds it ran (the same number of looks, so the same level), not from the
     look at round 6. Any other stop, or a stop before the second-to-last look, keeps the design."""
-    from alloclab import decide
+    from alloclab.answers import decide
     design = {"looks": [4, 6, 18]}
-    assert decide.taken_looks(design, {"reason": "budget"}, 17) == (4, 6, 17)
-    assert decide.taken_looks(design, {"reason": "budget"}, 5) == (4, 6, 18)
-    assert decide.taken_looks(design, {"reason": "decided"}, 17) == (4, 6, 18)
-    assert decide.taken_looks(design, None, 17) == (4, 6, 18)
+    assert taken_looks(design, {"reason": "budget"}, 17) == (4, 6, 17)
+    assert taken_looks(design, {"reason": "budget"}, 5) == (4, 6, 18)
+    assert taken_looks(design, {"reason": "decided"}, 17) == (4, 6, 18)
+    assert taken_looks(design, None, 17) == (4, 6, 18)
     plan = {"allocators": [{"name": "glibc"}, {"name": "jemalloc"}], "engines": ["tidesdb"], "budget": 600}
     rounds = [{"round": i} for i in range(1, 18)]
     policy = decide.Policy.from_plan(plan, {"design": design, "stop": {"reason": "budget"}, "rounds": rounds})

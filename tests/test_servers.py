@@ -16,10 +16,14 @@ import pytest
 from conftest import need
 from helpers import kill_servers_mid_run
 
-from alloclab import noise, plan, study, targets
-from alloclab.errors import AlloclabError
-from alloclab.progress import Progress
-from alloclab.store import Store
+from alloclab import plan, study
+from alloclab.catalog import targets
+from alloclab.core.errors import AlloclabError
+from alloclab.host import noise
+from alloclab.results.store import Store
+from alloclab.servers.server import Server, check_reachable
+from alloclab.servers.stack import check_available
+from alloclab.study.progress import Progress
 
 TARGETS = ["mariadb-innodb", "mariadb-myrocks", "postgres"]
 
@@ -100,7 +104,7 @@ def reachable_dir():
 def test_servers_listen_on_nothing_but_their_unix_socket(target, reachable_dir):
     t = targets.parse(target)
     base = reachable_dir
-    srv = targets.Server(t, base / "d", base / "server.log", settings=targets.load_profile(t, "sysbench"))
+    srv = Server(t, base / "d", base / "server.log", settings=targets.load_profile(t, "sysbench"))
     srv.initialise()
     srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
     try:
@@ -117,9 +121,9 @@ def test_servers_listen_on_nothing_but_their_unix_socket(target, reachable_dir):
 @pytest.mark.parametrize("target", ["mariadb-innodb", "mariadb11-innodb"])
 def test_a_server_killed_mid_run_fails_that_run_and_the_next_starts_fresh(target, tmp_path, found):
     if targets.parse(target).stack:
-        from alloclab import stack
-        if not stack.ready():
-            pytest.skip(f"the stack is not set up: {stack.describe()}")
+        from alloclab.servers import root
+        if not root.ready():
+            pytest.skip(f"the stack is not set up: {root.describe()}")
     p = small_plan(target, ["glibc"], threads=(2,), duration=4.0, runs=2)
     out = tmp_path / "res"
     th = kill_servers_mid_run(out, server_pids)
@@ -134,7 +138,7 @@ def test_a_server_killed_mid_run_fails_that_run_and_the_next_starts_fresh(target
 
 
 def test_sysbench_output_is_parsed():
-    from alloclab import sysbench
+    from alloclab.clients import sysbench
     line = "[ {t}s ] thds: 4 tps: {tps} qps: 24691.20 (r/w/o: 1/2/3) lat (ms,99%): {lat} err/s: 0.00 reconn/s: 0.00"
     text = line.format(t=1, tps="1234.56", lat="5.67") + "\n" + line.format(t=2, tps="1300.00", lat="5.00") + """
 SQL statistics:
@@ -156,8 +160,8 @@ Latency (ms):
     assert [i["tps"] for i in r.intervals] == [1234.56, 1300.0] and r.intervals[0]["lat_ms_p99"] == 5.67
     # without its histogram sysbench prints no p50, p95 or p99.9: those fields stay empty in
     # the row and in runs.csv, never 0
-    from alloclab.execute import measures
-    from alloclab.store import RunRow
+    from alloclab.results.store import RunRow
+    from alloclab.run.execute import measures
     m = measures(None, r)
     assert m["p50_ns"] is None and m["p95_ns"] is None and m["p999_ns"] is None and m["p99_ns"] == 5.47e6
     row = {f: "" for f in RunRow.__dataclass_fields__} | {k: str(v) for k, v in m.items() if v is not None}
@@ -167,7 +171,7 @@ Latency (ms):
 
 
 def test_sysbench_percentiles_come_from_its_histogram():
-    from alloclab import sysbench
+    from alloclab.clients import sysbench
     rows = [(0.266, 14), (0.270, 505), (0.275, 450), (0.280, 283), (0.285, 248), (0.291, 200), (0.400, 290),
             (0.546, 9), (1.523, 1)]  # 2000 calls
     hist = ("Latency histogram (values are in milliseconds)\n"
@@ -185,13 +189,13 @@ def test_sysbench_percentiles_come_from_its_histogram():
 
 
 def test_unknown_targets_and_missing_plugins_are_refused_up_front(tmp_path):
-    from alloclab.errors import AlloclabError
+    from alloclab.core.errors import AlloclabError
     with pytest.raises(AlloclabError, match="unknown server target"):
         targets.parse("oracle")
     t = targets.parse("mariadb:TIDESDB=ha_tidesdb.so")
     assert (t.engine, t.plugin) == ("TIDESDB", "ha_tidesdb.so")
     with pytest.raises(AlloclabError, match="ha_tidesdb.so"):
-        targets.check_available(t)
+        check_available(t)
     # plan validation reads only the plan; what the machine lacks is refused by the preflight,
     # before any work (no results folder)
     p = plan.load({"engines": ["mariadb:TIDESDB=ha_tidesdb.so"], "runs": 1, "scale": "smoke",
@@ -314,7 +318,8 @@ def test_tpcc_in_turns_stops_each_waiting_server_and_ctrl_c_leaves_none(tmp_path
 def test_a_procedure_that_cannot_be_created_stops_the_run_before_it_measures(reachable_dir):
     """No plpgsql in PostgreSQL, no mysql.proc in MariaDB: the driver says which server and
     which procedure, and measures nothing."""
-    from alloclab import driver, servers
+    from alloclab.clients import driver
+    from alloclab.run import golden
     exe = driver.locate()
     for name, breaks, words in (
             ("postgres", "DROP EXTENSION plpgsql", "PostgreSQL in"),
@@ -323,12 +328,12 @@ def test_a_procedure_that_cannot_be_created_stops_the_run_before_it_measures(rea
         work = reachable_dir / name
         work.mkdir()
         os.chmod(work, 0o711)
-        srv = targets.Server(t, work / "data", work / "server.log")
+        srv = Server(t, work / "data", work / "server.log")
         srv.initialise()
         srv.start(dict(os.environ))
         try:
             srv.sql("CREATE DATABASE tpcc")
-            target = servers.client_target(srv)
+            target = golden.client_target(srv)
             load = subprocess.run([str(exe), "tpcc-load", *target, "--warehouses", "1", "--loaders", "2", "--events",
                                    str(work / "load.jsonl")],
                                   capture_output=True, text=True, timeout=600)
@@ -432,7 +437,7 @@ def test_postgres_scratch_that_its_user_cannot_reach_is_refused_without_touching
     closed.mkdir(mode=0o700)
     os.chmod(closed, 0o700)
     with pytest.raises(AlloclabError) as e:
-        targets.check_reachable(closed / "alloclab-x" / "datadir")
+        check_reachable(closed / "alloclab-x" / "datadir")
     assert "cannot pass through" in str(e.value) and str(closed) in str(e.value) and "ALLOCLAB_SCRATCH" in str(e.value)
     assert closed.stat().st_mode & 0o777 == 0o700  # alloclab changes no permission outside its own folders
     raw = {"engines": ["postgres"], "allocators": ["glibc"], "runs": 1, "profiles": {"sysbench": {}},

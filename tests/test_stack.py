@@ -17,10 +17,15 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, need
 
-from alloclab import allocators, driver, plan, stack, study, targets
-from alloclab.errors import AlloclabError
-from alloclab.progress import Progress
-from alloclab.store import Store
+from alloclab import plan, study
+from alloclab.alloc import allocators
+from alloclab.catalog import targets, tidesql
+from alloclab.clients import driver
+from alloclab.core.errors import AlloclabError
+from alloclab.results.store import Store
+from alloclab.servers import root, stack
+from alloclab.servers.server import Server
+from alloclab.study.progress import Progress
 
 
 def cli(*args, env=None, timeout=900):
@@ -33,7 +38,7 @@ def cli(*args, env=None, timeout=900):
 
 
 def stack_mounts() -> list[str]:
-    return [line for line in Path("/proc/mounts").read_text().splitlines() if str(stack.root()) in line]
+    return [line for line in Path("/proc/mounts").read_text().splitlines() if str(root.root()) in line]
 
 
 def stack_servers() -> list[int]:
@@ -41,7 +46,7 @@ def stack_servers() -> list[int]:
     out = []
     for pid in p.stdout.split():
         try:
-            if os.readlink(f"/proc/{pid}/root").startswith(str(stack.home())):
+            if os.readlink(f"/proc/{pid}/root").startswith(str(root.home())):
                 out.append(int(pid))
         except OSError:
             continue
@@ -50,38 +55,38 @@ def stack_servers() -> list[int]:
 
 @pytest.fixture(scope="module", autouse=True)
 def ready():
-    if not stack.ready():
-        pytest.fail(f"the stack is not set up ({stack.describe()}): ./setup.sh test sets it up from ../shared/vendor; "
-                    f"see {stack.home() / 'setup.log'}")
+    if not root.ready():
+        pytest.fail(f"the stack is not set up ({root.describe()}): ./setup.sh test sets it up from ../shared/vendor; "
+                    f"see {root.home() / 'setup.log'}")
     yield
     # after the module: nothing of the stack is left running or mounted
     time.sleep(0.3)
     assert stack_servers() == [], "a stack server was left running"
     assert stack_mounts() == [], "a mount was left behind"
-    leftovers = [p for p in (stack.root() / "tmp").iterdir() if p.is_dir()]
+    leftovers = [p for p in (root.root() / "tmp").iterdir() if p.is_dir()]
     assert leftovers == [], f"mount points were left in the root: {leftovers}"
 
 
 def test_the_stack_is_mariadb_11_8_6_from_vendored_files_with_tidesql_built_out_of_tree():
-    st = stack.info()
+    st = root.info()
     check = st["steps"]["check"]
     assert check["server_version"].startswith("11.8.6-"), check["server_version"]
     assert "InnoDB" in check["engines"]
     assert set(check["allocators"]) >= {"glibc", "jemalloc", "mimalloc", "tcmalloc", "tcmalloc-minimal"}
     for base, a in check["allocators"].items():
         if a["path"]:
-            assert (stack.root() / a["path"].lstrip("/")).exists(), base
+            assert (root.root() / a["path"].lstrip("/")).exists(), base
     # the vendored .debs, held; the headers of exactly that server; no MariaDB source in the root
-    held = stack.root_output(["apt-mark", "showhold"]).split()
+    held = root.root_output(["apt-mark", "showhold"]).split()
     assert {"mariadb-server", "mariadb-server-core", "libmariadbd-dev", "mariadb-plugin-rocksdb"} <= set(held)
     assert st["steps"]["headers"]["headers_version"] == "11.8.6"
-    assert stack.server_version_id(stack.root() / "usr/include/mariadb/server/mysql_version.h") == 110806
-    assert not (stack.root() / stack.SRC.lstrip("/") / "mariadb").exists()
+    assert stack.server_version_id(root.root() / "usr/include/mariadb/server/mysql_version.h") == 110806
+    assert not (root.root() / stack.SRC.lstrip("/") / "mariadb").exists()
     # the default TideSQL build: the newest releases, loaded into that server
-    default = st["builds"][stack.DEFAULT_BUILD]
+    default = st["builds"][tidesql.DEFAULT_BUILD]
     assert (default["tidesql_version"], default["tidesdb_version"], default["plugin_version"]) == (
         "4.5.5", "9.3.14", "1029.5")
-    assert (stack.root() / stack.plugin_dir().lstrip("/") / default["plugin"]).exists()
+    assert (root.root() / root.plugin_dir().lstrip("/") / default["plugin"]).exists()
     # setting up again is a no-op
     t0 = time.monotonic()
     p = cli("setup", "stack")
@@ -138,14 +143,14 @@ def test_a_missing_vendored_file_says_where_to_put_it(tmp_path):
 
 def test_ctrl_c_during_setup_stops_it_and_the_next_setup_resumes():
     # the step stopped: the default TideSQL build (TidesDB's cmake build, then the plugin)
-    st = json.loads((stack.home() / "state.json").read_text())
-    for name in stack.STEPS[stack.STEPS.index("tidesql"):]:
+    st = json.loads((root.home() / "state.json").read_text())
+    for name in root.STEPS[root.STEPS.index("tidesql"):]:
         st["steps"].pop(name, None)
-    st["builds"].pop(stack.DEFAULT_BUILD, None)
-    st["tidesdb"].pop(stack.BUILDS[stack.DEFAULT_BUILD].tidesdb, None)
+    st["builds"].pop(tidesql.DEFAULT_BUILD, None)
+    st["tidesdb"].pop(tidesql.BUILDS[tidesql.DEFAULT_BUILD].tidesdb, None)
     st["ready"] = False
-    (stack.home() / "state.json").write_text(json.dumps(st))
-    log = stack.home() / "setup.log"
+    (root.home() / "state.json").write_text(json.dumps(st))
+    log = root.home() / "setup.log"
     size = log.stat().st_size
     marker = b"cmake -S /usr/src/alloclab/tidesdb-9.3.14"
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": os.environ["HOME"]}
@@ -161,7 +166,7 @@ def test_ctrl_c_during_setup_stops_it_and_the_next_setup_resumes():
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, (out, err)
-    assert "tidesql" not in json.loads((stack.home() / "state.json").read_text())["steps"]
+    assert "tidesql" not in json.loads((root.home() / "state.json").read_text())["steps"]
     time.sleep(0.5)
     assert stack_mounts() == []
     left = subprocess.run(["pgrep", "-f", "cmake --build /usr/src/alloclab"], capture_output=True).stdout
@@ -171,16 +176,16 @@ def test_ctrl_c_during_setup_stops_it_and_the_next_setup_resumes():
     assert again.returncode == 0, again.stderr
     assert "stack: tidesql ..." in again.stdout and "stack: root ..." not in again.stdout
     assert "stack: packages ..." not in again.stdout
-    assert stack.ready() and stack.built(None)
+    assert root.ready() and root.built(None)
 
 
 def test_a_plugin_that_fails_to_load_names_the_server_log_line(tmp_path):
-    plugin_dir = stack.root() / stack.plugin_dir().lstrip("/")
+    plugin_dir = root.root() / root.plugin_dir().lstrip("/")
     broken = plugin_dir / "ha_alloclab_broken.so"
     broken.write_text("not a shared object\n")
     try:
         t = targets.parse("mariadb11:TIDESDB=ha_alloclab_broken.so")
-        srv = targets.Server(t, tmp_path / "d", tmp_path / "server.log")
+        srv = Server(t, tmp_path / "d", tmp_path / "server.log")
         srv.initialise()
         with pytest.raises(AlloclabError) as e:
             srv.start({})
@@ -203,7 +208,7 @@ def by_name(tmp_path, target: str, collation: str) -> tuple[list[int], list[int]
     through the index before and after a clean restart, and what a scan finds of one name."""
     t = targets.parse(target)
     stack.ensure([t.tidesql])
-    srv = targets.Server(t, tmp_path / "d", tmp_path / "server.log", settings=targets.load_profile(t, "small"))
+    srv = Server(t, tmp_path / "d", tmp_path / "server.log", settings=targets.load_profile(t, "small"))
     srv.initialise()
     srv.start({})
     charset = collation.split("_")[0]
@@ -247,11 +252,11 @@ def test_the_seeds_exact_tidesql_returns_wrong_results_and_alloclab_names_them(t
     assert scanned == 60 and sum(n == 0 for n in after) >= 30, after
     # alloclab: a TPC-C study on it fails its runs with the by-name sentence, measures nothing,
     # and says which release fixes it
-    from alloclab.presets import preset
+    from alloclab.plan.presets import preset
     raw = preset("tpcc-allocators", "smoke") | {"engines": [f"mariadb11-tidesdb@{build}"], "allocators": ["glibc"]}
     res, out, rows = _study(tmp_path, raw)
     assert res.ok == 0 and [r.status for r in rows] == ["failed"]
-    b = stack.BUILDS[build]
+    b = tidesql.BUILDS[build]
     assert (f"mariadb11-tidesdb@{build} ({b.describe()}) returns wrong results through a string secondary index: "
             "after a restart") in rows[0].reason
     assert "fixed in TidesDB 9.2.1" in rows[0].reason and "mariadb11-tidesdb@4.2.5" in rows[0].reason
@@ -270,7 +275,7 @@ def _study(tmp_path, raw, seed=1):
 
 def test_tpcc_on_innodb_and_tidesql_in_one_mariadb_11_8_6_in_both_modes(tmp_path, found):
     need(found, "jemalloc")
-    from alloclab.presets import preset
+    from alloclab.plan.presets import preset
     raw = preset("tpcc-allocators", "smoke") | {"allocators": ["glibc", "jemalloc"]}
     assert raw["engines"] == ["mariadb11-tidesdb", "mariadb11-innodb"]  # study 1: both engines in one server
     raw["workloads"][0] |= {"warehouses": 2, "threads": 4, "duration_s": 4.0, "mode": ["procedures", "statements"]}
@@ -286,10 +291,10 @@ def test_tpcc_on_innodb_and_tidesql_in_one_mariadb_11_8_6_in_both_modes(tmp_path
         assert r.allocator_verified, r.reason  # proved from the host's /proc/PID/maps: the root's own library
         if r.allocator == "jemalloc":
             why = j["proof"]["server"]["reason"]
-            assert str(stack.root()) in why and "libjemalloc" in why
+            assert str(root.root()) in why and "libjemalloc" in why
             assert j["allocator_used"]["version"].startswith("libjemalloc2 ")
         if r.engine.startswith("mariadb11-tidesdb"):  # which TideSQL on which TidesDB, as the server loaded it
-            b = stack.build(r.engine.partition("@")[2] or None)
+            b = tidesql.build(r.engine.partition("@")[2] or None)
             plug = j["engine_plugin"]
             assert (plug["name"], plug["tidesql_version"], plug["tidesdb_version"], plug["library"]) == (
                 "TidesDB", b.tidesql, b.tidesdb, b.plugin)

@@ -4,7 +4,7 @@ import statistics
 import numpy as np
 import pytest
 
-from alloclab import stats
+from alloclab.answers import stats
 
 DATA = [10.2, 9.8, 10.5, 10.1, 9.9, 10.4, 10.0]
 
@@ -296,7 +296,7 @@ def test_cpu_of_reaped_children_is_not_counted_as_other_processes(monkeypatch):
     import subprocess
     import sys
 
-    from alloclab import noise
+    from alloclab.host import noise
 
     def only_us():
         t = os.times()

@@ -9,8 +9,8 @@ import pytest
 from conftest import ROOT, need
 
 from alloclab import plan, report, study
-from alloclab.progress import Progress
-from alloclab.store import RunRow, Store
+from alloclab.results.store import RunRow, Store
+from alloclab.study.progress import Progress
 
 
 def alloclab(*args, cwd=None):

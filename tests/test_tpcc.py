@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from scipy.stats import binom
 
-from alloclab import events
+from alloclab.core import events
 
 ENGINES = ["tidesdb", "rocksdb", "sqlite"]
 
@@ -110,8 +110,8 @@ def test_a_study_runs_sqlite_in_the_tpcc_mode_its_cell_names(tmp_path):
     import json
 
     from alloclab import plan, study
-    from alloclab.progress import Progress
-    from alloclab.store import Store
+    from alloclab.results.store import Store
+    from alloclab.study.progress import Progress
     raw = {"engines": ["sqlite"], "allocators": ["glibc"], "runs": 1, "scale": "smoke",
            "workloads": [{"workload": "tpcc", "warehouses": 1, "threads": 2, "loaders": 2, "rampup_s": 0.5,
                           "duration_s": 2, "mode": ["statements", "rows"]}]}
@@ -177,7 +177,7 @@ def test_study_run_from_a_corrupted_copy_fails_naming_the_condition(loaded, driv
 
     from helpers import specs
 
-    from alloclab.execute import execute
+    from alloclab.run.execute import execute
     engine, pristine = loaded
     bad = tmp_path / "bad-pristine"
     shutil.copytree(pristine, bad)

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from alloclab import decide, presets, stats
-from alloclab.store import RunRow
+from alloclab.answers import decide, stats
+from alloclab.plan import design, presets
+from alloclab.results.store import RunRow
 
 # --- the interval and the words ----------------------------------------------------------
 
@@ -73,12 +74,12 @@ def test_rounds_to_decide_is_enough_rounds_for_the_interval_to_decide():
 POLICY = decide.Policy(questions=("allocators",), baseline="base", margin=0.02, target_ci=0.02, min_runs=3,
                        max_rounds=30, adaptive=True)
 # a budgeted study that affords 9 rounds: looks after 4, 6, 9
-BUDGETED = decide.Policy(**{**POLICY.__dict__, "looks": decide.plan_looks(9)})
+BUDGETED = decide.Policy(**{**POLICY.__dict__, "looks": design.plan_looks(9)})
 # the design the default study uses: its margin, and the looks its 10 minutes afford at about 30 s
 # a round (4, 6, 9, 14, 20), or at twice that pace (4, 6, 9)
 _QUICK = presets.preset("kv-allocators", "quick")
 DEFAULT = {n: decide.Policy(**{**POLICY.__dict__, "margin": _QUICK["margin_pct"] / 100,
-                               "looks": decide.plan_looks(n)}) for n in (20, 9)}
+                               "looks": design.plan_looks(n)}) for n in (20, 9)}
 
 
 def _samples(rng, seeds, diff, cv, rounds):
@@ -123,7 +124,7 @@ CASES = [(policy, diff, cv) for policy in ("budgeted", "max_rounds", "default20"
 # 4-6 minutes a round (4, 6, 9; or 4, 7)
 _STUDY1 = presets.preset("tpcc-allocators", "quick")
 STUDY1 = {n: decide.Policy(**{**POLICY.__dict__, "margin": _STUDY1["margin_pct"] / 100,
-                              "looks": decide.plan_looks(n)}) for n in (9, 7)}
+                              "looks": design.plan_looks(n)}) for n in (9, 7)}
 
 
 @pytest.mark.parametrize("rounds, diff, cv", [(n, d, cv) for n in (9, 7) for d in (0.0, 0.0625)
@@ -160,7 +161,7 @@ def test_adaptive_verdicts_are_calibrated(which, diff, cv):
 
 
 def test_fewer_looks_give_narrower_intervals_than_looking_after_every_round():
-    every_round = 1 - stats.look_alpha(28, overall=decide.OVERALL_ALPHA)
+    every_round = 1 - stats.look_alpha(28, overall=design.OVERALL_ALPHA)
     assert BUDGETED.planned_looks == (4, 6, 9) and POLICY.planned_looks == (4, 6, 9, 14, 21, 30)
     assert BUDGETED.confidence < POLICY.confidence < every_round
     t = [sps.t.ppf(1 - (1 - c) / 2, 8) for c in (BUDGETED.confidence, every_round)]

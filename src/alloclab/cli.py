@@ -7,12 +7,19 @@ import signal
 import sys
 from pathlib import Path
 
-from alloclab import __version__, allocators, presets, report, study
+from alloclab import __version__, doctor, report, study
 from alloclab import plan as plan_mod
-from alloclab.errors import AlloclabError
-from alloclab.progress import Progress
-from alloclab.store import Store, check_can_make
-from alloclab.units import fmt_duration
+from alloclab.alloc import allocators
+from alloclab.answers import analyse
+from alloclab.catalog import tidesql
+from alloclab.clients import hammerdb
+from alloclab.core.errors import AlloclabError
+from alloclab.core.units import fmt_duration, parse_duration
+from alloclab.plan import presets
+from alloclab.report import compare, to_markdown
+from alloclab.results.store import Store, check_can_make
+from alloclab.servers import stack
+from alloclab.study.progress import Progress
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE = 0, 3, 2
 
@@ -149,7 +156,7 @@ def cmd_resume(a: argparse.Namespace) -> int:
                             "drop those flags, or start a new study with --out")
     out = Path(a.resume)
     live = False if a.quiet else None
-    budget = plan_mod.parse_duration(a.budget, "--budget") if a.budget is not None else None
+    budget = parse_duration(a.budget, "--budget") if a.budget is not None else None
     result = study.resume(out, Progress(0, live=live), budget=budget, ray_address=a.ray)
     plan_json = Store(out).read_json("plan.json")
     return _finish(result, out, plan_json.get("baseline", "glibc"))
@@ -215,8 +222,6 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from alloclab import analyse, compare
-    from alloclab.report import to_markdown
 
     tables = compare.compare(analyse.load(Path(a.before)), analyse.load(Path(a.after)), force=a.force)
     text = "\n\n".join(f"## {t.title}\n\n{to_markdown(t)}" for t in tables) + "\n"
@@ -237,7 +242,6 @@ def cmd_bundle(a: argparse.Namespace) -> int:
 
 
 def cmd_doctor(a: argparse.Namespace) -> int:
-    from alloclab import doctor
 
     for f in doctor.findings():
         mark = {True: "ok  ", False: "WARN", None: "?   "}[f.ok]
@@ -246,22 +250,20 @@ def cmd_doctor(a: argparse.Namespace) -> int:
 
 
 def cmd_setup(a: argparse.Namespace) -> int:
-    from alloclab import stack
 
     if a.what == "hammerdb":
-        from alloclab import hammerdb
         rec = hammerdb.install(notify=lambda m: print(m, flush=True))
         print(f"HammerDB {rec['version']} ready at {rec['home']} (Tcl packages: {', '.join(rec['tcl_packages'])})")
         return EXIT_OK
     if a.what != "stack":
         raise AlloclabError(f"unknown setup target '{a.what}'", "use: alloclab setup stack, or alloclab setup hammerdb")
-    builds = [stack.build(b).name for b in a.tidesql or ()]  # an unknown build is refused before any work
+    builds = [tidesql.build(b).name for b in a.tidesql or ()]  # an unknown build is refused before any work
     st = stack.setup(notify=lambda m: print(m, flush=True), force=a.force, builds=builds)
     c = st["steps"]["check"]
     print(f"stack ready at {st['home']}: MariaDB {c['server_version']} (engines {', '.join(c['engines'])}); "
           "TideSQL builds: " + "; ".join(
-              f"mariadb11-tidesdb{'' if n == stack.DEFAULT_BUILD else '@' + n} = {stack.BUILDS[n].describe()} "
-              f"(plugin {r['plugin_version']})" for n, r in sorted(st["builds"].items()) if n in stack.BUILDS))
+              f"mariadb11-tidesdb{'' if n == tidesql.DEFAULT_BUILD else '@' + n} = {tidesql.BUILDS[n].describe()} "
+              f"(plugin {r['plugin_version']})" for n, r in sorted(st["builds"].items()) if n in tidesql.BUILDS))
     return EXIT_OK
 
 

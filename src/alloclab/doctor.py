@@ -12,6 +12,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from alloclab.clients import driver
+from alloclab.servers import root
+
 
 def _read(path: str) -> str | None:
     try:
@@ -140,7 +143,6 @@ class AccountHelper(Check):
                "account of memory at the end of each run's window (built by ./setup.sh beside the driver).")
 
     def read(self):
-        from alloclab import driver
         lib = driver.account_library()
         return f"built ({lib})" if lib else "not built: run ./setup.sh"
 
@@ -183,8 +185,7 @@ class Stack(Check):
                "the checkout (ALLOCLAB_STACK).")
 
     def read(self):
-        from alloclab import stack
-        return stack.describe()
+        return root.describe()
 
     def ok(self, value):
         return value.startswith("ready")

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alloclab import analyse, answers
-from alloclab.analyse import NOPM, P99, PEAK_RSS, THROUGHPUT
+from alloclab.answers import analyse
+from alloclab.answers import sentences as answers
+from alloclab.answers.analyse import NOPM, P99, PEAK_RSS, THROUGHPUT
 from alloclab.report import html, markdown
 from alloclab.report.charts import (
     KV_CHARTS,
@@ -60,7 +61,7 @@ from alloclab.report.tpcc import (
     tpcc_txn_table,
     tpcc_valid,
 )
-from alloclab.store import atomic_write
+from alloclab.results.store import atomic_write
 
 __all__ = ["REPORT_DIR", "Table", "build", "fmt_cmp", "params", "to_markdown"]
 

@@ -14,8 +14,9 @@ matplotlib.rcParams["svg.hashsalt"] = "alloclab"  # stable ids: the same data gi
 matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever fetched
 import matplotlib.pyplot as plt  # noqa: E402
 
-from alloclab import analyse, answers, stats  # noqa: E402
-from alloclab.analyse import P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
+from alloclab.answers import analyse, stats  # noqa: E402
+from alloclab.answers import sentences as answers  # noqa: E402
+from alloclab.answers.analyse import P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
 from alloclab.report.formatting import params  # noqa: E402
 from alloclab.report.tables import Table  # noqa: E402
 from alloclab.report.tpcc import group_label, tpcc_valid  # noqa: E402

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from alloclab import analyse, stats
-from alloclab.analyse import Metric
+from alloclab.answers import analyse, stats
+from alloclab.answers.analyse import Metric
 
 
 def params(cell: tuple) -> str:

@@ -7,7 +7,7 @@ import html
 import re
 from pathlib import Path
 
-from alloclab import answers
+from alloclab.answers import sentences as answers
 from alloclab.report.tables import Table
 
 CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}

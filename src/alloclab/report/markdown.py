@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alloclab import answers
+from alloclab.answers import sentences as answers
 from alloclab.report.tables import Table
 
 

@@ -3,7 +3,7 @@ versions, the plan, and how each allocator was used and proved)."""
 
 from __future__ import annotations
 
-from alloclab import analyse
+from alloclab.answers import analyse
 
 
 def environment(study: analyse.Study) -> list[str]:

@@ -15,8 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from alloclab import analyse, answers, decide, stats
-from alloclab.analyse import P99, PEAK_RSS, THROUGHPUT, Metric
+from alloclab.answers import analyse, decide, stats
+from alloclab.answers import sentences as answers
+from alloclab.answers.analyse import P99, PEAK_RSS, THROUGHPUT, Metric
+from alloclab.report import flames
 from alloclab.report.formatting import fmt_ci, fmt_cmp, params
 
 
@@ -94,7 +96,6 @@ def flame_table(study: analyse.Study, out: Path) -> Table | None:
     stacks merged) and a differential one against the baseline allocator, as SVG files."""
     if not study.plan.get("perf"):
         return None
-    from alloclab import flames
     t = Table("flamegraphs", "Flame graphs (SVG files beside this report)",
               ["engine", "parameters", "allocator", "runs", "on-CPU", "off-CPU (context switches)",
                f"differential vs {study.baseline}"],

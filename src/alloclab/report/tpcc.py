@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from alloclab import analyse, presets, stats
-from alloclab.analyse import NOPM
+from alloclab.answers import analyse, stats
+from alloclab.answers.analyse import NOPM
+from alloclab.plan import presets
 from alloclab.report.formatting import params
 from alloclab.report.tables import Table
 

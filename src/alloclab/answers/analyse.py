@@ -1,0 +1,364 @@
+"""Analysis from stored files only: cells, their statistics, comparisons against the baseline
+allocator, spreads, engine ratios, thread scaling, and what deserves a warning."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from alloclab.answers import decide, stats
+from alloclab.answers.decide import CELL_FIELDS, cell_of, pair_key
+from alloclab.host.noise import BUSY_OTHER_CORES
+from alloclab.results.store import RunRow, Store
+
+NOISY_CV = 0.10  # a cell whose coefficient of variation is above this is flagged
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    title: str
+    unit: str
+    scale: float
+    higher_is_better: bool
+
+    def fmt(self, v: float | None) -> str:
+        if v is None:
+            return "–"
+        x = v / self.scale
+        if self.column == "ops_per_s":
+            return f"{x / 1e6:.3f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
+        # three figures under 0.1 (a few-µs p99 in ms is 0.00412, not 0.00)
+        return f"{x:.3g}" if 0 < x < 0.1 else f"{x:.2f}" if x < 100 else f"{x:.0f}"
+
+
+THROUGHPUT = Metric("ops_per_s", "Throughput", "ops/s", 1, True)
+P99 = Metric("p99_ns", "p99 latency per call", "ms", 1e6, False)
+PEAK_RSS = Metric("peak_rss_bytes", "Peak RSS (VmHWM)", "MiB", 2**20, False)
+METRICS = (THROUGHPUT, P99, PEAK_RSS)
+NOPM = Metric("nopm", "TPC-C NOPM (from d_next_o_id)", "new orders/min", 1, True)
+
+
+@dataclass
+class Study:
+    root: Path
+    rows: list[RunRow]
+    plan: dict
+    machine: dict
+    schedule: dict = field(default_factory=dict)  # rounds.json: rounds, wall time, why it stopped
+    # summaries per metric: each holds a bootstrap per cell, wanted by several tables
+    _summaries: dict = field(default_factory=dict, repr=False)
+    _verdicts: list | None = field(default=None, repr=False)
+    problems: set = field(default_factory=set)  # stored files that could not be read
+    # profiled runs (perf) and runs counting the allocator's calls (uprobes): separate runs,
+    # slowed by their instruments, never in `rows` and so never in the statistics
+    aux: list[RunRow] = field(default_factory=list)
+
+    @property
+    def policy(self) -> decide.Policy:
+        return decide.Policy.from_plan(self.plan, self.schedule)
+
+    def verdicts(self) -> list[decide.Verdict]:
+        """Every comparison the study asks, decided as the study decided while it ran."""
+        if self._verdicts is None:
+            self._verdicts = decide.verdicts(self.rows, self.policy)
+        return self._verdicts
+
+    def unit_walls(self) -> dict:
+        """(cell key, allocator) -> median wall seconds of its runs."""
+        walls: dict = defaultdict(list)
+        for r in self.rows:
+            if r.wall_s > 0:
+                walls[(r.cell, r.allocator)].append(r.wall_s)
+        return {u: stats.median(w) for u, w in walls.items()}
+
+    @property
+    def baseline(self) -> str:
+        return self.plan.get("baseline", "glibc")
+
+    @property
+    def allocators(self) -> list[str]:
+        names = [a["name"] for a in self.plan.get("allocators", [])]
+        return names + sorted({r.allocator for r in self.rows} - set(names))
+
+    @property
+    def engines(self) -> list[str]:
+        names = list(self.plan.get("engines", []))
+        return names + sorted({r.engine for r in self.rows} - set(names))
+
+    def valid(self) -> list[RunRow]:
+        """Rows that count: finished, and the allocator proved."""
+        return [r for r in self.rows if r.status == "ok" and r.allocator_verified]
+
+    def profiled(self, purpose: str = "profile") -> list[RunRow]:
+        """The valid runs of a purpose other than measuring: "profile" or "calls"."""
+        return [r for r in self.aux if r.purpose == purpose and r.status == "ok" and r.allocator_verified]
+
+    def not_valid(self) -> list[RunRow]:
+        return [r for r in self.rows if not (r.status == "ok" and r.allocator_verified)]
+
+    def run_json(self, run_id: str) -> dict:
+        """A finished run's run.json; a missing or damaged one is noted in `problems` (and so
+        in the report's warnings) and reads as empty, so that the rest still reports."""
+        p = self.root / "runs" / run_id / "run.json"
+        try:
+            return json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            self.problems.add(f"{p.relative_to(self.root)} cannot be read ({e.__class__.__name__}): its "
+                              "per-transaction numbers and allocator proof are missing from this report; "
+                              "alloclab verify names what changed")
+            return {}
+
+    def samples(self, run_id: str) -> list[dict]:
+        p = self.root / "runs" / run_id / "samples.csv"
+        try:
+            with open(p, newline="") as f:
+                return list(csv.DictReader(f))
+        except OSError as e:
+            self.problems.add(f"{p.relative_to(self.root)} cannot be read ({e.__class__.__name__}): its RSS "
+                              "timeline is missing from this report")
+            return []
+
+
+def load(root: Path) -> Study:
+    s = Store(root)
+    sched = s.read_json("rounds.json") if (Path(root) / "rounds.json").exists() else {}
+    rows = s.rows()
+    return Study(root=Path(root), rows=[r for r in rows if r.purpose == "measure"], plan=s.read_json("plan.json"),
+                 machine=s.read_json("machine.json"), schedule=sched,
+                 aux=[r for r in rows if r.purpose != "measure"])
+
+
+def cell_dict(cell: tuple) -> dict:
+    return dict(zip(CELL_FIELDS, cell))
+
+
+def sort_key(cell: tuple) -> tuple:
+    return tuple(f"{x:012d}" if isinstance(x, int) else str(x) for x in cell)
+
+
+def by_cell(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, list[float]]]:
+    """cell -> allocator -> values of `metric` over the repeats, in run order."""
+    out: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in sorted(rows, key=lambda r: r.index):
+        out[cell_of(r)][r.allocator].append(float(getattr(r, metric)))
+    return out
+
+
+def delta_pct(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return 100.0 * (value - base) / base
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    cell: tuple
+    allocator: str
+    metric: Metric
+    values: tuple[float, ...]
+    stats: stats.CellStats
+
+
+def summaries(study: Study, metric: Metric) -> list[CellSummary]:
+    if metric.column in study._summaries:
+        return study._summaries[metric.column]
+    out = []
+    groups = by_cell(study.valid(), metric.column)
+    for cell in sorted(groups, key=sort_key):
+        for a in study.allocators:
+            vals = groups[cell].get(a)
+            if vals:
+                out.append(CellSummary(cell, a, metric, tuple(vals), stats.describe(vals)))
+    study._summaries[metric.column] = out
+    return out
+
+
+@dataclass(frozen=True)
+class VsBaseline:
+    cell: tuple
+    allocator: str
+    metric: Metric
+    comparison: stats.Comparison | None  # None where the baseline has no valid run or a zero median
+
+
+def by_cell_rounds(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:
+    """cell -> allocator -> (round, node) -> value of `metric` (positive values only)."""
+    out: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in sorted(rows, key=lambda r: r.index):
+        v = float(getattr(r, metric))
+        if v > 0:
+            out[cell_of(r)][r.allocator].setdefault(pair_key(r), v)
+    return out
+
+
+def paired(study: Study, base: dict[int, float] | None, var: dict[int, float] | None,
+           higher_is_better: bool) -> stats.Comparison | None:
+    """variant/baseline paired by round, at the study's confidence, with its verdict word."""
+    if not base or not var:
+        return None
+    pol = study.policy
+    iv = stats.ratio_interval(base, var, confidence=pol.confidence)
+    if iv.ci_low is None:
+        return stats.Comparison(iv.ratio, None, None, "undecided", (iv.ratio - 1) * 100)
+    word = stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, pol.margin)
+    return stats.Comparison(iv.ratio, iv.ci_low, iv.ci_high, word, (iv.ratio - 1) * 100)
+
+
+def comparisons(study: Study, metric: Metric) -> list[VsBaseline]:
+    out = []
+    groups = by_cell_rounds(study.valid(), metric.column)
+    base = study.baseline
+    for cell in sorted(groups, key=sort_key):
+        b = groups[cell].get(base)
+        for a in study.allocators:
+            v = groups[cell].get(a)
+            if a == base or not v:
+                continue
+            out.append(VsBaseline(cell, a, metric, paired(study, b, v, metric.higher_is_better)))
+    return out
+
+
+def spreads(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str, str, float]]:
+    """Per cell: best allocator, worst allocator, best-to-worst spread in % (of the worst)."""
+    out = []
+    groups = by_cell(study.valid(), metric.column)
+    for cell in sorted(groups, key=sort_key):
+        medians = {a: stats.median(v) for a, v in groups[cell].items()}
+        if len(medians) < 2 or min(medians.values()) <= 0:
+            continue
+        if not metric.higher_is_better:
+            medians = {a: 1.0 / m for a, m in medians.items()}
+        best, worst, pct = stats.spread_pct(medians)
+        out.append((cell, best, worst, pct))
+    return out
+
+
+def profile_gains(study: Study, metric: Metric) -> list[tuple[tuple, str, str, str, stats.Comparison]]:
+    """Each profile against the plan's first profile, same engine, workload cell and allocator."""
+    names = list(study.plan.get("profiles") or {})
+    if len(names) < 2:
+        return []
+    pi = CELL_FIELDS.index("profile")
+    groups = by_cell_rounds(study.valid(), metric.column)
+    out = []
+    for cell in sorted(groups, key=sort_key):
+        if cell[pi] != names[0]:
+            continue
+        for other in names[1:]:
+            ocell = cell[:pi] + (other,) + cell[pi + 1:]
+            for a in study.allocators:
+                c = paired(study, groups[cell].get(a), groups.get(ocell, {}).get(a), True)
+                if c:
+                    out.append((cell, a, other, names[0], c))
+    return out
+
+
+def engine_ratios(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str, str, str, stats.Comparison]]:
+    """Each engine against the plan's baseline engine (the first unless named), same cell and allocator."""
+    engines = study.engines
+    if len(engines) < 2:
+        return []
+    ref = study.plan.get("baseline_engine") or engines[0]
+    groups = by_cell_rounds(study.valid(), metric.column)
+    out = []
+    for cell in sorted(groups, key=sort_key):
+        if cell[0] != ref:
+            continue
+        for other in [e for e in engines if e != ref]:
+            ocell = (other, *cell[1:])
+            if ocell not in groups:
+                continue
+            for a in study.allocators:
+                c = paired(study, groups[cell].get(a), groups[ocell].get(a), True)
+                if c:
+                    out.append((cell[1:], a, other, ref, c))
+    return out
+
+
+def scalings(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str, stats.Scaling]]:
+    """Thread sweeps (cells equal but for threads, two points or more) per allocator."""
+    sweeps: dict[tuple, dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for r in study.valid():
+        key = cell_of(r)[:-1]
+        sweeps[key][r.allocator][r.threads].append(float(getattr(r, metric.column)))
+    out = []
+    for key in sorted(sweeps, key=sort_key):
+        for a in study.allocators:
+            pts = sweeps[key].get(a)
+            if pts and len(pts) >= 2:
+                out.append((key, a, stats.scaling({t: stats.median(v) for t, v in pts.items()})))
+    return out
+
+
+def engine_notes(study: Study) -> list[str]:
+    """What the correctness checks before a target's data found wrong but harmless to the
+    workload (loads/*/prepare.json: engine_notes), each once."""
+    out: list[str] = []
+    for f in sorted((study.root / "loads").glob("*/prepare.json")):
+        try:
+            notes = json.loads(f.read_text()).get("engine_notes") or []
+        except (OSError, ValueError):
+            study.problems.add(str(f.relative_to(study.root)))
+            continue
+        out += [n for n in notes if n not in out]
+    return out
+
+
+def warnings(study: Study) -> list[str]:
+    out = [f"engine defect: {n}" for n in engine_notes(study)]
+    bad_aux = [r for r in study.aux if not (r.status == "ok" and r.allocator_verified)]
+    if bad_aux:
+        out.append(f"{len(bad_aux)} profiled or call-counting run(s) failed or were not proved; first: "
+                   f"{bad_aux[0].run_id}: {bad_aux[0].reason}")
+    bad = study.not_valid()
+    unverified = [r for r in bad if not r.allocator_verified]
+    failed = [r for r in bad if r.status == "failed"]
+    if unverified:
+        out.append(f"{len(unverified)} run(s) whose allocator was not proved are excluded from every table "
+                   f"(e.g. {unverified[0].run_id}: {unverified[0].reason})")
+    if failed:
+        out.append(f"{len(failed)} run(s) failed and are excluded (e.g. {failed[0].run_id}: {failed[0].reason})")
+    cells = summaries(study, THROUGHPUT)
+    few = sum(1 for s in cells if not s.stats.enough)
+    if few:
+        out.append(f"{few} cell x allocator combination(s) have fewer than 3 valid runs: their numbers are single "
+                   "measurements without an interval, and differences under ~10 % are within run-to-run noise")
+    for s in cells:
+        c = cell_dict(s.cell)
+        label = f"{c['engine']} {c['part']} t{c['threads']} b{c['batch']} [{s.allocator}]"
+        if s.stats.cv is not None and s.stats.cv > NOISY_CV:
+            out.append(f"noisy cell: {label} throughput CV {100 * s.stats.cv:.0f}% over {s.stats.n} runs")
+        if s.stats.outliers:
+            out.append(f"outlier run(s) in {label}: repeat(s) {', '.join(str(i + 1) for i in s.stats.outliers)} "
+                       "(kept, marked here)")
+    stop = (study.schedule.get("stop") or {})
+    pol = study.policy
+    if pol.adaptive and stop.get("reason") in ("budget", None) and study.rows:
+        counts: dict = defaultdict(int)
+        for r in study.valid():
+            counts[(r.cell, r.allocator)] += 1
+        units = {(r.cell, r.allocator) for r in study.rows}
+        short = [u for u in units if counts.get(u, 0) < pol.min_runs]
+        if short:
+            out.append(f"the budget could not afford {pol.min_runs} valid runs of {len(short)} cell x allocator "
+                       f"combination(s) (e.g. {short[0][0]} [{short[0][1]}]): their comparisons stay undecided")
+    floor = float(study.plan.get("min_window_s") or 0)
+    shortw = [r for r in study.valid() if 0 < r.duration_s < floor]
+    if shortw:
+        w = min(shortw, key=lambda r: r.duration_s)
+        out.append(f"{len(shortw)} run(s) measured a window shorter than the {floor:g} s floor of this scale "
+                   f"(shortest {w.duration_s:.2f} s, {w.run_id}): give those cells a duration or more operations")
+    for cell, fps in sorted(decide.mixed_machines(study.rows).items()):
+        out.append(f"runs of {cell} came from {len(fps)} different machines ("
+                   + "; ".join(f"fingerprint {f}: {', '.join(n)}" for f, n in sorted(fps.items()))
+                   + "): its ratios pair runs within a node, then pool over those machines")
+    busy = [r for r in study.rows if r.other_busy_cores > BUSY_OTHER_CORES]
+    if busy:
+        worst = max(busy, key=lambda r: r.other_busy_cores)
+        out.append(f"the machine was busy during {len(busy)} run(s): other processes used up to "
+                   f"{worst.other_busy_cores:.2f} cores (during {worst.run_id})")
+    return out + sorted(study.problems)

@@ -1,0 +1,354 @@
+"""Verdicts: every comparison a study asks, from its finished runs, paired by round.
+
+A study's questions are comparisons of two groups of runs that differ in one thing only:
+`allocators` (each allocator against the baseline allocator, same engine and cell),
+`engines` (each engine against the baseline engine, same cell and allocator) and `profiles`
+(each engine-settings profile against the first one). Each comparison is made on three
+metrics: throughput (NOPM for TPC-C), p99 latency per call and peak RSS. The ratio
+variant / baseline gets an interval that pairs runs of the same round (see
+stats.ratio_interval) and one verdict word (stats.verdict_word).
+
+The study runner uses the same comparisons to decide which cells still need runs
+(`active_units`), and the report uses them for its answers: one rule for both.
+Pure: rows in, verdicts out; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from alloclab.answers import stats
+from alloclab.catalog.names import default_tpcc_mode
+from alloclab.plan.design import (
+    DEFAULT_MARGIN,
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_MIN_RUNS,
+    DEFAULT_TARGET_CI,
+    OVERALL_ALPHA,
+    default_questions,
+    plan_looks,
+    taken_looks,
+)
+from alloclab.results.store import RunRow
+
+# What identifies a cell apart from the allocator and the repeat (threads last: sweeps drop it).
+CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "profile", "warehouses",
+               "shape", "client", "tpcc_mode", "threads")
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str  # verdicts.csv's `metric`
+    higher_is_better: bool
+    unit: str
+
+
+THROUGHPUT = MetricDef("throughput", True, "ops/s")
+P99 = MetricDef("p99_latency", False, "ms")
+PEAK_RSS = MetricDef("peak_rss", False, "MiB")
+METRICS = (THROUGHPUT, P99, PEAK_RSS)
+
+
+def value(r: RunRow, m: MetricDef) -> float | None:
+    """The row's value of a metric, None where the run has none (e.g. a client that printed no
+    percentile). Throughput of a TPC-C run is its NOPM, as HammerDB reports it."""
+    if m is THROUGHPUT:
+        v = r.nopm if r.workload == "tpcc" else r.ops_per_s
+    elif m is P99:
+        v = r.p99_ns / 1e6
+    else:
+        v = r.peak_rss_bytes / 2**20
+    return float(v) if v and v > 0 else None
+
+
+_NOT_TPCC = ("pattern", "key_bytes", "value_bytes", "batch", "client")
+
+
+def cell_of(r: RunRow) -> tuple:
+    """The row's cell. TPC-C cells are the same cell whichever engine ran them: the key-value
+    columns, which embedded and server runs fill differently, do not apply to TPC-C, and each
+    engine's own default mode (procedures on servers, rows embedded) is the same cell; a
+    mode other than the engine's default is a cell of its own."""
+    if r.workload == "tpcc":
+        mode = "" if r.tpcc_mode in ("", default_tpcc_mode(r.engine)) else r.tpcc_mode
+        client = "hammerdb" if r.client == "hammerdb" else ""  # alloclab's own client, whatever the mode, is ""
+        return tuple(client if f == "client" else "" if f in _NOT_TPCC else mode if f == "tpcc_mode"
+                     else getattr(r, f) for f in CELL_FIELDS)
+    return tuple(getattr(r, f) for f in CELL_FIELDS)
+
+
+def settings_of(cell: tuple) -> str:
+    """The cell's parameters other than engine, part and threads, as a short label."""
+    c = dict(zip(CELL_FIELDS, cell))
+    extra = "" if c["profile"] == "default" else f" profile={c['profile']}"
+    extra += "" if c["shape"] == "default" else f" shape={c['shape']}"
+    if c["workload"] == "tpcc":
+        mode = f" mode={c['tpcc_mode']}" if c.get("tpcc_mode") else ""
+        return f"w{c['warehouses']}{mode}{extra}"
+    if c["workload"] == "sysbench":
+        client = "" if c["client"] in ("", "sysbench") else f" client={c['client']}"
+        return f"{c['pattern']}{client}{extra}"
+    return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}{extra}"
+
+
+Unit = tuple  # (cell key as in runs.csv's `cell`, allocator): what one run of a round measures
+
+
+@dataclass(frozen=True)
+class Verdict:
+    comparison: str  # allocators | engines | profiles
+    engine: str
+    workload: str
+    threads: int
+    settings: str
+    metric: str
+    baseline: str
+    variant: str
+    n_baseline: int
+    n_variant: int
+    n_pairs: int
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+    rounds_to_decide: int | None
+    confidence: float
+    allocator: str
+    base_unit: Unit
+    var_unit: Unit
+
+    @property
+    def delta_pct(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1) * 100
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["base_unit"], d["var_unit"] = list(self.base_unit), list(self.var_unit)
+        return d
+
+
+CSV_COLUMNS = ("engine", "workload", "threads", "settings", "metric", "baseline", "variant", "n_baseline", "n_variant",
+               "ratio", "ci_low", "ci_high", "verdict", "rounds_to_decide", "comparison", "allocator", "n_pairs",
+               "confidence")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a study decides: the questions it asks, the bar for an answer, and when it looks."""
+
+    questions: tuple[str, ...] = ("allocators",)
+    baseline: str = "glibc"
+    baseline_engine: str = ""
+    margin: float = DEFAULT_MARGIN
+    target_ci: float = DEFAULT_TARGET_CI
+    min_runs: int = DEFAULT_MIN_RUNS
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    adaptive: bool = True
+    profiles: tuple[str, ...] = ()
+    looks: tuple[int, ...] = ()  # the rounds after which comparisons may be decided (adaptive)
+
+    @property
+    def planned_looks(self) -> tuple[int, ...]:
+        return self.looks or plan_looks(self.max_rounds, self.min_runs)
+
+    @property
+    def confidence(self) -> float:
+        """Per-look confidence: Pocock's level for the study's number of looks, overall 4 %."""
+        if not self.adaptive:
+            return 0.95
+        return 1 - stats.look_alpha(len(self.planned_looks), overall=OVERALL_ALPHA)
+
+    def last_look(self, rounds_done: int) -> int | None:
+        """The latest look at or before this many finished rounds, if any."""
+        return max((x for x in self.planned_looks if x <= rounds_done), default=None)
+
+    @classmethod
+    def from_plan(cls, plan: dict, schedule: dict | None = None) -> Policy:
+        """From a plan's JSON (plan.json) and its rounds.json (the looks it planned), so that a
+        report decides as the study did."""
+        allocs = [a["name"] if isinstance(a, dict) else a.name for a in plan.get("allocators", [])]
+        engines = list(plan.get("engines", []))
+        design = (schedule or {}).get("design") or {}
+        return cls(questions=tuple(plan.get("questions") or default_questions(allocs, engines)),
+                   baseline=plan.get("baseline") or (allocs[0] if allocs else "glibc"),
+                   baseline_engine=plan.get("baseline_engine") or (engines[0] if engines else ""),
+                   margin=float(plan.get("margin_pct", 100 * DEFAULT_MARGIN)) / 100,
+                   target_ci=float(plan.get("target_ci_pct", 100 * DEFAULT_TARGET_CI)) / 100,
+                   min_runs=int(plan.get("min_runs") or DEFAULT_MIN_RUNS),
+                   max_rounds=int(plan.get("max_rounds") or DEFAULT_MAX_ROUNDS),
+                   adaptive=plan.get("runs") is None,
+                   profiles=tuple(plan.get("profiles") or ()),
+                   looks=taken_looks(design, (schedule or {}).get("stop"), len((schedule or {}).get("rounds") or ())))
+
+
+def pair_key(r: RunRow) -> tuple[int, str]:
+    """Runs pair when they ran in the same round on the same node (a cell's runs of a round run
+    back to back on one machine); on one machine, that is the round."""
+    return (r.repeat, r.node)
+
+
+def mixed_machines(rows: Iterable[RunRow]) -> dict[str, dict[str, list[str]]]:
+    """cell -> machine fingerprint -> its nodes, for the cells whose valid runs came from machines
+    that differ (runner.FINGERPRINT_KEYS): their ratios pair runs within a node, and pool over
+    those machines, which the report says."""
+    by: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for r in rows:
+        if r.status == "ok" and r.allocator_verified and r.purpose == "measure":
+            by[r.cell][r.machine_fingerprint].add(r.node or "this machine")
+    return {c: {f: sorted(n) for f, n in fps.items()} for c, fps in by.items() if len(fps) > 1}
+
+
+def _groups(rows: Iterable[RunRow], m: MetricDef) -> dict[tuple, dict[str, dict[int, float]]]:
+    """cell tuple -> allocator -> (round, node) -> value, valid runs only (the first of a round wins)."""
+    out: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in sorted(rows, key=lambda r: r.index):
+        if r.status != "ok" or not r.allocator_verified:
+            continue
+        v = value(r, m)
+        if v is not None:
+            out[cell_of(r)][r.allocator].setdefault(pair_key(r), v)
+    return out
+
+
+def _cell_keys(rows: Iterable[RunRow]) -> dict[tuple, str]:
+    return {cell_of(r): r.cell for r in rows}
+
+
+def _pairs_to_compare(policy: Policy, cells: Iterable[tuple], allocators_of: dict) -> list[tuple]:
+    """(kind, base cell, base allocator, variant cell, variant allocator) for every question."""
+    cells = sorted(set(cells), key=lambda c: tuple(str(x) for x in c))
+    cellset = set(cells)
+    ei, pi = CELL_FIELDS.index("engine"), CELL_FIELDS.index("profile")
+    out = []
+    if "allocators" in policy.questions:
+        for c in cells:
+            if policy.baseline in allocators_of[c]:
+                out += [("allocators", c, policy.baseline, c, a) for a in allocators_of[c] if a != policy.baseline]
+    if "engines" in policy.questions:
+        for c in cells:
+            if c[ei] == policy.baseline_engine:
+                continue
+            ref = c[:ei] + (policy.baseline_engine,) + c[ei + 1:]
+            if ref in cellset:
+                out += [("engines", ref, a, c, a) for a in allocators_of[c] if a in allocators_of[ref]]
+    if "profiles" in policy.questions and len(policy.profiles) > 1:
+        first = policy.profiles[0]
+        for c in cells:
+            if c[pi] == first:
+                continue
+            ref = c[:pi] + (first,) + c[pi + 1:]
+            if ref in cellset:
+                out += [("profiles", ref, a, c, a) for a in allocators_of[c] if a in allocators_of[ref]]
+    return out
+
+
+def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[MetricDef] = METRICS) -> list[Verdict]:
+    """Every comparison the policy asks, on every metric, from the rows as they stand."""
+    keys = _cell_keys(rows)
+    out = []
+    conf = policy.confidence
+    for m in metrics:
+        groups = _groups(rows, m)
+        allocators_of = {c: list(g) for c, g in groups.items()}
+        for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
+            b, v = groups[bc][ba], groups[vc][va]
+            iv = stats.ratio_interval(b, v, confidence=conf)
+            if iv.ci_low is None:
+                word = "undecided"
+            else:
+                word = stats.verdict_word(iv.ci_low, iv.ci_high, m.higher_is_better, policy.margin)
+            todo = None
+            if word == "undecided":
+                n = iv.n_pairs if iv.paired else min(iv.n_baseline, iv.n_variant)
+                todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, n, confidence=conf, margin=policy.margin)
+            c = dict(zip(CELL_FIELDS, vc))
+            base_label = {"allocators": ba, "engines": bc[0], "profiles": bc[CELL_FIELDS.index("profile")]}[kind]
+            var_label = {"allocators": va, "engines": vc[0], "profiles": c["profile"]}[kind]
+            out.append(Verdict(
+                comparison=kind, engine=c["engine"], workload=c["part"], threads=int(c["threads"]),
+                settings=settings_of(vc), metric=m.name, baseline=base_label, variant=var_label,
+                n_baseline=iv.n_baseline, n_variant=iv.n_variant, n_pairs=iv.n_pairs, ratio=iv.ratio,
+                ci_low=iv.ci_low, ci_high=iv.ci_high, verdict=word, rounds_to_decide=todo, confidence=conf,
+                allocator=va, base_unit=(keys.get(bc, ""), ba), var_unit=(keys.get(vc, ""), va)))
+    return out
+
+
+@dataclass(frozen=True)
+class UnitState:
+    n_valid: int
+    attempts: int
+    failing: bool  # its last two attempts failed or were not proved: it gets no more runs
+    half_width: float | None  # own 95 % interval of the mean throughput, relative
+
+
+def unit_states(rows: list[RunRow]) -> dict[Unit, UnitState]:
+    by: dict[Unit, list[RunRow]] = defaultdict(list)
+    for r in sorted(rows, key=lambda r: r.index):
+        by[(r.cell, r.allocator)].append(r)
+    out = {}
+    for u, rs in by.items():
+        ok = [r for r in rs if r.status == "ok" and r.allocator_verified]
+        vals = [v for v in (value(r, THROUGHPUT) for r in ok) if v is not None]
+        last2 = rs[-2:]
+        failing = len(last2) == 2 and all(not (r.status == "ok" and r.allocator_verified) for r in last2)
+        out[u] = UnitState(len(ok), len(rs), failing,
+                           stats.mean_ci_half_width(vals) if len(vals) >= 2 else None)
+    return out
+
+
+def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Policy) -> tuple[set, dict[Unit, str]]:
+    """The units that get a run in the next round, and why each other unit does not.
+
+    Comparisons are decided only at the policy's looks: until the first, every unit runs; after
+    it, a unit runs while any comparison it takes part in (on throughput) was undecided at the
+    latest look. Stopping and deciding agree: a unit stops for its comparisons' verdicts
+    (equivalent included), never for its own precision alone. A unit with no comparison runs
+    until its own interval is within the target. A unit whose last two attempts failed gets no
+    more runs."""
+    units = list(units)
+    states = unit_states(rows)
+    empty = UnitState(0, 0, False, None)
+    done = max((r.repeat for r in rows), default=0)
+    look = policy.last_look(done) if policy.adaptive else done
+    if look is None:  # before the first look: everyone runs (but a unit that keeps failing)
+        why = {u: "its last two runs failed or were not proved" for u in units if states.get(u, empty).failing}
+        return {u for u in units if u not in why}, why
+    vs = verdicts([r for r in rows if r.repeat <= look], policy, (THROUGHPUT,))
+
+    def precise(u: Unit) -> bool:
+        hw = states.get(u, empty).half_width
+        return hw is not None and hw <= policy.target_ci
+
+    involved: dict[Unit, list[Verdict]] = defaultdict(list)
+    for v in vs:
+        involved[v.base_unit].append(v)
+        involved[v.var_unit].append(v)
+    active, why = set(), {}
+    for u in units:
+        st = states.get(u, empty)
+        if st.failing:
+            why[u] = "its last two runs failed or were not proved"
+            continue
+        if st.n_valid < policy.min_runs:
+            active.add(u)
+            continue
+        comps = involved.get(u, [])
+        if not comps:
+            if precise(u):
+                why[u] = f"its own interval is within ±{100 * policy.target_ci:g} %"
+            else:
+                active.add(u)
+            continue
+        if any(v.verdict == "undecided" for v in comps):
+            active.add(u)
+        else:
+            why[u] = f"every comparison it takes part in was decided at the look after round {look}"
+    # a comparison needs both sides in the same round: keep the partner of an active unit running
+    for v in vs:
+        if v.var_unit in active and v.base_unit in set(units) and not states.get(v.base_unit, empty).failing:
+            if v.verdict == "undecided" or states.get(v.base_unit, empty).n_valid < policy.min_runs:
+                active.add(v.base_unit)
+                why.pop(v.base_unit, None)
+    return active, why

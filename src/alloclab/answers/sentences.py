@@ -1,0 +1,278 @@
+"""The answers a study gives: one sentence per question, the verdict table sorted by effect,
+and what it would take to decide what is still undecided. Built from analyse.Study alone."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from alloclab.answers import analyse, decide, stats
+from alloclab.core.units import fmt_duration
+from alloclab.plan import presets
+from alloclab.plan.design import DEFAULT_MARGIN
+
+METRIC_TITLE = {"throughput": "throughput", "p99_latency": "p99 latency", "peak_rss": "peak RSS"}
+COMPARISON_NOUN = {"allocators": "allocator", "engines": "engine", "profiles": "profile"}
+
+
+@dataclass
+class Answers:
+    headline: str  # the first line: what is decided, or that nothing is and what would decide it
+    sentences: list[str]  # the details: one per question (cell), throughput first, with why
+    note: str  # how the intervals were made
+    verdicts: list[decide.Verdict]  # every comparison, sorted by effect within each metric
+    to_decide: str  # budget that would decide the rest ("" when nothing is left)
+    margin_pct: float = 100 * DEFAULT_MARGIN
+    lines: list[str] = field(default_factory=list)  # the short answer: one line per cell of the main question
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1f}".replace("-", "−")
+
+
+def _ci_pct(v: decide.Verdict) -> str:
+    lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
+    return f"{_pct(lo)} to +{_pct(hi)} %" if lo < 0 < hi else f"{_pct(lo)}–{_pct(hi)} %"
+
+
+def _rounds(v: decide.Verdict) -> str:
+    n = v.n_pairs or min(v.n_baseline, v.n_variant)
+    return f"{n} round{'s' if n != 1 else ''}"
+
+
+def phrase(v: decide.Verdict) -> str:
+    """"jemalloc is faster than glibc by 6.1 % (95 % CI 3.2–9.0 %, 7 rounds)" and the like."""
+    if v.ratio is None:
+        return f"{v.variant} against {v.baseline}: no valid runs to compare"
+    big = v.ratio >= 1.5 or v.ratio <= 1 / 1.5
+    if v.ci_low is None:
+        return (f"{v.variant} against {v.baseline}: undecided ({_pct(v.delta_pct):s} % from "
+                f"{_rounds(v)}, too few for an interval)")
+    if v.verdict in ("faster", "slower", "higher", "lower"):
+        if big:
+            return (f"{v.variant} is {v.ratio:.2f}× {v.baseline} ({v.verdict}; 95 % CI {v.ci_low:.2f}–"
+                    f"{v.ci_high:.2f}×, {_rounds(v)})")
+        lo, hi = sorted((abs(v.ci_low - 1) * 100, abs(v.ci_high - 1) * 100))
+        return (f"{v.variant} is {v.verdict} than {v.baseline} by {abs(v.delta_pct):.1f} % "
+                f"(95 % CI {lo:.1f}–{hi:.1f} %, {_rounds(v)})")
+    if v.verdict == "equivalent":
+        return (f"{v.variant} is equivalent to {v.baseline} ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} %, "
+                f"95 % CI {_ci_pct(v)}, {_rounds(v)})")
+    more = ""
+    if v.rounds_to_decide is not None:
+        more = (", more than 1,000 further rounds would be needed" if v.rounds_to_decide >= 1000 else
+                f", about {v.rounds_to_decide} more round{'s' if v.rounds_to_decide != 1 else ''} would decide")
+    return (f"{v.variant} against {v.baseline}: undecided ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} %, "
+            f"95 % CI {_ci_pct(v)}, {_rounds(v)}{more})")
+
+
+def cell_label(v: decide.Verdict) -> str:
+    """A cell as the forest plot and the short answers name it."""
+    threads = f"{v.threads} thread{'s' if v.threads != 1 else ''}"
+    if v.comparison == "allocators":
+        return f"{v.engine} {v.workload} ({v.settings}, {threads})"
+    return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator})"
+
+
+def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
+    """"jemalloc +6.1 % [+3.2, +9.0] faster" and the like; undecided says the precision reached."""
+    if v.ratio is None:
+        return f"{v.variant}: no valid runs"
+    d = v.delta_pct
+    if v.ci_low is None:
+        return f"{v.variant} {d:+.1f} % (no interval yet)"
+    lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
+    word = v.verdict
+    if word == "undecided" and lo < 0 < hi:  # no difference shown: say how large one could still be
+        word = f"equivalent within ±{max(-lo, hi):.1f} % (undecided at the ±{margin_pct:g} % margin)"
+    return f"{v.variant} {d:+.1f} % [{lo:+.1f}, {hi:+.1f}] {word}".replace("-", "−")
+
+
+def _question(v: decide.Verdict) -> tuple:
+    return (v.comparison, v.engine if v.comparison == "allocators" else "", v.workload, v.threads, v.settings,
+            v.allocator if v.comparison != "allocators" else "")
+
+
+def _where(v: decide.Verdict) -> str:
+    threads = f"{v.threads} thread{'s' if v.threads != 1 else ''}"
+    if v.comparison == "allocators":
+        return f"On {v.engine}, {v.workload} ({v.settings}, {threads})"
+    return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator})"
+
+
+def _effect(v: decide.Verdict) -> float:
+    return abs(math.log(v.ratio)) if v.ratio else 0.0
+
+
+def build(study: analyse.Study) -> Answers:
+    vs = study.verdicts()
+    pol = study.policy
+    primary = [v for v in vs if v.metric == "throughput"]
+    by_q: dict[tuple, list[decide.Verdict]] = defaultdict(list)
+    for v in primary:
+        by_q[_question(v)].append(v)
+    sentences = []
+    # the valid runs of each (cell, allocator), read once: measured ones, and the profiled ones
+    # whose allocator shares (only they have them) explain a verdict
+    by_unit: dict[tuple, list] = defaultdict(list)
+    for r in study.valid() + study.profiled():
+        by_unit[(r.cell, r.allocator)].append(r)
+    lines = []
+    for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
+        items = sorted(by_q[q], key=lambda v: -_effect(v))
+        what = "NOPM" if items[0].settings.startswith("w") and items[0].workload == "tpcc" else "throughput"
+        sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) + _why(by_unit, v) for v in items) + ".")
+        lines.append(f"{cell_label(items[0])}, {what} vs {items[0].baseline}: "
+                     + "; ".join(short(v, 100 * pol.margin) for v in items))
+    # latency and memory: a sentence where something is decided (the table holds the rest)
+    for metric in ("p99_latency", "peak_rss"):
+        by_m: dict[tuple, list[decide.Verdict]] = defaultdict(list)
+        for v in vs:
+            if v.metric == metric and v.verdict != "undecided":
+                by_m[_question(v)].append(v)
+        for q in sorted(by_m, key=lambda q: (-max(_effect(v) for v in by_m[q]), [str(x) for x in q])):
+            items = sorted(by_m[q], key=lambda v: -_effect(v))
+            sentences.append(f"{_where(items[0])}, {METRIC_TITLE[metric]}: " + "; ".join(phrase(v) for v in items)
+                             + ".")
+    notes = presets.published_caveats(study.plan, study.engines)
+    backward = [n.split(" reads ")[0] for n in analyse.engine_notes(study) if " reads a secondary index backwards" in n]
+    if backward:  # what a HammerDB run on the same engine would count without noticing
+        notes.append(f"{', '.join(backward)} read(s) index prefixes backwards wrongly (a customer's last order "
+                     "is missed; HammerDB's Order-Status would commit without it): alloclab's TPC-C reads "
+                     "forwards and fails a run that misses an order (warnings below).")
+    sentences = _unanswered(study) + sentences + notes
+    lines = _unanswered(study) + lines + notes
+    decided = [v for v in primary if v.verdict != "undecided"]
+    undecided = [v for v in primary if v.verdict == "undecided"]
+    counts = defaultdict(int)
+    for v in decided:
+        counts[v.verdict] += 1
+    stop = (study.schedule.get("stop") or {}).get("text", "")
+    rounds = max((r.repeat for r in study.rows), default=0)  # rounds in which a run finished
+    spent = study.schedule.get("elapsed_s")
+    to_decide = _to_decide(study, undecided)
+    if not primary:
+        headline = ("Nothing to compare: the study has no pair of " +
+                    " or ".join(COMPARISON_NOUN[q] + "s" for q in pol.questions) + " with valid runs in the same cell.")
+    elif not decided:
+        others = [v for v in vs if v.metric != "throughput" and v.verdict != "undecided"]
+        headline = (f"Nothing is decided yet on throughput: all {len(primary)} comparison(s) are undecided after "
+                    f"{rounds} round(s)" + (f" ({stop})" if stop else "") + ". "
+                    + (to_decide or "More rounds are needed.")
+                    + (f" Decided on latency or memory: {len(others)} (below)." if others else ""))
+    else:
+        parts = ", ".join(f"{n} {w}" for w, n in sorted(counts.items()))
+        headline = (f"{len(decided)} of {len(primary)} comparison(s) decided on throughput ({parts})"
+                    + (f"; {len(undecided)} undecided" if undecided else "")
+                    + f", after {rounds} round(s)" + (f" in {fmt_duration(spent)}" if spent else "")
+                    + (f"; stopped: {stop}" if stop else "") + "."
+                    + (f" {to_decide}" if undecided and to_decide else ""))
+    looks = pol.planned_looks
+    look = (f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
+            f"round{'s' if len(looks) > 1 else ''} {', '.join(map(str, looks))}), so that over all of them the "
+            "intervals hold together with about 95 % probability" if pol.adaptive
+            else "one look after a fixed number of runs")
+    turn = float(study.plan.get("slice_s") or 0)
+    paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn
+              else "runs of one round are interleaved")
+    note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
+            f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
+            f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided.")
+    order = {m.name: i for i, m in enumerate(decide.METRICS)}
+    table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
+    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin, lines)
+
+
+WHY_FIELDS = (("alloc_cpu_self_pct", "allocator share of CPU", "{:.1f} %"),
+              ("alloc_cs_pct", "context switches in the allocator", "{:.1f} %"),
+              ("fragmentation", "fragmentation (RSS ÷ live)", "{:.2f}"))
+
+
+def _why(by_unit: dict[tuple, list], v: decide.Verdict) -> str:
+    """What the runs of both sides say about the allocator itself: its share of the CPU samples
+    and the fragmentation of its memory, baseline → variant (medians), where both have them."""
+    parts = []
+    for column, label, fmt in WHY_FIELDS:
+        sides = []
+        for unit in (v.base_unit, v.var_unit):
+            vals = [getattr(r, column) for r in by_unit.get(tuple(unit), []) if getattr(r, column) is not None]
+            sides.append(stats.median(vals) if vals else None)
+        if None not in sides:
+            parts.append(f"{label} {fmt.format(sides[0])} → {fmt.format(sides[1])}")
+    return f" (why: {', '.join(parts)})" if parts else ""
+
+
+def _unanswered(study: analyse.Study) -> list[str]:
+    """A sentence for each engine none of whose runs counts: a question the study could not
+    answer is said first, with the commonest reason, never left out silently."""
+    out = []
+    valid = {r.engine for r in study.valid()}
+    for engine in sorted({r.engine for r in study.rows} - valid):
+        bad = [r for r in study.rows if r.engine == engine]
+        kinds: dict[str, list] = defaultdict(list)
+        for r in bad:
+            # the same failure with other numbers or names (customer names are upper case) is one kind
+            kinds[re.sub(r"\d+|\b[A-Z]{3,}\b", "N", r.reason.split(";")[-1])[:100]].append(r)
+        common = max(kinds.values(), key=len)
+        out.append(f"On {engine}, no run is valid ({len(bad)} failed or unproved), so nothing about it is answered; "
+                   f"{len(common)} of {len(bad)} for this reason, e.g.: {common[0].reason[:240]}.")
+    return out
+
+
+def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
+    """How many more rounds, and how much wall time at this study's pace, would decide the rest."""
+    todo = [v for v in undecided if v.rounds_to_decide is not None]
+    if not todo:
+        return ""
+    need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
+    walls = study.unit_walls()
+
+    def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
+        units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
+        return k * sum(walls.get(u, 0.0) for u in units)
+
+    half = need[(len(need) - 1) // 2]
+    lead = ""
+    if len(need) > 2 and half < need[-1]:
+        lead = (f"About {half} more round(s) (≈ {fmt_duration(cost(half))}) would decide "
+                f"{sum(1 for k in need if k <= half)} of the {len(need)} undecided; ")
+    rounds = need[-1]
+    per_round = cost(rounds) / rounds if rounds else 0.0
+    if rounds >= 1000:
+        return (lead + "the smallest differences are too small for this noise: more than 1,000 further rounds "
+                "would be needed; a quieter machine or longer windows would help more than rounds.")
+    text = lead + f"{'all' if lead else 'About'} {rounds} more round(s) would decide the rest"
+    if not study.policy.adaptive:
+        return (text + f" (this study ran a fixed number of runs: run it again without --runs, and with a budget of "
+                f"about {fmt_duration((rounds + 3) * per_round * 1.1)})." if per_round > 0 else text + ".")
+    if per_round > 0:
+        total = (study.schedule.get("elapsed_s") or 0) + rounds * per_round
+        text += (f" (≈ {fmt_duration(rounds * per_round)} more; alloclab run --resume {study.root} "
+                 f"--budget {fmt_duration(total * 1.1)})")
+    return text + "."
+
+
+def verdict_rows(answers: Answers) -> list[dict]:
+    return [{k: getattr(v, k) for k in decide.CSV_COLUMNS} for v in answers.verdicts]
+
+
+def to_json(answers: Answers) -> str:
+    return json.dumps({"headline": answers.headline, "answers": answers.lines, "details": answers.sentences,
+                       "note": answers.note,
+                       "verdicts": verdict_rows(answers)}, indent=2, default=str) + "\n"
+
+
+def to_markdown(answers: Answers) -> str:
+    """The answers as the command line prints them: the headline, one line per cell."""
+    lines = ["## Answers", "", f"**{answers.headline}**", ""]
+    lines += [f"- {s}" for s in answers.lines] or ["- (no comparison)"]
+    lines += ["", f"_{answers.note}_", ""]
+    return "\n".join(lines)
+
+
+def details_markdown(answers: Answers) -> str:
+    """Each question in a sentence, with why (the allocator's share of CPU, fragmentation)."""
+    return "\n".join(["## Why: each answer in full", ""] + [f"- {s}" for s in answers.sentences] + [""])

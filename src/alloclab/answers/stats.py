@@ -1,0 +1,367 @@
+"""Pure statistics for benchmark results: per-cell summaries with seeded bootstrap intervals,
+outlier flags, ratio comparisons between two groups of runs, spread across allocators and
+thread-sweep scaling. numpy only; no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy import stats as _scipy_stats
+
+from alloclab.plan.design import DEFAULT_MARGIN
+
+MIN_RUNS = 3
+_Z_CUTOFF = 3.5  # Iglewicz & Hoaglin
+_BATCH_CELLS = 1_000_000  # bound on resamples * n held in memory at once
+
+
+@dataclass(frozen=True)
+class CellStats:
+    n: int
+    median: float
+    mean: float
+    ci_low: float | None  # bootstrap CI of the median; None when n < 3
+    ci_high: float | None
+    cv: float | None  # stdev / mean; None when n < 2 or mean == 0
+    stdev: float | None  # ddof=1; None when n < 2
+    outliers: tuple[int, ...]  # indices with |modified z| > 3.5
+    enough: bool  # n >= 3
+    note: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ratio: float  # median(variant) / median(baseline)
+    ci_low: float | None  # bootstrap CI of the ratio; None when either n < 3
+    ci_high: float | None
+    verdict: str
+    delta_pct: float  # (ratio - 1) * 100
+
+
+@dataclass(frozen=True)
+class Scaling:
+    peak_x: float
+    peak_y: float
+    last_linear_x: float
+    collapse_x: float | None
+    collapse_y: float | None
+    collapse_fraction: float
+
+
+def _finite_array(values: Iterable[float], what: str = "values") -> np.ndarray:
+    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{what}: expected a flat sequence of numbers")
+    if arr.size == 0:
+        raise ValueError(f"{what}: empty")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{what}: contains NaN or infinity")
+    return arr
+
+
+def _check_bootstrap_args(resamples: int, confidence: float) -> None:
+    if int(resamples) != resamples or resamples < 1:
+        raise ValueError(f"resamples must be a positive integer, got {resamples!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+
+
+def _boot_stats(arr: np.ndarray, stat: Callable, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """stat of `resamples` resamples (with replacement) of arr, in batches to bound memory."""
+    n = arr.size
+    batch = max(1, _BATCH_CELLS // n)
+    out = []
+    for start in range(0, resamples, batch):
+        idx = rng.integers(0, n, size=(min(batch, resamples - start), n))
+        out.append(np.asarray(stat(arr[idx], axis=1), dtype=float))
+    return np.concatenate(out)
+
+
+def _percentile_interval(boot: np.ndarray, confidence: float) -> tuple[float, float]:
+    alpha = 1.0 - confidence
+    low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)
+
+
+def bootstrap_ci(values: Iterable[float], stat: Callable = np.median, *, seed: int = 0,
+                 resamples: int = 10000, confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of stat(values); `stat` must accept an `axis` argument.
+    Deterministic for a given seed."""
+    arr = _finite_array(values)
+    _check_bootstrap_args(resamples, confidence)
+    boot = _boot_stats(arr, stat, np.random.default_rng(seed), int(resamples))
+    return _percentile_interval(boot, confidence)
+
+
+def modified_z_scores(values: Iterable[float]) -> np.ndarray:
+    """Iglewicz-Hoaglin modified z-scores 0.6745 * (x - median) / MAD. When MAD is 0 the
+    mean-absolute-deviation variant (x - median) / (1.253314 * MeanAD) is used; when that is
+    0 too, all scores are 0."""
+    arr = _finite_array(values)
+    dev = arr - np.median(arr)
+    mad = float(np.median(np.abs(dev)))
+    if mad > 0:
+        return 0.6745 * dev / mad
+    mean_ad = float(np.mean(np.abs(dev)))
+    if mean_ad > 0:
+        return dev / (1.253314 * mean_ad)
+    return np.zeros_like(arr)
+
+
+def median(values: Iterable[float]) -> float:
+    """The median alone, for where no interval is wanted (describe() also bootstraps)."""
+    return float(np.median(_finite_array(values)))
+
+
+def describe(values: Iterable[float], *, seed: int = 0, resamples: int = 10000,
+             confidence: float = 0.95) -> CellStats:
+    """Summary of one cell's runs; the interval is a seeded bootstrap CI of the median."""
+    arr = _finite_array(values)
+    _check_bootstrap_args(resamples, confidence)
+    n = int(arr.size)
+    mean = float(np.mean(arr))
+    stdev = float(np.std(arr, ddof=1)) if n >= 2 else None
+    cv = stdev / mean if stdev is not None and mean != 0 else None
+    enough = n >= MIN_RUNS
+    ci_low = ci_high = None
+    if enough:
+        ci_low, ci_high = bootstrap_ci(arr, seed=seed, resamples=resamples, confidence=confidence)
+    outliers = tuple(int(i) for i in np.flatnonzero(np.abs(modified_z_scores(arr)) > _Z_CUTOFF))
+    note = "" if enough else f"n={n}: fewer than {MIN_RUNS} valid runs, no interval"
+    return CellStats(n=n, median=median(arr), mean=mean, ci_low=ci_low, ci_high=ci_high,
+                     cv=cv, stdev=stdev, outliers=outliers, enough=enough, note=note)
+
+
+def verdict_word(ci_low: float, ci_high: float, higher_is_better: bool = True,
+                 margin: float = DEFAULT_MARGIN) -> str:
+    """One word for an interval of a ratio variant/baseline: the direction when it excludes 1
+    (faster/slower for throughput, higher/lower for latency and memory), `equivalent` when it
+    lies wholly inside [1 - margin, 1 + margin], else `undecided`."""
+    up, down = ("faster", "slower") if higher_is_better else ("higher", "lower")
+    if ci_low > 1:
+        return up
+    if ci_high < 1:
+        return down
+    if ci_low >= 1 - margin and ci_high <= 1 + margin:
+        return "equivalent"
+    return "undecided"
+
+
+def _verdict(ci_low: float, ci_high: float, higher_is_better: bool) -> str:
+    return verdict_word(ci_low, ci_high, higher_is_better)
+
+
+def compare(baseline: Iterable[float], variant: Iterable[float], *, higher_is_better: bool = True,
+            seed: int = 0, resamples: int = 10000, confidence: float = 0.95) -> Comparison:
+    """Ratio of medians variant/baseline with a bootstrap CI (groups resampled independently).
+
+    The verdict describes the variant relative to the baseline, and only when the CI excludes 1:
+    with higher_is_better=True (throughput) "faster" (CI above 1) or "slower" (CI below 1);
+    with higher_is_better=False (latency, RSS) "higher" (CI above 1) or "lower" (CI below 1).
+    "equivalent" when it lies inside 1 +- 2 %, else "undecided"; "insufficient data" when either
+    group has n < 3.
+    Raises ValueError when the baseline median, or a resampled one, is not positive."""
+    base = _finite_array(baseline, "baseline")
+    var = _finite_array(variant, "variant")
+    _check_bootstrap_args(resamples, confidence)
+    base_median = float(np.median(base))
+    if base_median <= 0:
+        raise ValueError(f"baseline median is {base_median}: a ratio needs a positive baseline")
+    ratio = float(np.median(var)) / base_median
+    delta_pct = (ratio - 1.0) * 100.0
+    if base.size < MIN_RUNS or var.size < MIN_RUNS:
+        return Comparison(ratio, None, None, "insufficient data", delta_pct)
+    rng = np.random.default_rng(seed)
+    boot_base = _boot_stats(base, np.median, rng, int(resamples))
+    boot_var = _boot_stats(var, np.median, rng, int(resamples))
+    if np.any(boot_base <= 0):
+        raise ValueError("baseline median is not positive in some resamples: ratio undefined")
+    ci_low, ci_high = _percentile_interval(boot_var / boot_base, confidence)
+    return Comparison(ratio, ci_low, ci_high, _verdict(ci_low, ci_high, higher_is_better), delta_pct)
+
+
+def spread_pct(medians: Mapping[str, float]) -> tuple[str, str, float]:
+    """(best name, worst name, (best - worst) / worst * 100) for a higher-is-better metric.
+    Ties go to the first name in the mapping's order."""
+    if not medians:
+        raise ValueError("spread_pct: no medians")
+    names = list(medians)
+    vals = _finite_array([medians[k] for k in names], "medians")
+    best, worst = names[int(np.argmax(vals))], names[int(np.argmin(vals))]
+    if medians[worst] <= 0:
+        raise ValueError(f"spread_pct: worst median {medians[worst]} is not positive")
+    return best, worst, (medians[best] - medians[worst]) / medians[worst] * 100.0
+
+
+def _sorted_points(points: Mapping[float, float] | Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    pairs = list(points.items()) if isinstance(points, Mapping) else [tuple(p) for p in points]
+    if not pairs:
+        raise ValueError("scaling: no points")
+    if any(len(p) != 2 for p in pairs):
+        raise ValueError("scaling: each point must be an (x, y) pair")
+    xs = _finite_array([p[0] for p in pairs], "x")
+    ys = _finite_array([p[1] for p in pairs], "y")
+    if len(set(xs.tolist())) != xs.size:
+        raise ValueError("scaling: duplicate x values")
+    if np.any(xs <= 0) or np.any(ys < 0):
+        raise ValueError("scaling: x must be positive and y non-negative")
+    return sorted((int(x) if x.is_integer() else x, y) for x, y in zip(xs.tolist(), ys.tolist()))
+
+
+def scaling(points: Mapping[float, float] | Iterable[tuple[float, float]], *, tolerance: float = 0.05,
+            collapse_fraction: float = 0.5) -> Scaling:
+    """Peak, end of near-linear scaling and collapse of a sweep y(x) (e.g. throughput vs threads).
+
+    last_linear_x: the last x of the unbroken run from the smallest x0 where
+    y(x) >= (1 - tolerance) * y(x0) * x / x0 (x0 when y(x0) == 0).
+    collapse_x: the first x after the peak where y < collapse_fraction * peak_y, else None."""
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    if not 0 < collapse_fraction <= 1:
+        raise ValueError(f"collapse_fraction must be in (0, 1], got {collapse_fraction!r}")
+    pts = _sorted_points(points)
+    x0, y0 = pts[0]
+    last_linear_x = x0
+    if y0 > 0:
+        for x, y in pts[1:]:
+            if y < (1 - tolerance) * y0 * x / x0:
+                break
+            last_linear_x = x
+    peak_i = max(range(len(pts)), key=lambda i: (pts[i][1], -i))
+    peak_x, peak_y = pts[peak_i]
+    collapse = next(((x, y) for x, y in pts[peak_i + 1:] if y < collapse_fraction * peak_y), (None, None))
+    return Scaling(peak_x=peak_x, peak_y=peak_y, last_linear_x=last_linear_x, collapse_x=collapse[0],
+                   collapse_y=collapse[1], collapse_fraction=collapse_fraction)
+
+
+# --- verdicts from rounds: paired log ratios, adjusted for repeated looks ------------------
+#
+# A study that stops when a comparison is decided looks at its data after every round; a
+# plain 95 % interval looked at 30 times calls a true difference of 0 "faster" or "slower" in
+# about a quarter of studies (tests/test_verdicts.py shows it). Adaptive studies therefore use,
+# at every look, the per-look level of Pocock's group-sequential design for the largest number
+# of looks the study may take: the intervals then hold together, over all looks, with about
+# 95 % probability. A study with a fixed number of runs looks once and uses plain 95 %.
+
+# Pocock's nominal two-sided per-look alpha for an overall 0.05, by number of looks
+# (Jennison & Turnbull, Group Sequential Methods, table 2.1; 50 and 100 extrapolated as
+# log-linear, and lowered a little: our first looks have 2-4 degrees of freedom).
+_POCOCK = ((1, 0.05), (2, 0.0294), (3, 0.0221), (4, 0.0182), (5, 0.0158), (6, 0.0142), (8, 0.0120),
+           (10, 0.0106), (15, 0.0086), (20, 0.0075), (30, 0.0060), (50, 0.0048), (100, 0.0036))
+
+
+def look_alpha(looks: int, overall: float = 0.05) -> float:
+    """Per-look two-sided alpha so that `looks` looks keep the overall error near `overall`."""
+    if looks < 1:
+        raise ValueError(f"looks must be >= 1, got {looks!r}")
+    xs = [k for k, _ in _POCOCK]
+    ys = [a for _, a in _POCOCK]
+    if looks >= xs[-1]:
+        a = ys[-1] * (xs[-1] / looks) ** 0.25
+    else:
+        a = float(np.exp(np.interp(np.log(looks), np.log(xs), np.log(ys))))
+    return a * overall / 0.05
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """variant/baseline: the ratio (geometric mean of the per-round ratios when paired, else the
+    ratio of geometric means) and its interval, with what it rests on."""
+
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_baseline: int
+    n_variant: int
+    n_pairs: int
+    paired: bool
+    mean_log: float | None  # mean log ratio and its standard deviation (per pair or pooled)
+    sd_log: float | None
+    confidence: float
+
+
+def _t(confidence: float, df: float) -> float:
+    return float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, df))
+
+
+def ratio_interval(baseline: Mapping[int, float], variant: Mapping[int, float], *,
+                   confidence: float = 0.95) -> RatioInterval:
+    """Interval of variant/baseline from runs keyed by round. With 3 rounds or more in which both
+    ran, a paired t interval on the log ratios (each round's runs are interleaved, so the round's
+    machine state cancels); otherwise Welch's interval on the logs of each group (n >= 2 each);
+    otherwise no interval. Values must be positive."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    b = {k: float(v) for k, v in baseline.items()}
+    v = {k: float(x) for k, x in variant.items()}
+    for name, g in (("baseline", b), ("variant", v)):
+        vals = np.array(list(g.values()), dtype=float)
+        if vals.size and (not np.all(np.isfinite(vals)) or np.any(vals <= 0)):
+            raise ValueError(f"{name}: ratios need positive finite values")
+    pairs = sorted(set(b) & set(v))
+    nb, nv = len(b), len(v)
+    if not b or not v:
+        return RatioInterval(None, None, None, nb, nv, len(pairs), False, None, None, confidence)
+    if len(pairs) >= MIN_RUNS:
+        d = np.log([v[k] / b[k] for k in pairs])
+        n = d.size
+        m, sd = float(d.mean()), float(d.std(ddof=1))
+        half = _t(confidence, n - 1) * sd / np.sqrt(n)
+        return RatioInterval(float(np.exp(m)), float(np.exp(m - half)), float(np.exp(m + half)), nb, nv, n, True, m,
+                             sd, confidence)
+    lb, lv = np.log(list(b.values())), np.log(list(v.values()))
+    m = float(lv.mean() - lb.mean())
+    if nb < 2 or nv < 2:
+        return RatioInterval(float(np.exp(m)), None, None, nb, nv, len(pairs), False, m, None, confidence)
+    vb, vv = lb.var(ddof=1) / nb, lv.var(ddof=1) / nv
+    se = float(np.sqrt(vb + vv))
+    if se == 0:
+        df = float(nb + nv - 2)
+    else:
+        df = (vb + vv) ** 2 / (vb ** 2 / (nb - 1) + vv ** 2 / (nv - 1))
+    half = _t(confidence, df) * se
+    sd = se * np.sqrt(min(nb, nv))  # per-run spread that would give this standard error
+    return RatioInterval(float(np.exp(m)), float(np.exp(m - half)), float(np.exp(m + half)), nb, nv, len(pairs),
+                         False, m, float(sd), confidence)
+
+
+def rounds_to_decide(mean_log: float | None, sd_log: float | None, n: int, *, confidence: float,
+                     margin: float = DEFAULT_MARGIN, limit: int = 10_000) -> int | None:
+    """Further rounds after which an interval of this spread would be expected to decide: exclude
+    1 (when the estimate is outside the margin) or sit inside the margin (when it is inside).
+    None when nothing is known about the spread; `limit` when it would take longer than that."""
+    if mean_log is None or sd_log is None:
+        return None
+    if sd_log == 0:
+        return 0 if n >= MIN_RUNS else MIN_RUNS - n
+    lm = float(np.log1p(margin))
+    effect = abs(mean_log)
+    # the interval must shrink below the effect (to exclude 1) or below the room left inside
+    # the margin (to be equivalent), whichever is larger
+    need_half = max(effect, lm - effect)
+    if need_half <= 0:
+        return limit
+    def decides(total: int) -> bool:
+        return _t(confidence, total - 1) * sd_log / np.sqrt(total) < need_half
+
+    lo, hi = max(n, MIN_RUNS), n + limit
+    if not decides(hi):
+        return limit
+    while lo < hi:  # the half-width shrinks as rounds grow: the first total that decides
+        mid = (lo + hi) // 2
+        if decides(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo - n
+
+
+def mean_ci_half_width(values: Iterable[float], confidence: float = 0.95) -> float | None:
+    """Half-width of the t interval of the mean, relative to the mean (0.02 = +-2 %)."""
+    arr = _finite_array(values)
+    if arr.size < 2 or arr.mean() == 0:
+        return None
+    return float(_t(confidence, arr.size - 1) * arr.std(ddof=1) / np.sqrt(arr.size) / abs(arr.mean()))

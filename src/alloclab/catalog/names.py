@@ -1,0 +1,32 @@
+"""Every name a plan may use for engines and workloads: what each key of a plan accepts.
+
+Embedded engines run inside alloclab's driver; servers are catalog.targets'; TideSQL builds
+catalog.tidesql's.
+"""
+
+from __future__ import annotations
+
+# embedded engines (the driver's); the `null` engine stores nothing and tests the harness
+ENGINES = ("tidesdb", "rocksdb", "sqlite", "null")
+DEFAULT_ENGINES = ("tidesdb", "rocksdb", "sqlite")  # a plan that names none
+KV_WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range")
+WORKLOADS = KV_WORKLOADS + ("tpcc", "sysbench")
+# sysbench's OLTP tests, run by the real sysbench or natively by alloclab's driver
+SYSBENCH_TESTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write")
+SYSBENCH_CLIENTS = ("sysbench", "native")
+TPCC_ENGINES = ("tidesdb", "rocksdb", "sqlite")
+TPCC_MIXES = ("spec", "hammerdb")
+# TPC-C's clients: alloclab's own (native) or HammerDB (its TPROC-C, against MariaDB)
+TPCC_CLIENTS = ("native", "hammerdb")
+# how the client drives TPC-C: one CALL per transaction (servers' default, as HammerDB),
+# prepared set-based statements (SQL engines), or row at a time (every engine)
+TPCC_MODES = ("procedures", "statements", "rows")
+
+
+def default_tpcc_mode(engine: str) -> str:
+    return "rows" if engine in ENGINES else "procedures"
+
+
+PATTERNS = ("seq", "random", "zipfian", "uniform")
+SYNC = ("none", "full")
+COMPRESSION = ("none", "lz4", "zstd")

@@ -1,0 +1,132 @@
+"""Finding the native driver and turning a RunSpec into its command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from alloclab.alloc import allocators
+from alloclab.core.errors import AlloclabError
+from alloclab.plan import RunSpec
+
+BINARY = "alloclab-driver"
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def locate() -> Path:
+    """ALLOCLAB_DRIVER, then next to this Python (a venv's bin), then PATH, then the checkout's build."""
+    candidates = []
+    if os.environ.get("ALLOCLAB_DRIVER"):
+        candidates.append(Path(os.environ["ALLOCLAB_DRIVER"]))
+    candidates.append(Path(sys.executable).parent / BINARY)
+    on_path = shutil.which(BINARY)
+    if on_path:
+        candidates.append(Path(on_path))
+    candidates.append(REPO_ROOT / "driver" / "target" / "release" / BINARY)
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise AlloclabError("the native driver (alloclab-driver) is not built",
+                        "run ./setup.sh, or: cargo build --release --manifest-path driver/Cargo.toml")
+
+
+def locate_link(base: str) -> Path:
+    """The driver built with `base` linked in (alloclab-driver-<base>, beside the driver)."""
+    main = locate().resolve()
+    exe = main.parent / f"{BINARY}-{base}"
+    if not (exe.is_file() and os.access(exe, os.X_OK)):
+        raise AlloclabError(f"the driver with {base} linked in ({exe}) is not built",
+                            f"run ./setup.sh (it builds them), or: cargo build --release --manifest-path "
+                            f"driver/Cargo.toml --features link-{base} and copy the binary to {exe.name}")
+    return exe
+
+
+ACCOUNT_LIBRARY = "liballoclab_account.so"
+
+
+def account_library() -> Path | None:
+    """The helper preloaded into servers to read the allocator's account (built beside the
+    driver by setup.sh); None where it is not built."""
+    try:
+        lib = locate().resolve().parent / ACCOUNT_LIBRARY
+    except AlloclabError:
+        return None
+    return lib if lib.is_file() else None
+
+
+@functools.lru_cache(maxsize=8)
+def _link_proof(exe: str, mtime: float, base: str):
+    text = allocators.binding_text([exe, "info"])
+    return allocators.prove_binding(base, text, os.path.basename(exe))
+
+
+def link_proof(exe: Path, base: str):
+    """Where the linked driver's own malloc/free calls bind (a short start with
+    LD_DEBUG=bindings); cached per binary."""
+    return _link_proof(str(exe), exe.stat().st_mtime, base)
+
+
+def for_allocator(alloc, exe: Path) -> Path:
+    """The driver binary of a run: the linked build for name@link, else the driver."""
+    return locate_link(alloc.base) if alloc.link else exe
+
+
+def check_links(allocs) -> None:
+    """Preflight: every link-time build exists and its calls bind to its allocator."""
+    for a in allocs:
+        if a.link:
+            p = link_proof(locate_link(a.base), a.base)
+            if not p.verified:
+                raise AlloclabError(f"allocator {a.name} refused: {p.reason}",
+                                    "rebuild it with ./setup.sh; a build whose calls do not bind to the allocator "
+                                    "measures glibc")
+
+
+@functools.lru_cache(maxsize=4)
+def info(path: str | None = None) -> dict:
+    exe = path or str(locate())
+    try:
+        out = subprocess.run([exe, "info"], capture_output=True, text=True, timeout=30, check=True)
+        return json.loads(out.stdout)
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
+        raise AlloclabError(f"{exe} info failed: {e}", "rebuild the driver: ./setup.sh") from e
+
+
+def _engine_flags(options: dict) -> list[str]:
+    out = []
+    for k, v in sorted(options.items()):
+        out += ["--" + k.replace("_", "-"), str(v)]
+    return out
+
+
+def argv(exe: str | Path, spec: RunSpec, db_path: Path, events: Path, gate: bool = False) -> list[str]:
+    """The driver's command line for a run; `gate`: it measures in turns (interleave.py)."""
+    c = spec.cell
+    a = [str(exe), "run", "--engine", c.engine, "--db-path", str(db_path), "--workload", c.workload,
+         "--threads", str(c.threads), "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s),
+         "--interval-ms", str(spec.interval_ms), "--events", str(events)]
+    if c.workload == "tpcc":
+        a += ["--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--tpcc-mode", c.tpcc_mode, "--check"]
+        a += ["--all-warehouses"] if c.all_warehouses else []
+        a += ["--think"] if c.think else []
+    else:
+        a += ["--pattern", c.pattern, "--key-bytes", str(c.key_bytes), "--value-bytes", str(c.value_bytes),
+              "--batch", str(c.batch), "--range-len", str(c.range_len)]
+        if c.keyspace is not None:
+            a += ["--keyspace", str(c.keyspace)]
+    if c.duration_s is not None:
+        a += ["--duration-s", repr(c.duration_s)] + (["--gate"] if gate else [])
+    else:
+        a += ["--ops", str(c.ops)]
+    return a + _engine_flags(spec.engine_options)
+
+
+def load_argv(exe: str | Path, engine: str, db_path: Path, warehouses: int, loaders: int, seed: int,
+              engine_options: dict, events: Path) -> list[str]:
+    return [str(exe), "tpcc-load", "--engine", engine, "--db-path", str(db_path), "--warehouses", str(warehouses),
+            "--loaders", str(loaders), "--seed", str(seed), "--events", str(events)] + _engine_flags(engine_options)

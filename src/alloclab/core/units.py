@@ -1,0 +1,45 @@
+"""Parsing sizes and durations the way a user writes them."""
+
+from __future__ import annotations
+
+import re
+
+from alloclab.core.errors import AlloclabError
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(i?B?)?\s*$", re.I)
+_DUR = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?\s*$", re.I)
+
+
+def parse_size(value, key: str = "size") -> int:
+    """64, "64MiB", "64M", "1.5GiB" -> bytes (binary multiples)."""
+    if isinstance(value, bool):
+        raise AlloclabError(f"{key}: expected a size, got {value!r}", "write e.g. 67108864 or \"64MiB\"")
+    if isinstance(value, int):
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise AlloclabError(f"{key}: {value!r} is not a size", "write e.g. 67108864 or \"64MiB\"")
+    mult = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[m.group(2).upper()]
+    return int(float(m.group(1)) * mult)
+
+
+def parse_duration(value, key: str = "duration") -> float:
+    """10, "10s", "500ms", "2m", "1h" -> seconds."""
+    if isinstance(value, bool):
+        raise AlloclabError(f"{key}: expected a duration, got {value!r}", "write e.g. 10, \"10s\" or \"2m\"")
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _DUR.match(str(value))
+    if not m:
+        raise AlloclabError(f"{key}: {value!r} is not a duration", "write e.g. 10, \"10s\", \"500ms\" or \"2m\"")
+    mult = {None: 1, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}[m.group(2).lower() if m.group(2) else None]
+    return float(m.group(1)) * mult
+
+
+def fmt_duration(s: float) -> str:
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"

@@ -1,0 +1,84 @@
+"""What machine a study ran on, and with which versions: stored with every study."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import alloclab
+from alloclab.alloc import allocators
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _meminfo_bytes() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def filesystem_of(path: Path) -> dict:
+    """Mount point, device and type of the filesystem holding `path`."""
+    path = Path(path).resolve()
+    best = {"mount": "/", "type": "unknown", "device": "unknown"}
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            dev, mnt, fstype = line.split()[:3]
+            if (str(path) == mnt or str(path).startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best["mount"]):
+                best = {"mount": mnt, "type": fstype, "device": dev}
+    except OSError:
+        pass
+    return best
+
+
+def _git_commit() -> str | None:
+    root = Path(__file__).resolve().parents[3]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def describe(data_dir: Path, driver_info: dict | None) -> dict:
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": _cpu_model(),
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "os": _os_release(),
+        "memory_bytes": _meminfo_bytes(),
+        "data_filesystem": filesystem_of(data_dir),
+        "python": sys.version.split()[0],
+        "alloclab_version": alloclab.__version__,
+        "alloclab_commit": _git_commit(),
+        "driver": driver_info,
+        "allocators": allocators.library_version_list(),
+        "load_average": os.getloadavg(),
+    }
+
+
+def _os_release() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return platform.platform()

@@ -1,0 +1,105 @@
+"""A cell (everything that defines a measurement but the allocator and the repeat) with its one
+label, and a run's full description (RunSpec): plain JSON, so any node can execute it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from alloclab.alloc import allocators as alloc_mod
+from alloclab.catalog.names import default_tpcc_mode
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Everything that defines a measurement except the allocator and the repeat."""
+
+    engine: str
+    part: str
+    workload: str
+    pattern: str
+    key_bytes: int
+    value_bytes: int
+    batch: int
+    threads: int
+    ops: int | None
+    duration_s: float | None
+    keyspace: int | None
+    range_len: int
+    profile: str = "default"
+    # TPC-C only
+    warehouses: int = 0
+    loaders: int = 1
+    rampup_s: float | None = None
+    mix: str = "spec"
+    all_warehouses: bool = False
+    think: bool = False
+    # sysbench only
+    test: str = ""
+    client: str = "sysbench"
+    tables: int = 0
+    table_size: int = 0
+    shape: str = "default"
+    mode: str = ""  # TPC-C: procedures or rows ("" in folders from before modes: rows)
+
+    @property
+    def tpcc_mode(self) -> str:
+        """How the client drives TPC-C: the cell's mode, else the engine's default (cells from
+        before modes); HammerDB runs its own procedures; "" for other workloads."""
+        if self.workload != "tpcc":
+            return ""
+        return "procedures" if self.client == "hammerdb" else (self.mode or default_tpcc_mode(self.engine))
+
+    @property
+    def key(self) -> str:
+        base = f"{self.engine}/{self.part}/{self.workload}"
+        prof = "" if self.profile == "default" else f"/{self.profile}"
+        if self.workload == "tpcc":
+            mode = f"/{self.mode}" if self.mode and self.mode != default_tpcc_mode(self.engine) else ""
+            client = "/hammerdb" if self.client == "hammerdb" else ""
+            return f"{base}/w{self.warehouses}/vu{self.threads}{client}{mode}{prof}"
+        if self.workload == "sysbench":
+            shape = "" if self.shape == "default" else f"/{self.shape}"
+            client = "" if self.client == "sysbench" else f"/{self.client}"
+            return f"{base}/{self.test}{client}/{self.tables}x{self.table_size}/t{self.threads}{prof}{shape}"
+        return f"{base}/{self.pattern}/k{self.key_bytes}/v{self.value_bytes}/b{self.batch}/t{self.threads}{prof}"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    index: int
+    run_id: str
+    cell: Cell
+    allocator: alloc_mod.Allocator
+    repeat: int
+    seed: int
+    warmup_s: float
+    interval_ms: int
+    engine_options: dict
+    timeout_s: float
+    hang_timeout_s: float
+    study_seed: int = 0
+    server_cpus: str = ""
+    client_cpus: str = ""
+    server_memory_bytes: int = 0
+    # "measure": enters the statistics; "profile": perf records its measured window (CPU
+    # samples, context switches); "calls": uprobes count the allocator's calls and sizes.
+    # Profiling costs throughput, so profiled runs never enter the throughput statistics.
+    # "warmup": an unmeasured first run of a cell (plan key warmup_round).
+    purpose: str = "measure"
+    slice_s: float = 0.0  # > 0: measured in turns with the cell's other allocators (interleave.py)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["allocator"] = self.allocator.to_json()
+        d["cell_key"] = self.cell.key
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> RunSpec:
+        """The inverse of to_json, for --resume: plan.json holds every run spec."""
+        alloc = alloc_mod.Allocator.from_json(d["allocator"])
+        cell_names = {f.name for f in fields(Cell)}
+        spec = {k: v for k, v in d.items() if k in {f.name for f in fields(cls)}}
+        spec["cell"] = Cell(**{k: v for k, v in d["cell"].items() if k in cell_names})
+        spec["allocator"] = alloc
+        return cls(**spec)

@@ -1,0 +1,213 @@
+"""A plan from a preset, a TOML file or flags: all three become the same dictionary, which `load`
+checks key by key (unknown keys rejected, each message naming the key and the allowed values)
+and turns into a `Plan`. Validation reads the plan alone, never the machine (that is the
+preflight's, run.preflight)."""
+
+from __future__ import annotations
+
+import random
+
+from alloclab.alloc import allocators as alloc_mod
+from alloclab.catalog import targets, tidesql
+from alloclab.catalog.names import (
+    DEFAULT_ENGINES,
+    ENGINES,
+    SYSBENCH_CLIENTS,
+    SYSBENCH_TESTS,
+    TPCC_CLIENTS,
+    TPCC_ENGINES,
+    WORKLOADS,
+)
+from alloclab.core.errors import AlloclabError
+from alloclab.plan import design
+from alloclab.plan.presets import MIN_WINDOW_S
+from alloclab.plan.schema import MAX_RUNS, TOP_SCHEMA, check_table, server_names
+from alloclab.plan.spec import MIN_SLICE_S, Plan
+
+
+def _check_slices(plan: Plan) -> None:
+    """Turns (interleave.py) need alloclab's own client, which waits at a gate while the processes
+    under test are stopped, and windows in seconds."""
+    if plan.slice_s < MIN_SLICE_S:
+        raise AlloclabError(f"slice_s: a turn of {plan.slice_s:g} s is shorter than {MIN_SLICE_S:g} s, where the "
+                            "cost of handing over turns would show in the throughput",
+                            f"use 0 (no turns) or at least {MIN_SLICE_S * 1000:g}ms")
+    if plan.executor == "ray":
+        raise AlloclabError("slice_s: runs that take turns share one machine; a Ray cluster runs each run on a node "
+                            "of its own", "leave out --ray, or set slice_s = 0 (--slice 0)")
+    for c in plan.cells():
+        client = "sysbench" if c.workload == "sysbench" and c.client == "sysbench" else (
+            "HammerDB" if c.workload == "tpcc" and c.client == "hammerdb" else "")
+        if client:
+            raise AlloclabError(f"slice_s: turns need alloclab's own client, which waits for its turn; the cell "
+                                f"{c.key} is driven by {client}",
+                                "set slice_s = 0 (--slice 0), or use client = native")
+        if c.duration_s is None:
+            raise AlloclabError(f"slice_s: turns cut a window in seconds; the cell {c.key} counts operations",
+                                "give its workload duration_s (--duration), or set slice_s = 0 (--slice 0)")
+        if plan.slice_s > c.duration_s:
+            raise AlloclabError(f"slice_s: a turn of {plan.slice_s:g} s is longer than the {c.duration_s:g} s "
+                                f"window of {c.key}", f"use a slice of at most {c.duration_s:g} s")
+
+
+def load(raw: dict, found_allocators: dict | None = None, default_seed: int | None = None) -> Plan:
+    """Validate a plan dictionary completely and build the Plan. Raises AlloclabError."""
+    d = check_table("", raw, TOP_SCHEMA)
+    if "workloads" not in d:
+        raise AlloclabError("the plan has no workloads",
+                            "add [[workloads]] tables, name a --preset, or pass --workloads")
+    found = alloc_mod.discover() if found_allocators is None else found_allocators
+    names = d.get("allocators") or list(found)
+    allocs = [alloc_mod.parse(n, found) for n in names]
+    labels = [a.name for a in allocs]
+    if len(set(labels)) != len(labels):
+        raise AlloclabError(f"allocators: duplicate allocator in {labels}")
+    baseline = d.get("baseline", "glibc" if "glibc" in labels else labels[0])
+    if baseline not in labels:
+        raise AlloclabError(f"baseline: '{baseline}' is not among the plan's allocators",
+                            "allowed values: " + ", ".join(labels))
+    for i, w in enumerate(d["workloads"]):
+        if "workload" not in w:
+            raise AlloclabError(f"workloads[{i}]: missing key 'workload'", "allowed values: " + ", ".join(WORKLOADS))
+        if "ops" in w and "duration_s" in w:
+            raise AlloclabError(f"workloads[{i}]: give either ops or duration_s, not both")
+        tpcc_keys = {"warehouses", "loaders", "rampup_s", "mix", "mode", "all_warehouses", "think"}
+        if w["workload"] != "tpcc" and tpcc_keys & set(w):
+            raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(tpcc_keys & set(w)))} only apply to "
+                                "workload = \"tpcc\"")
+        engines = d.get("engines", list(DEFAULT_ENGINES))
+        if w["workload"] == "tpcc":
+            bad = [e for e in engines if e not in TPCC_ENGINES and e in ENGINES]
+            if bad:
+                raise AlloclabError(f"workloads[{i}]: TPC-C does not run on {', '.join(bad)}",
+                                    "allowed engines for tpcc: " + ", ".join(TPCC_ENGINES) + " and the servers")
+            embedded = [e for e in engines if e in ENGINES]
+            kv = [e for e in engines if e in ENGINES and e != "sqlite"]
+            if "procedures" in w.get("mode", []) and embedded:
+                raise AlloclabError(f"workloads[{i}].mode: procedures run inside a server, not in "
+                                    f"{', '.join(embedded)}",
+                                    "use mode = [\"rows\"] for embedded engines, or leave mode out (each engine "
+                                    "gets its default: procedures on servers, rows embedded)")
+            if "statements" in w.get("mode", []) and kv:
+                raise AlloclabError(f"workloads[{i}].mode: statements are SQL, which {', '.join(kv)} do not speak",
+                                    "statements run on the servers and sqlite; key-value engines run mode = "
+                                    "[\"rows\"]")
+        if w["workload"] == "tpcc" and "client" in w:
+            bad = [c for c in w["client"] if c not in TPCC_CLIENTS]
+            if bad:
+                raise AlloclabError(f"workloads[{i}].client: {bad[0]!r} does not run TPC-C",
+                                    "allowed values for tpcc: native (alloclab's client), hammerdb")
+            if "hammerdb" in w["client"]:
+                not_maria = [e for e in engines if e in ENGINES or targets.parse(e).kind != "mariadb"]
+                if not_maria:
+                    raise AlloclabError(f"workloads[{i}].client: HammerDB's TPROC-C runs here against MariaDB only, "
+                                        f"not {', '.join(not_maria)}",
+                                        "use mariadb-innodb, mariadb-myrocks, mariadb11-* or mariadb:ENGINE=plugin.so")
+                if w.get("mode"):
+                    raise AlloclabError(f"workloads[{i}].mode: HammerDB runs its own stored procedures; mode is for "
+                                        "the native client", "drop mode, or run client = [\"native\"]")
+                if "ops" in w:
+                    raise AlloclabError(f"workloads[{i}].ops: HammerDB runs for a time, not a count",
+                                        "give duration_s (HammerDB counts in steps of 6 s)")
+                w.setdefault("duration_s", 30.0)  # HammerDB's timed test (it has no count of transactions)
+                if w.get("mix", "hammerdb") != "hammerdb":
+                    raise AlloclabError(f"workloads[{i}].mix: HammerDB's mix is its own (10/10/1/1/1 of 23)",
+                                        "set mix = \"hammerdb\" (or leave it out) with client = \"hammerdb\"")
+        sb_keys = {"test", "tables", "table_size"} | ({"client"} if w["workload"] != "tpcc" else set())
+        if w["workload"] != "sysbench" and sb_keys & set(w):
+            raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(sb_keys & set(w)))} only apply to "
+                                "workload = \"sysbench\"")
+        if w["workload"] == "sysbench":
+            if "test" not in w:
+                raise AlloclabError(f"workloads[{i}]: sysbench needs a test", "allowed values: "
+                                    + ", ".join(SYSBENCH_TESTS))
+            bad = [c for c in w.get("client", []) if c not in SYSBENCH_CLIENTS]
+            if bad:
+                raise AlloclabError(f"workloads[{i}].client: {bad[0]!r} does not run sysbench's tests",
+                                    "allowed values for sysbench: sysbench, native")
+            bad = [e for e in engines if e in ENGINES]
+            if bad:
+                raise AlloclabError(f"workloads[{i}]: sysbench runs against a server, not {', '.join(bad)}",
+                                    "allowed engines for sysbench: " + ", ".join(server_names())
+                                    + ", mariadb:ENGINE=plugin.so")
+        elif w["workload"] != "tpcc" and any(e not in ENGINES for e in engines):
+            servers = [e for e in engines if e not in ENGINES]
+            raise AlloclabError(f"workloads[{i}]: {w['workload']} runs in-process on an embedded engine, not on "
+                                f"{', '.join(servers)} (yet)", "use workload = \"sysbench\" against servers")
+    scale = d.get("scale", "quick")
+    floor = d.get("min_window_s", MIN_WINDOW_S[scale])
+    for i, w in enumerate(d["workloads"]):
+        if "duration_s" in w and w["duration_s"] < floor:
+            raise AlloclabError(
+                f"workloads[{i}].duration_s: {w['duration_s']:g} s is shorter than the {floor:g} s floor of a measured "
+                f"window at scale {scale} (shorter windows measure noise)",
+                f"use --duration {floor:g}s or more, --scale smoke for a quick check, or set min_window_s")
+    engines_all = d.get("engines", list(DEFAULT_ENGINES))
+    if "baseline_engine" in d and d["baseline_engine"] not in engines_all:
+        raise AlloclabError(f"baseline_engine: '{d['baseline_engine']}' is not among the plan's engines",
+                            "allowed values: " + ", ".join(engines_all))
+    if "runs" in d and {"target_ci_pct", "min_runs", "max_rounds"} & set(d):
+        given = ", ".join(sorted({"target_ci_pct", "min_runs", "max_rounds"} & set(d)))
+        raise AlloclabError(f"runs = {d['runs']} fixes the number of runs; {given} only apply to a study that runs "
+                            "rounds until it is decided", "drop runs (or --runs) for adaptive rounds, or drop " + given)
+    if d.get("min_runs", 0) > d.get("max_rounds", design.DEFAULT_MAX_ROUNDS):
+        raise AlloclabError(f"min_runs ({d['min_runs']}) is more than max_rounds "
+                            f"({d.get('max_rounds', design.DEFAULT_MAX_ROUNDS)})", "raise max_rounds or lower min_runs")
+    seed = d.get("seed", default_seed if default_seed is not None else random.SystemRandom().randrange(1 << 31))
+    plan = Plan(
+        name=d.get("name", d.get("preset", "study")),
+        preset=d.get("preset"),
+        scale=scale,
+        seed=seed,
+        runs=d.get("runs"),
+        engines=d.get("engines", list(DEFAULT_ENGINES)),
+        allocators=allocs,
+        baseline=baseline,
+        workloads=d["workloads"],
+        engine_options=d.get("engine_options", {}),
+        profiles=d.get("profiles", {}),
+        shapes=d.get("shapes", {}),
+        server_cpus=d.get("server_cpus", ""),
+        client_cpus=d.get("client_cpus", ""),
+        server_memory_bytes=d.get("server_memory_bytes", 0),
+        warmup_s=d.get("warmup_s", 0.0),
+        interval_ms=d.get("interval_ms", 1000),
+        run_timeout_s=d.get("run_timeout_s", 1800.0),
+        hang_timeout_s=d.get("hang_timeout_s", 300.0),
+        target_ci_pct=d.get("target_ci_pct", 100 * design.DEFAULT_TARGET_CI),
+        margin_pct=d.get("margin_pct", 100 * design.DEFAULT_MARGIN),
+        budget=d.get("budget"),
+        min_runs=d.get("min_runs", design.DEFAULT_MIN_RUNS),
+        max_rounds=d.get("max_rounds", design.DEFAULT_MAX_ROUNDS),
+        min_window_s=floor,
+        questions=d.get("questions") or design.default_questions(labels, engines_all),
+        baseline_engine=d.get("baseline_engine", engines_all[0]),
+        perf=d.get("perf", False),
+        profile_runs=d.get("profile_runs", 2),
+        warmup_round=d.get("warmup_round", False),
+        slice_s=d.get("slice_s", 0.0),
+        executor=d.get("executor", "ray" if d.get("ray_address") else "local"),
+        ray_address=d.get("ray_address", ""),
+    )
+    if plan.slice_s:
+        _check_slices(plan)
+    servers = [e for e in plan.engines if e not in ENGINES]
+    if servers:
+        linked = [a.name for a in allocs if a.link]
+        for e in servers:
+            t = targets.parse(e)
+            if linked:
+                why = "a server loads the allocator it is started with (preload)"
+                if t.tidesql:
+                    why = tidesql.LINKED_IN_PLUGIN + "; preload is the only effective way for a plugin"
+                raise AlloclabError(f"allocators {', '.join(linked)} are link-time builds of the embedded driver; "
+                                    f"they do not apply to {e}: {why}",
+                                    "use preloaded allocators (jemalloc, mimalloc, ...) for servers, or run "
+                                    "@link allocators on tidesdb, rocksdb, sqlite in a separate study")
+            for prof in plan.profiles or {"small": {}, "sysbench": {}}:
+                targets.load_profile(t, prof)
+    n_runs = len(plan.cells()) * len(allocs) * (plan.runs or plan.max_rounds)  # duplicate cells are an error here too
+    if n_runs > MAX_RUNS:
+        raise AlloclabError(f"the plan expands to {n_runs} runs, more than {MAX_RUNS}",
+                            "split it into several studies, or use fewer parameters, allocators or repeats")
+    return plan

@@ -1,0 +1,266 @@
+"""The plan's schema: each key has a checker that returns the clean value or raises, naming the
+key and what is allowed. Names come from the catalog; defaults of a study's design from design."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from alloclab.catalog import targets
+from alloclab.catalog.names import (
+    COMPRESSION,
+    ENGINES,
+    PATTERNS,
+    SYNC,
+    SYSBENCH_CLIENTS,
+    SYSBENCH_TESTS,
+    TPCC_CLIENTS,
+    TPCC_MIXES,
+    TPCC_MODES,
+    WORKLOADS,
+)
+from alloclab.core.errors import AlloclabError
+from alloclab.core.units import parse_duration, parse_size
+from alloclab.host.placement import parse_cpus
+from alloclab.plan import design
+from alloclab.plan.presets import SCALES
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+MAX_RUNS = 100_000
+MAX_THREADS = 100_000
+MAX_BYTES = 1 << 50
+
+
+def _int(lo: int = 0, hi: int = 2**62) -> Callable[[str, Any], int]:
+    def check(key, v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise AlloclabError(f"{key}: expected an integer >= {lo}, got {v!r}")
+        if v < lo:
+            raise AlloclabError(f"{key}: must be >= {lo}, got {v}")
+        if v > hi:
+            raise AlloclabError(f"{key}: must be <= {hi}, got {v}")
+        return v
+    return check
+
+
+def _size(lo: int = 1) -> Callable[[str, Any], int]:
+    def check(key, v):
+        n = parse_size(v, key)
+        if n < lo or n > MAX_BYTES:
+            raise AlloclabError(f"{key}: must be between {lo} bytes and 1 PiB, got {v!r}")
+        return n
+    return check
+
+
+def _seconds(lo: float = 0.0, strict: bool = False) -> Callable[[str, Any], float]:
+    def check(key, v):
+        s = parse_duration(v, key)
+        if not math.isfinite(s) or s < lo or (strict and s <= lo):
+            raise AlloclabError(f"{key}: must be a duration {'>' if strict else '>='} {lo}s, got {v!r}")
+        return s
+    return check
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def check(key, v):
+        if v not in options:
+            raise AlloclabError(f"{key}: {v!r} is not allowed", "allowed values: " + ", ".join(options))
+        return v
+    return check
+
+
+def _pct(lo: float, hi: float) -> Callable[[str, Any], float]:
+    def check(key, v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise AlloclabError(f"{key}: expected a percentage between {lo:g} and {hi:g}, got {v!r}")
+        if not lo < v <= hi:
+            raise AlloclabError(f"{key}: must be above {lo:g} and at most {hi:g} (a percentage), got {v!r}")
+        return float(v)
+    return check
+
+
+def _bool(key, v):
+    if not isinstance(v, bool):
+        raise AlloclabError(f"{key}: expected true or false, got {v!r}")
+    return v
+
+
+def _engine(key, v):
+    """An embedded engine, or a server target (mariadb-innodb, mariadb-myrocks, postgres,
+    mariadb:ENGINE=plugin.so)."""
+    if v in ENGINES:
+        return v
+    if isinstance(v, str):
+        try:
+            return targets.parse(v).name
+        except AlloclabError as e:
+            if v.startswith("mariadb11-tidesdb@"):  # a build it does not know: say which it knows
+                raise AlloclabError(f"{key}: {e.message}", e.hint) from None
+    raise AlloclabError(f"{key}: {v!r} is not allowed",
+                        "allowed values: " + ", ".join(ENGINES + tuple(server_names())) +
+                        ", mariadb11-tidesdb@BUILD (4.2.5, seed000, seed003), mariadb:ENGINE=plugin.so")
+
+
+def server_names() -> list[str]:
+    return list(targets.BUILTIN)
+
+
+def _cpus(key, v):
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
+        raise AlloclabError(f"{key}: expected a CPU list such as \"0-3\", got {v!r}")
+    parse_cpus(str(v), key)
+    return str(v)
+
+
+def _text(key, v):
+    if not isinstance(v, str) or not v.strip():
+        raise AlloclabError(f"{key}: expected a non-empty string, got {v!r}")
+    return v
+
+
+def _list_of(check: Callable, allow_scalar: bool = True) -> Callable[[str, Any], list]:
+    def run(key, v):
+        if not isinstance(v, list):
+            if not allow_scalar:
+                raise AlloclabError(f"{key}: expected a list, got {v!r}")
+            v = [v]
+        if not v:
+            raise AlloclabError(f"{key}: the list is empty")
+        out = [check(f"{key}[{i}]", x) for i, x in enumerate(v)]
+        if len(set(map(str, out))) != len(out):
+            raise AlloclabError(f"{key}: duplicate values in {v!r}")
+        return out
+    return run
+
+
+def check_table(where: str, table: Any, schema: dict[str, Callable]) -> dict:
+    if not isinstance(table, dict):
+        raise AlloclabError(f"{where}: expected a table, got {table!r}")
+    unknown = sorted(set(map(str, table)) - set(schema))
+    if unknown:
+        raise AlloclabError(f"{where}: unknown key(s) {', '.join(unknown)}",
+                            "allowed keys: " + ", ".join(sorted(schema)))
+    return {k: schema[k](f"{where}.{k}" if where else k, v) for k, v in table.items()}
+
+
+ENGINE_OPTIONS = {
+    "memtable_bytes": _size(4096),
+    "block_cache_bytes": _size(0),
+    "sync": _choice(SYNC),
+    "compression": _choice(COMPRESSION),
+    "flush_threads": _int(1),
+    "compaction_threads": _int(1),
+    "null_latency_ns": _int(0),
+}
+
+WORKLOAD_SCHEMA = {
+    "part": _text,
+    "workload": _choice(WORKLOADS),
+    "pattern": _list_of(_choice(PATTERNS)),
+    "key_bytes": _list_of(_size(8)),
+    "value_bytes": _list_of(_size(1)),
+    "batch": _list_of(_int(1)),
+    "threads": _list_of(_int(1, MAX_THREADS)),
+    "ops": _int(1),
+    "duration_s": _seconds(0.0, strict=True),
+    "keyspace": _int(1),
+    "range_len": _int(1),
+    # TPC-C
+    "warehouses": _list_of(_int(1)),
+    "loaders": _int(1),
+    "rampup_s": _seconds(0.0),
+    "mix": _choice(TPCC_MIXES),
+    "mode": _list_of(_choice(TPCC_MODES)),
+    "all_warehouses": _bool,
+    "think": _bool,
+    # sysbench against a server target
+    "test": _list_of(_choice(SYSBENCH_TESTS)),
+    # the client: sysbench's tests: sysbench or native; TPC-C: native (alloclab's) or hammerdb
+    "client": _list_of(_choice(SYSBENCH_CLIENTS + TPCC_CLIENTS[1:])),
+    "tables": _int(1, 10_000),
+    "table_size": _int(1),
+}
+
+SHAPE_SCHEMA = {"server_cpus": _cpus, "client_cpus": _cpus, "server_memory_bytes": _size(1 << 24)}
+
+
+def _named_tables(key, v, schema):
+    if not isinstance(v, dict) or not v:
+        raise AlloclabError(f"{key}: expected a table of named settings, e.g. [{key}.small]")
+    for name in v:
+        if not re.match(r"^[A-Za-z0-9_-]+$", str(name)):
+            raise AlloclabError(f"{key}: name {name!r} may hold only letters, digits, '_' and '-'")
+    return {name: check_table(f"{key}.{name}", table, schema) for name, table in v.items()}
+
+
+def _workloads(key, v):
+    if not isinstance(v, list) or not v:
+        raise AlloclabError(f"{key}: expected a non-empty array of tables ([[workloads]])")
+    return [check_table(f"{key}[{i}]", w, WORKLOAD_SCHEMA) for i, w in enumerate(v)]
+
+
+EXECUTORS = ("local", "ray")
+
+TOP_SCHEMA = {
+    "name": _text,
+    "preset": _text,
+    "scale": _choice(SCALES),
+    "seed": _int(0),
+    "runs": _int(1, 10_000),
+    # adaptive rounds (when `runs` is not given): see design.py
+    "target_ci_pct": _pct(0, 100),
+    "margin_pct": _pct(0, 100),
+    "budget": _seconds(0.0, strict=True),
+    "min_runs": _int(2, 1000),
+    "max_rounds": _int(2, 1000),
+    "min_window_s": _seconds(0.0),
+    "questions": _list_of(_choice(design.QUESTIONS)),
+    "baseline_engine": _text,
+    "engines": _list_of(_engine),
+    "allocators": _list_of(_text),
+    "baseline": _text,
+    "warmup_s": _seconds(0.0),
+    # measure a cell's allocators in turns of this many seconds (interleave.py); 0: one after another
+    "slice_s": _seconds(0.0),
+    # one unmeasured run of each cell (baseline allocator) before round 1: the first run on a
+    # cold machine (page cache, fresh files, CPU clocks) is slower than the rest
+    "warmup_round": _bool,
+    "interval_ms": _int(10),
+    "run_timeout_s": _seconds(0.0, strict=True),
+    "hang_timeout_s": _seconds(0.0, strict=True),
+    "engine_options": lambda k, v: check_table(k, v, ENGINE_OPTIONS),
+    "profiles": lambda k, v: _named_tables(k, v, ENGINE_OPTIONS),
+    "shapes": lambda k, v: _named_tables(k, v, SHAPE_SCHEMA),
+    "server_cpus": _cpus,
+    "client_cpus": _cpus,
+    "server_memory_bytes": _size(1 << 24),
+    "workloads": _workloads,
+    # profiled runs beside the measured ones: perf CPU samples and context switches of the
+    # measured window, and a short run counting the allocator's calls (uprobes)
+    "perf": _bool,
+    "profile_runs": _int(1, 100),
+    # where runs execute: this machine, or the nodes of a Ray cluster (fleet.py), one run per node
+    "executor": _choice(EXECUTORS),
+    "ray_address": _text,
+}
+
+WORKLOAD_DEFAULTS = {"pattern": ["random"], "key_bytes": [16], "value_bytes": [100], "batch": [1],
+                     "threads": [1], "range_len": 100}
+
+
+def read_toml(path: str | Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise AlloclabError(f"cannot read plan file {path}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise AlloclabError(f"plan file {path} is not valid TOML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise AlloclabError(f"plan file {path} is not UTF-8 text (byte {e.start})", "save it as UTF-8") from e

@@ -1,0 +1,182 @@
+"""Plan: a study's matrix, validated whole before the first run (plan.load), expanded in
+interleaved, seeded rounds."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from alloclab.alloc import allocators as alloc_mod
+from alloclab.catalog.names import default_tpcc_mode
+from alloclab.core.errors import AlloclabError
+from alloclab.plan import design
+from alloclab.plan.cell import Cell, RunSpec
+from alloclab.plan.schema import WORKLOAD_DEFAULTS
+
+
+@dataclass
+class Plan:
+    name: str
+    preset: str | None
+    scale: str
+    seed: int
+    runs: int | None  # exactly this many rounds; None: rounds until decided or out of budget
+    engines: list[str]
+    allocators: list[alloc_mod.Allocator]
+    baseline: str
+    workloads: list[dict]
+    engine_options: dict = field(default_factory=dict)
+    profiles: dict = field(default_factory=dict)
+    shapes: dict = field(default_factory=dict)
+    server_cpus: str = ""
+    client_cpus: str = ""
+    server_memory_bytes: int = 0
+    warmup_s: float = 0.0
+    interval_ms: int = 1000
+    run_timeout_s: float = 1800.0
+    hang_timeout_s: float = 300.0
+    target_ci_pct: float = 100 * design.DEFAULT_TARGET_CI
+    margin_pct: float = 100 * design.DEFAULT_MARGIN
+    budget: float | None = None  # seconds of wall time for the whole study, over every sitting
+    min_runs: int = design.DEFAULT_MIN_RUNS
+    max_rounds: int = design.DEFAULT_MAX_ROUNDS
+    min_window_s: float = 0.0
+    questions: list[str] = field(default_factory=lambda: ["allocators"])
+    baseline_engine: str = ""
+    perf: bool = False  # add profiled runs beside the measured ones (--profile)
+    profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
+    warmup_round: bool = False  # one unmeasured run per cell before round 1
+    slice_s: float = 0.0  # > 0: a cell's measured runs of a round take turns of this length
+    perf_absent: str = ""  # why profiles were asked for and could not be recorded here (preflight)
+    executor: str = "local"  # "ray": the runs go to the nodes of a Ray cluster (fleet.py)
+    ray_address: str = ""  # the cluster's address (host:port); empty: Ray's own default (RAY_ADDRESS, "auto")
+
+    @property
+    def adaptive(self) -> bool:
+        return self.runs is None
+
+    def units(self) -> list[tuple[str, str]]:
+        """(cell key, allocator): what one run of a round measures."""
+        return [(c.key, a.name) for c in self.cells() for a in self.allocators]
+
+    def cells(self) -> list[Cell]:
+        out = []
+        for engine in self.engines:
+            for profile, shape in itertools.product(self.profiles or {"default": {}}, self.shapes or {"default": {}}):
+                for w in self.workloads:
+                    w = {**WORKLOAD_DEFAULTS, **w}
+                    tpcc = w["workload"] == "tpcc"
+                    modes = w.get("mode") or [default_tpcc_mode(engine)] if tpcc else [""]
+                    for pattern, kb, vb, batch, threads, wh, test, client, mode in itertools.product(
+                            w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"],
+                            w.get("warehouses", [1 if tpcc else 0]), w.get("test", [""]),
+                            w.get("client", ["native" if tpcc else "sysbench"]),
+                            modes if not (tpcc and "hammerdb" in w.get("client", [])) else [""]):
+                        ops = w.get("ops")
+                        if ops is None and "duration_s" not in w:
+                            ops = 100_000
+                        out.append(Cell(
+                            engine=engine, part=w.get("part", w["workload"]), workload=w["workload"],
+                            pattern=pattern, key_bytes=kb, value_bytes=vb, batch=batch, threads=threads,
+                            ops=ops if "duration_s" not in w else None, duration_s=w.get("duration_s"),
+                            keyspace=w.get("keyspace"), range_len=w["range_len"], profile=profile,
+                            warehouses=wh if tpcc else 0, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
+                            mix=w.get("mix", "hammerdb" if client == "hammerdb" else "spec"),
+                            all_warehouses=w.get("all_warehouses", False),
+                            think=w.get("think", False), test=test, client=client, tables=w.get("tables", 10),
+                            table_size=w.get("table_size", 100_000), shape=shape, mode=mode))
+        seen = set()
+        for c in out:
+            if c.key in seen:
+                raise AlloclabError(f"the plan has the cell {c.key} twice",
+                                    "give each [[workloads]] entry its own 'part' name or different parameters")
+            seen.add(c.key)
+        return out
+
+    def expand(self) -> list[RunSpec]:
+        """Every run of a fixed study (`runs` rounds of every unit), in the order they run."""
+        specs: list[RunSpec] = []
+        for rnd in range(1, (self.runs or self.min_runs) + 1):
+            specs += self.round_specs(rnd, None, len(specs) + 1)
+        return specs
+
+    def round_seed(self, rnd: int) -> int:
+        return _derive_seed(self.seed, "round", rnd)
+
+    def round_specs(self, rnd: int, active: set | None, first_index: int) -> list[RunSpec]:
+        """One round: every active (cell, allocator) once. Cells in a fresh order drawn from the
+        round's seed; on each cell its allocators back to back (A B C), starting from a different
+        allocator each round, so that drift and warm caches do not favour one allocator."""
+        rng = random.Random(self.round_seed(rnd))
+        order = self.cells()
+        rng.shuffle(order)
+        specs: list[RunSpec] = []
+        for ci, cell in enumerate(order):
+            k = (rnd - 1 + ci) % len(self.allocators)
+            turn = self.allocators[k:] + self.allocators[:k]
+            runs = [(a, "measure") for a in turn if active is None or (cell.key, a.name) in active]
+            if rnd == 1 and self.warmup_round:  # never measured: warms the machine for this cell
+                runs.insert(0, (self.baseline_allocator(), "warmup"))
+            if self.perf and rnd <= self.profile_runs:
+                # separate runs, right after the measured ones of the same cell: a profile
+                # never costs a measured run its throughput
+                runs += [(a, "profile") for a in turn]
+                if rnd == 1:
+                    runs.append((self.baseline_allocator(), "calls"))
+            for alloc, purpose in runs:
+                i = first_index + len(specs)
+                run_cell = cell
+                if purpose == "calls" and cell.duration_s:
+                    # short: uprobes slow every call (the cell's key stays the same)
+                    run_cell = replace(cell, duration_s=min(cell.duration_s, CALLS_WINDOW_S))
+                tag = {"measure": "", "profile": "-prof", "calls": "-calls", "warmup": "-warm"}[purpose]
+                specs.append(RunSpec(
+                    index=i,
+                    run_id=(f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}"
+                            f"-{_safe(alloc.name)}-r{rnd}{tag}"),
+                    cell=run_cell, allocator=alloc, repeat=rnd,
+                    seed=_derive_seed(self.seed, cell.key, rnd - 1),
+                    warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
+                    interval_ms=self.interval_ms,
+                    engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
+                    timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
+                    purpose=purpose, slice_s=self.slice_s if purpose == "measure" else 0.0,
+                    **self.placement(cell.shape)))
+        return specs
+
+    def baseline_allocator(self) -> alloc_mod.Allocator:
+        return next((a for a in self.allocators if a.name == self.baseline), self.allocators[0])
+
+    def placement(self, shape: str) -> dict:
+        s = {"server_cpus": self.server_cpus, "client_cpus": self.client_cpus,
+             "server_memory_bytes": self.server_memory_bytes}
+        return {**s, **self.shapes.get(shape, {})}
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["allocators"] = [a.to_json() for a in self.allocators]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Plan:
+        """The inverse of to_json, for --resume: the stored plan makes the next rounds."""
+        allocs = [alloc_mod.Allocator.from_json(a) for a in d["allocators"]]
+        names = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in d.items() if k in names}, "allocators": allocs})
+
+
+MIN_SLICE_S = 0.05
+CALLS_WINDOW_S = 5.0  # a calls run measures at most this long: every call is a trap into the kernel
+
+
+def _safe(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s)[:60]
+
+
+def _derive_seed(seed: int, cell_key: str, rep: int) -> int:
+    """The same for every allocator of a cell and repeat, so they see the same keys."""
+    h = hashlib.sha256(f"{seed}/{cell_key}/{rep}".encode()).digest()
+    return int.from_bytes(h[:8], "big") >> 1

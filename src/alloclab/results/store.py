@@ -1,0 +1,354 @@
+"""A study's results folder: never loses a finished run.
+
+    plan.json          the resolved plan (every run spec, in order)
+    machine.json       machine and version metadata
+    runs.csv           one row per finished run, appended after each run
+    runs/<run_id>/     events.jsonl (raw driver events), samples.csv, run.json, driver.log
+    MANIFEST.sha256    SHA-256 of every other file (sha256sum format)
+    report/            derived from the files above; rebuilt by `alloclab report`, not in the manifest
+
+Every file is written whole to a temporary name and renamed into place.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import shutil
+from dataclasses import MISSING, asdict, dataclass, fields
+from pathlib import Path
+
+from alloclab.core.errors import AlloclabError
+
+MANIFEST = "MANIFEST.sha256"
+RUNS_CSV = "runs.csv"
+
+
+@dataclass
+class RunRow:
+    """One row of runs.csv. The CSV header and the parser both derive from this class."""
+
+    run_id: str
+    index: int
+    study: str
+    cell: str
+    engine: str
+    allocator: str
+    allocator_base: str
+    allocator_verified: bool
+    workload: str
+    part: str
+    pattern: str
+    threads: int
+    batch: int
+    key_bytes: int
+    value_bytes: int
+    repeat: int
+    seed: int
+    ops: int
+    duration_s: float
+    ops_per_s: float
+    # a percentile the client did not report is empty, never 0 (the real sysbench prints p50,
+    # p95 and p99.9 only in its histogram)
+    p50_ns: float | None
+    p95_ns: float | None
+    p99_ns: float
+    p999_ns: float | None
+    max_ns: float
+    mean_ns: float
+    errors: int
+    retries: int
+    peak_rss_bytes: int
+    cpu_user_s: float
+    cpu_sys_s: float
+    ctx_voluntary: int
+    ctx_involuntary: int
+    minor_faults: int
+    major_faults: int
+    wall_s: float
+    status: str
+    reason: str
+    started_at: str
+    # added in 0.2: columns with defaults may be missing from older folders
+    other_busy_cores: float = 0.0
+    profile: str = "default"
+    warehouses: int = 0
+    nopm: float = 0.0
+    client_nopm: float = 0.0
+    tpm: float = 0.0
+    shape: str = "default"
+    server_tpm: float = 0.0
+    client: str = ""
+    # added in 0.3: the allocator's own account at the end of the measured window (empty when
+    # the allocator offers no such number, or it was not read: servers)
+    alloc_live_bytes: int | None = None
+    alloc_resident_bytes: int | None = None
+    fragmentation: float | None = None  # RSS / live bytes
+    # with --profile: shares of the CPU samples of the measured window (profiling.py)
+    alloc_cpu_self_pct: float | None = None
+    alloc_cpu_total_pct: float | None = None
+    alloc_cpu_kernel_pct: float | None = None
+    alloc_cs_pct: float | None = None  # context switches whose stack passes through the allocator
+    # added in 0.4: "measure" rows make the statistics; "profile" rows (perf) and "calls" rows
+    # (uprobes on malloc/free) are separate runs, slowed by their instruments
+    purpose: str = "measure"
+    alloc_calls_per_s: float | None = None  # malloc+calloc+realloc+free calls per second (calls runs)
+    alloc_calls_per_op: float | None = None
+    # server runs: the client's CPU over the same window as the server's (cpu_user_s, cpu_sys_s)
+    client_cpu_user_s: float | None = None
+    client_cpu_sys_s: float | None = None
+    tpcc_mode: str = ""  # TPC-C: how the client drives the server (rows, statements, procedures)
+    # added in 0.5: where the run executed: the Ray node's id (empty on the study's own machine) and
+    # a digest of what makes that machine's figures comparable (runner.fingerprint); statistics
+    # pair runs within a node and never pool machines of different fingerprints silently
+    node: str = ""
+    machine_fingerprint: str = ""
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_csv(cls, rec: dict) -> RunRow:
+        conv = {"int": lambda s: int(float(s)) if s != "" else 0,
+                "float": lambda s: float(s) if s != "" else 0.0,
+                "int | None": lambda s: int(float(s)) if s != "" else None,
+                "float | None": lambda s: float(s) if s != "" else None,
+                "bool": lambda s: s.strip().lower() == "true",
+                "str": str}
+        missing = [f.name for f in fields(cls) if f.name not in rec and f.default is MISSING]
+        if missing:
+            raise AlloclabError(f"runs.csv lacks column(s) {', '.join(missing)}",
+                                "the folder was written by another alloclab version or was edited by hand")
+        return cls(**{f.name: conv[str(f.type)](rec[f.name]) for f in fields(cls) if f.name in rec})
+
+    def to_csv(self) -> dict:
+        d = asdict(self)
+        d["allocator_verified"] = "true" if self.allocator_verified else "false"
+        return d
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not stay full of half-written copies
+        raise
+
+
+def write_json(path: Path, obj) -> None:
+    atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def check_can_make(folder: Path, flag: str = "--out") -> None:
+    """Raise, with a sentence, unless `folder` is a study folder that can be made (or an empty
+    folder that exists): tried for real and undone, so that nothing is left behind."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise AlloclabError(f"{flag} {folder}: that is a file, not a folder", "name a new folder for the results")
+    if (folder / RUNS_CSV).exists() or (folder / "plan.json").exists():
+        raise AlloclabError(f"{flag} {folder} already holds a study",
+                            f"name a new folder, or continue that one: alloclab run --resume {folder}")
+    made = []
+    p = folder
+    while not p.exists():
+        made.append(p)
+        p = p.parent
+    try:
+        for d in reversed(made):
+            d.mkdir()
+        probe = folder / ".alloclab-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise AlloclabError(f"{flag} {folder}: cannot make a results folder there ({e.strerror or e})",
+                            "name a folder you can write, e.g. ./results/NAME") from None
+    finally:
+        for d in made:
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+
+class Store:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._hash_cache: dict[str, tuple[int, int, str]] = {}
+        self._rows: list[RunRow] | None = None  # runs.csv as this Store last wrote it
+
+    # --- writing ---
+    def create(self, plan_json: dict, machine: dict) -> None:
+        if (self.root / RUNS_CSV).exists() or (self.root / "plan.json").exists():
+            raise AlloclabError(f"{self.root} already holds a study", "pass a new --out folder")
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o755)
+        write_json(self.root / "plan.json", plan_json)
+        write_json(self.root / "machine.json", machine)
+        self._write_rows([])
+        self.write_manifest()
+
+    def run_dir(self, run_id: str) -> Path:
+        d = self.root / "runs" / run_id
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def _write_rows(self, rows: list[RunRow]) -> None:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=RunRow.columns(), lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r.to_csv())
+        atomic_write(self.root / RUNS_CSV, buf.getvalue())
+        self._rows = list(rows)
+
+    def append(self, row: RunRow) -> None:
+        """Add a finished run (rewrites runs.csv atomically, so a crash never leaves half a row)."""
+        known = self._rows if self._rows is not None else self.rows()
+        rows = [r for r in known if r.run_id != row.run_id]
+        rows.append(row)
+        self._write_rows(rows)
+
+    def write_manifest(self) -> None:
+        lines = []
+        for rel in self.files():
+            p = self.root / rel
+            st = p.stat()
+            cached = self._hash_cache.get(rel)
+            if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
+                digest = cached[2]
+            else:
+                digest = sha256_file(p)
+                self._hash_cache[rel] = (st.st_size, st.st_mtime_ns, digest)
+            lines.append(f"{digest}  {rel}\n")
+        atomic_write(self.root / MANIFEST, "".join(lines))
+
+    # --- reading ---
+    def files(self) -> list[str]:
+        """Every stored file but the manifest, hidden partial files and the derived report/."""
+        out = []
+        for dirpath, dirs, names in os.walk(self.root):
+            if Path(dirpath) == self.root and "report" in dirs:
+                dirs.remove("report")
+            for n in names:
+                rel = os.path.relpath(os.path.join(dirpath, n), self.root)
+                if rel == MANIFEST or n.startswith("."):
+                    continue
+                out.append(rel)
+        return sorted(out)
+
+    def rows(self) -> list[RunRow]:
+        p = self.root / RUNS_CSV
+        if not p.exists():
+            raise AlloclabError(f"{self.root} has no {RUNS_CSV}", "point at a folder written by `alloclab run`")
+        rows = []
+        with open(p, newline="", errors="replace") as f:
+            for n, rec in enumerate(csv.DictReader(f), 2):
+                try:
+                    rows.append(RunRow.from_csv(rec))
+                except (ValueError, TypeError) as e:
+                    raise AlloclabError(f"{p} line {n} is damaged ({e})",
+                                        f"repair it (damaged runs are run again): alloclab run --resume {self.root}"
+                                        ) from e
+        return rows
+
+    def rows_repaired(self) -> tuple[list[RunRow], int]:
+        """The rows of runs.csv that are whole; damaged lines (e.g. a truncated last line) are
+        dropped and runs.csv is rewritten without them. Returns the rows and how many were dropped."""
+        p = self.root / RUNS_CSV
+        if not p.exists():
+            self._write_rows([])
+            return [], 0
+        good, dropped = [], 0
+        with open(p, newline="", errors="replace") as f:
+            for rec in csv.DictReader(f):
+                try:
+                    if None in rec or any(v is None for v in rec.values()):
+                        raise ValueError("short line")
+                    good.append(RunRow.from_csv(rec))
+                except (ValueError, TypeError, AlloclabError):
+                    dropped += 1
+        seen, rows = set(), []
+        for r in good:  # a run listed twice keeps its first row
+            if r.run_id not in seen:
+                seen.add(r.run_id)
+                rows.append(r)
+        dropped += len(good) - len(rows)
+        if dropped:
+            self._write_rows(rows)
+        return rows, dropped
+
+    def discard_unrecorded(self, run_dir: Path | None) -> None:
+        """Remove the folder of a run that was cut short, unless its row made it into runs.csv (the
+        disk may fill up after the row was written)."""
+        if run_dir is not None and run_dir.name not in {r.run_id for r in self.rows_repaired()[0]}:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+    def read_json(self, rel: str) -> dict:
+        p = self.root / rel
+        try:
+            return json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise AlloclabError(f"cannot read {p}: {e}") from e
+
+    def bundle(self, zip_path: Path) -> tuple[Path, str]:
+        """A zip of the whole folder, and beside it `<zip>.sha256` in sha256sum format."""
+        import zipfile
+
+        problems = self.verify()
+        if problems:
+            raise AlloclabError(f"{self.root} does not match its manifest ({problems[0]})",
+                                "bundle only what `alloclab verify` accepts")
+        zip_path = Path(zip_path)
+        tmp = zip_path.with_name(f".{zip_path.name}.tmp-{os.getpid()}")
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            for dirpath, _dirs, names in os.walk(self.root):
+                for n in sorted(names):
+                    p = Path(dirpath) / n
+                    if n.startswith("."):
+                        continue
+                    z.write(p, Path(self.root.name) / p.relative_to(self.root))
+        os.replace(tmp, zip_path)
+        digest = sha256_file(zip_path)
+        atomic_write(zip_path.with_name(zip_path.name + ".sha256"), f"{digest}  {zip_path.name}\n")
+        return zip_path, digest
+
+    def verify(self) -> list[str]:
+        """Problems found against the manifest: changed, missing or unlisted files."""
+        mf = self.root / MANIFEST
+        if not mf.exists():
+            return [f"{MANIFEST} is missing"]
+        listed = {}
+        for n, line in enumerate(mf.read_text().splitlines(), 1):
+            digest, sep, rel = line.partition("  ")
+            if not sep or len(digest) != 64:
+                return [f"{MANIFEST} line {n} is malformed"]
+            listed[rel] = digest
+        problems = []
+        for rel, digest in sorted(listed.items()):
+            p = self.root / rel
+            if not p.exists():
+                problems.append(f"missing: {rel}")
+            elif sha256_file(p) != digest:
+                problems.append(f"changed: {rel}")
+        for rel in self.files():
+            if rel not in listed:
+                problems.append(f"not in manifest: {rel}")
+        return problems

@@ -1,0 +1,14 @@
+"""Run a study: rounds drawn from the plan, handed to an executor (this machine, or the nodes of
+a Ray cluster), decided at planned looks, every finished run kept in the study's folder."""
+
+from alloclab.study.rounds import (
+    Interrupted,
+    StudyResult,
+    default_out,
+    extend_design,
+    plan_design,
+    resume,
+    run,
+)
+
+__all__ = ["Interrupted", "StudyResult", "default_out", "extend_design", "plan_design", "resume", "run"]
