@@ -108,12 +108,13 @@ case "$MODE" in
   demo)
     exec .venv/bin/alloclab run "$@" ;;
   test)
-    say "linters: cargo fmt, clippy, ruff"
+    say "linters: cargo fmt, clippy, ruff, import-linter (the layers)"
     cargo fmt --manifest-path driver/Cargo.toml --check
     cargo fmt --manifest-path driver/account/Cargo.toml --check
     cargo clippy --release --quiet --manifest-path driver/Cargo.toml -- -D warnings
     cargo clippy --release --quiet --manifest-path driver/account/Cargo.toml --target-dir driver/target -- -D warnings
     .venv/bin/ruff check src tests
+    .venv/bin/lint-imports
     say "driver unit tests"
     cargo test --release --quiet --manifest-path driver/Cargo.toml
     say "python tests"

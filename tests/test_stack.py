@@ -22,8 +22,9 @@ from alloclab.alloc import allocators
 from alloclab.catalog import targets, tidesql
 from alloclab.clients import driver
 from alloclab.core.errors import AlloclabError
+from alloclab.host.vendor import find as find_vendored
 from alloclab.results.store import Store
-from alloclab.servers import root, stack
+from alloclab.servers import root, sources, stack
 from alloclab.servers.server import Server
 from alloclab.study.progress import Progress
 
@@ -113,15 +114,15 @@ def test_plugin_headers_of_another_server_version_are_refused_with_why(tmp_path)
 def _vendor_copy(tmp_path) -> Path:
     """A vendor folder of links to every file the stack needs (one may then be replaced)."""
     vendor = tmp_path / "vendor-given"
-    for v in stack.vendored_for():
+    for v in sources.vendored_for():
         (vendor / v.file).parent.mkdir(parents=True, exist_ok=True)
-        (vendor / v.file).symlink_to(stack.find_vendored(v))
+        (vendor / v.file).symlink_to(find_vendored(v))
     return vendor
 
 
 def test_a_vendored_file_with_another_sha256_is_refused_before_any_work(tmp_path):
     vendor = _vendor_copy(tmp_path)
-    bad = vendor / stack.TIDESQL_ARCHIVES["4.5.5"].file
+    bad = vendor / sources.TIDESQL_ARCHIVES["4.5.5"].file
     data = bad.read_bytes()
     bad.unlink()
     bad.write_bytes(data[:-10] + b"0123456789")
@@ -133,11 +134,11 @@ def test_a_vendored_file_with_another_sha256_is_refused_before_any_work(tmp_path
 
 def test_a_missing_vendored_file_says_where_to_put_it(tmp_path):
     vendor = _vendor_copy(tmp_path)
-    (vendor / stack.PLUGIN_HEADERS.file).unlink()
+    (vendor / sources.PLUGIN_HEADERS.file).unlink()
     p = cli("setup", "stack", env={"ALLOCLAB_STACK": str(tmp_path / "cache" / "stack"), "ALLOCLAB_VENDOR": str(vendor)})
     assert p.returncode == 2
     assert "mariadb-11.8.6-plugin-headers.tar.xz is not in any vendor folder" in p.stderr
-    assert f"SHA-256 {stack.PLUGIN_HEADERS.sha256}" in p.stderr
+    assert f"SHA-256 {sources.PLUGIN_HEADERS.sha256}" in p.stderr
     assert not (tmp_path / "cache" / "stack" / "root").exists()
 
 

@@ -51,7 +51,7 @@ class Member:
     def __init__(self, spec: RunSpec, group: Group):
         self.spec, self.group = spec, group
         self.proc: subprocess.Popen | None = None
-        self.target = None  # the run's kinds.Target: what freezes while the driver waits
+        self.target = None  # the run's target.Target: what freezes while the driver waits
         self.attached = threading.Event()
         self.row: RunRow | None = None
         self.error: BaseException | None = None

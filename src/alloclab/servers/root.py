@@ -43,7 +43,7 @@ def state() -> dict:
         return {"steps": {}, "builds": {}}
 
 
-def _save(st: dict) -> None:
+def save_state(st: dict) -> None:
     home().mkdir(parents=True, exist_ok=True)
     tmp = home() / "state.json.tmp"
     tmp.write_text(json.dumps(st, indent=1, sort_keys=True))
@@ -142,7 +142,7 @@ def remove_mountpoint(created: list[Path]) -> None:
             p = p.parent
 
 
-def _run_group(argv: list[str], log, timeout: float) -> int:
+def run_group(argv: list[str], log, timeout: float) -> int:
     """Run a command in its own process group; on Ctrl-C, a timeout or any error the whole
     group is killed (a build's compilers too), so that a stopped setup leaves nothing running."""
     p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -159,7 +159,7 @@ def run_in_root(argv: list[str], log, env: dict[str, str] | None = None, cwd: st
                 timeout: float = 3600) -> None:
     log.write(f"\n$ (in root) {' '.join(argv)}\n".encode())
     log.flush()
-    rc = _run_group(in_root_argv(argv, env, cwd), log, timeout)
+    rc = run_group(in_root_argv(argv, env, cwd), log, timeout)
     if rc != 0:
         raise AlloclabError(f"in the {SUITE} root, `{' '.join(argv)[:120]}` failed (exit {rc})",
                             f"see {home() / 'setup.log'}; then run alloclab setup stack again (it resumes)")

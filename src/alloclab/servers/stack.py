@@ -38,8 +38,6 @@ from alloclab.servers.root import (
     ROOT_SONAMES,
     STEPS,
     SUITE,
-    _run_group,
-    _save,
     built,
     home,
     in_root_argv,
@@ -48,42 +46,13 @@ from alloclab.servers.root import (
     root,
     root_library,
     root_output,
+    run_group,
     run_in_root,
+    save_state,
     state,
 )
 from alloclab.servers.server import Server, mariadb_plugin_dir, pg_bindir, which
-
-# TideSQL and TidesDB release archives (`git archive` of each tag; ../shared/vendor/README.md)
-TIDESQL_ARCHIVES = {
-    "4.5.5": Vendored("tidesql-4.5.5.tar.gz", "3130e633ff308ef87366e83a07037a22011a88c9e1ea400d61661090c75789b9"),
-    "4.2.5": Vendored("tidesql-4.2.5.tar.gz", "1c582ef8b136a1d98b5cd1273b0542b2e2175287a0b599d437cac3a121c15548"),
-    "4.2.4": Vendored("tidesql-4.2.4.tar.gz", "b4d1fd6fa03d2ee54b5fe73e1382de8b12dcd5fb8d16a38003f160af77ddbddf"),
-}
-TIDESDB_ARCHIVES = {
-    "9.3.14": Vendored("tidesdb-9.3.14.tar.gz", "b16717d686ddc6920ddf204683f782b2ceb02f182d709037f0b6c80d566bedc3"),
-    "9.2.5": Vendored("tidesdb-9.2.5.tar.gz", "66b242cfa6fbbee6ed05e53220ed745480ffda4835ad84560bb6d27f16428d81"),
-    "9.0.9": Vendored("tidesdb-9.0.9.tar.gz", "7865b259ebdbac96689b66046a8a9fd35602dbbccf9aa58fc74eb51d99c5e950"),
-    "9.0.8": Vendored("tidesdb-9.0.8.tar.gz", "8471d378a8a258c3ee7977e59cb069997e3320bf0c5bc6e0384ca78b9e7950d2"),
-}
-# Debian's MariaDB 11.8.6 for trixie, the seeds' server (../shared/vendor/mariadb-11.8.6/)
-MARIADB_DEBS = [Vendored(f"mariadb-{MARIADB_VERSION}/{f}", h) for f, h in (
-    ("libmariadb-dev_11.8.6-0+deb13u1_amd64.deb", "f980a7ab01598d5129256c55cf24479153f8bd2274a9fa96c3bcfb8d2d57e852"),
-    ("libmariadb3_11.8.6-0+deb13u1_amd64.deb", "b2a2d1cdf7493c75d43916a18947700740964513ff5ff603cf5cbbf61e9e6385"),
-    ("libmariadbd-dev_11.8.6-0+deb13u1_amd64.deb", "384734221b7bfd59ae0412bfd239465f6281118b4c9e7bc9a341fc44ab4ede82"),
-    ("libmariadbd19t64_11.8.6-0+deb13u1_amd64.deb", "b13e8c0fbb8bc1935d744b18a7d78193a27695bfc21e4582018a27f23e8a2475"),
-    ("mariadb-client-core_11.8.6-0+deb13u1_amd64.deb",
-     "d9dc20e0769be8ec54b9bdd64667c047cf5e0933a0c873626a4ac1cb2be7c300"),
-    ("mariadb-client_11.8.6-0+deb13u1_amd64.deb", "1ce40c794aa660d6bb57b0b6ab8903367b68a010abc766fd03202251ee836c9b"),
-    ("mariadb-common_11.8.6-0+deb13u1_all.deb", "b5116ff56a60d471332d45bfd4ec50391fdcf5a40747bf7fe23ec8551cb71f9c"),
-    ("mariadb-plugin-rocksdb_11.8.6-0+deb13u1_amd64.deb",
-     "7397a9b8b80b9f68e84ce6e8a5c027604da6c9943b4090e0650473b97d0c665d"),
-    ("mariadb-server-core_11.8.6-0+deb13u1_amd64.deb",
-     "07a333e34773e1e1bc7c5613878c70a1224180f452481dcf786be05711148178"),
-    ("mariadb-server_11.8.6-0+deb13u1_amd64.deb", "b62235159df3ad6dd4e82b1ff586e76a395063def855ea341252584ab61fb1b0"),
-)]
-# the server headers a storage-engine plugin compiles against, which no Debian package ships
-PLUGIN_HEADERS = Vendored("mariadb-11.8.6-plugin-headers.tar.xz",
-                          "862e0982113d9214b49977948dd4aebbf9470734b4a1478e049d10fa5d11a6b0")
+from alloclab.servers.sources import MARIADB_DEBS, PLUGIN_HEADERS, TIDESDB_ARCHIVES, TIDESQL_ARCHIVES, vendored_for
 
 # one name per allocator; the first that the suite has is installed
 ALLOCATOR_PACKAGES = {
@@ -101,12 +70,6 @@ SRC = "/usr/src/alloclab"
 HEADERS = f"{SRC}/mariadb-headers"
 # apt and dpkg inside the root: no fsync per file (a half-made root is remade anyway)
 APT = "apt-get -y -qq -o Dpkg::Options::=--force-unsafe-io --no-install-recommends"
-
-
-def vendored_for(b: Build | None = None) -> list[Vendored]:
-    """Every vendored file the stack (and a build of TideSQL) needs."""
-    b = b or BUILDS[DEFAULT_BUILD]
-    return [*MARIADB_DEBS, PLUGIN_HEADERS, TIDESQL_ARCHIVES[b.tidesql], TIDESDB_ARCHIVES[b.tidesdb]]
 
 
 def sh(script: str, log, cwd: str = "/", env: dict[str, str] | None = None) -> None:
@@ -147,7 +110,7 @@ def _step_root(log) -> dict:
            "--include=netbase,ca-certificates", SUITE, str(partial), m]
     log.write(f"\n$ {' '.join(cmd)}\n".encode())
     log.flush()
-    if _run_group(cmd, log, 1800) != 0:
+    if run_group(cmd, log, 1800) != 0:
         raise AlloclabError(f"debootstrap of {SUITE} from {m} failed",
                             f"see {home() / 'setup.log'}; set ALLOCLAB_MIRROR to a reachable Debian mirror "
                             "and run alloclab setup stack again")
@@ -287,7 +250,7 @@ def make_build(b: Build, log, notify=print) -> dict:
     if b.tidesdb not in tidesdb_done or not (root() / b.prefix.lstrip("/") / "lib").exists():
         _build_tidesdb(log, b.tidesdb, b.prefix)
         tidesdb_done[b.tidesdb] = {"prefix": b.prefix, "seconds": round(time.monotonic() - t0, 1)}
-        _save(st)
+        save_state(st)
     t1 = time.monotonic()
     _build_plugin(log, b)
     t2 = time.monotonic()
@@ -298,7 +261,7 @@ def make_build(b: Build, log, notify=print) -> dict:
     st = state()
     st.setdefault("builds", {})[b.name] = rec
     st.setdefault("tidesdb", {}).update(tidesdb_done)
-    _save(st)
+    save_state(st)
     notify(f"stack: TideSQL {b.name} done in {time.monotonic() - t0:.0f}s (plugin version "
            f"{loaded['plugin_version']})")
     return rec
@@ -450,7 +413,7 @@ def setup(notify=print, force: bool = False, builds: list[str | None] = ()) -> d
     check_can_setup(builds)
     home().mkdir(parents=True, exist_ok=True)
     if force:
-        _save({"steps": {}, "builds": {}})
+        save_state({"steps": {}, "builds": {}})
     st = state()
     with open(home() / "setup.log", "ab") as log:
         for name in STEPS:
@@ -463,14 +426,14 @@ def setup(notify=print, force: bool = False, builds: list[str | None] = ()) -> d
             st["steps"][name] = {**out, "seconds": round(time.monotonic() - t0, 1)}
             if name == "root":  # a new root invalidates every later step
                 st = {"steps": {"root": st["steps"]["root"]}, "builds": {}, "tidesdb": {}}
-            _save(st)
+            save_state(st)
             notify(f"stack: {name} done in {time.monotonic() - t0:.0f}s")
         for b in builds:
             make_build(build(b), log, notify)
     st = state()
     st["ready"] = True
     st["home"] = str(home())
-    _save(st)
+    save_state(st)
     return st
 
 

@@ -1,0 +1,115 @@
+"""The package's shape, kept: no import circles, no imports of alloclab inside functions (only
+optional third-party packages, ray and matplotlib, are imported where they are used), no module
+over 450 lines, and import-linter's contracts (pyproject.toml) kept."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PKG = SRC / "alloclab"
+MAX_LINES = 450
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PKG.rglob("*.py")):
+        parts = list(p.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = p
+    return out
+
+
+def _imported(name: str, path: Path, node: ast.AST, mods: dict) -> list[str]:
+    """The alloclab modules an import statement reaches."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] == "alloclab"]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        base = ".".join(pkg[:len(pkg) - node.level + 1] + ([node.module] if node.module else []))
+    if base.split(".")[0] != "alloclab":
+        return []
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+
+
+def _graph() -> tuple[dict[str, set[str]], list[str]]:
+    mods = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    inner = []
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if _imported(name, path, node, mods):
+                        inner.append(f"{name}:{node.lineno}")
+        for node in ast.walk(tree):
+            edges[name].update(t for t in _imported(name, path, node, mods) if t in mods and t != name)
+    return edges, inner
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    edges, _ = _graph()
+    assert _circles(edges) == []
+
+
+def test_no_import_of_alloclab_inside_a_function():
+    _, inner = _graph()
+    assert inner == [], "import at module level (a layer imports only the layers below it)"
+
+
+def test_no_module_over_450_lines():
+    big = {str(p.relative_to(SRC)): n for p in PKG.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert big == {}
+
+
+def test_the_layers_contracts_hold():
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if exe is None:
+        pytest.fail("import-linter is needed: ./setup.sh test installs it (pip install -e '.[test]')")
+    p = subprocess.run([exe, "--config", str(SRC.parent / "pyproject.toml")], capture_output=True, text=True,
+                       cwd=SRC.parent)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "0 broken" in p.stdout
