@@ -319,7 +319,6 @@ def test_a_procedure_that_cannot_be_created_stops_the_run_before_it_measures(rea
     """No plpgsql in PostgreSQL, no mysql.proc in MariaDB: the driver says which server and
     which procedure, and measures nothing."""
     from alloclab.clients import driver
-    from alloclab.run import golden
     exe = driver.locate()
     for name, breaks, words in (
             ("postgres", "DROP EXTENSION plpgsql", "PostgreSQL in"),
@@ -333,7 +332,7 @@ def test_a_procedure_that_cannot_be_created_stops_the_run_before_it_measures(rea
         srv.start(dict(os.environ))
         try:
             srv.sql("CREATE DATABASE tpcc")
-            target = golden.client_target(srv)
+            target = driver.client_target(srv)
             load = subprocess.run([str(exe), "tpcc-load", *target, "--warehouses", "1", "--loaders", "2", "--events",
                                    str(work / "load.jsonl")],
                                   capture_output=True, text=True, timeout=600)

@@ -12,6 +12,7 @@ from alloclab import plan as plan_mod
 from alloclab.alloc import allocators
 from alloclab.answers import analyse
 from alloclab.catalog import tidesql
+from alloclab.catalog.names import HAMMERDB, SYSBENCH, TPCC
 from alloclab.clients import hammerdb
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration, parse_duration
@@ -51,7 +52,7 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
     else:
         # workload kinds, and sysbench's tests by their own names (oltp_read_only, ...)
         raw = {"name": "custom", "workloads": [
-            {"workload": "sysbench", "test": w, "part": w} if w in plan_mod.SYSBENCH_TESTS else
+            {"workload": SYSBENCH, "test": w, "part": w} if w in plan_mod.SYSBENCH_TESTS else
             {"workload": w, "part": w} for w in a.workloads]}
         a.workloads = None
     if a.scale and "preset" not in raw:  # a plan file or flags: --scale applies to them too
@@ -90,7 +91,7 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
                                     "allowed values: " + ", ".join(names + list(plan_mod.WORKLOADS)))
             wls = keep
         tpcc_flags = [f"--{f}" for f in ("warehouses", "loaders", "rampup") if getattr(a, f) is not None]
-        if tpcc_flags and not any(isinstance(w, dict) and w.get("workload") == "tpcc" for w in wls):
+        if tpcc_flags and not any(isinstance(w, dict) and w.get("workload") == TPCC for w in wls):
             raise AlloclabError(f"{', '.join(tpcc_flags)} only apply to TPC-C, and this study has no tpcc workload",
                                 "add --workloads tpcc (or --preset tpcc-allocators), or drop them")
         new = []
@@ -107,14 +108,14 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
                 if a.ops is not None:
                     w.pop("duration_s", None)
                     w["ops"] = a.ops
-                if w.get("workload") == "tpcc":
+                if w.get("workload") == TPCC:
                     for flag, key in (("warehouses", "warehouses"), ("loaders", "loaders"), ("rampup", "rampup_s")):
                         if getattr(a, flag) is not None:
                             w[key] = getattr(a, flag)
                 if a.client is not None:  # refused by the plan where no client applies
                     w["client"] = a.client
-                    if a.client == "hammerdb" and w.get("workload") == "tpcc":
-                        w["mix"] = "hammerdb"  # HammerDB's own mix and procedures: as the seeds ran it
+                    if a.client == HAMMERDB and w.get("workload") == TPCC:
+                        w["mix"] = HAMMERDB  # HammerDB's own mix and procedures: as the seeds ran it
                         w.pop("mode", None)
             new.append(w)
         raw["workloads"] = new
@@ -251,7 +252,7 @@ def cmd_doctor(a: argparse.Namespace) -> int:
 
 def cmd_setup(a: argparse.Namespace) -> int:
 
-    if a.what == "hammerdb":
+    if a.what == HAMMERDB:
         rec = hammerdb.install(notify=lambda m: print(m, flush=True))
         print(f"HammerDB {rec['version']} ready at {rec['home']} (Tcl packages: {', '.join(rec['tcl_packages'])})")
         return EXIT_OK
@@ -353,7 +354,7 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_doctor)
     su = sub.add_parser("setup", help="build and cache what some studies need: the stack (MariaDB 11.8.6 with "
                         "TideSQL), HammerDB")
-    su.add_argument("what", choices=["stack", "hammerdb"],
+    su.add_argument("what", choices=["stack", HAMMERDB],
                     help="stack: the studies' MariaDB 11.8.6 + TideSQL in a Debian root; hammerdb: HammerDB 4.12, "
                          "the seeds' TPC-C client")
     su.add_argument("--force", action="store_true", help="start again from nothing")

@@ -11,35 +11,11 @@ from pathlib import Path
 
 from alloclab.answers import decide, stats
 from alloclab.answers.decide import CELL_FIELDS, cell_of, pair_key
+from alloclab.answers.metrics import THROUGHPUT, Metric
 from alloclab.host.noise import BUSY_OTHER_CORES
 from alloclab.results.store import RunRow, Store
 
 NOISY_CV = 0.10  # a cell whose coefficient of variation is above this is flagged
-
-
-@dataclass(frozen=True)
-class Metric:
-    column: str
-    title: str
-    unit: str
-    scale: float
-    higher_is_better: bool
-
-    def fmt(self, v: float | None) -> str:
-        if v is None:
-            return "–"
-        x = v / self.scale
-        if self.column == "ops_per_s":
-            return f"{x / 1e6:.3f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
-        # three figures under 0.1 (a few-µs p99 in ms is 0.00412, not 0.00)
-        return f"{x:.3g}" if 0 < x < 0.1 else f"{x:.2f}" if x < 100 else f"{x:.0f}"
-
-
-THROUGHPUT = Metric("ops_per_s", "Throughput", "ops/s", 1, True)
-P99 = Metric("p99_ns", "p99 latency per call", "ms", 1e6, False)
-PEAK_RSS = Metric("peak_rss_bytes", "Peak RSS (VmHWM)", "MiB", 2**20, False)
-METRICS = (THROUGHPUT, P99, PEAK_RSS)
-NOPM = Metric("nopm", "TPC-C NOPM (from d_next_o_id)", "new orders/min", 1, True)
 
 
 @dataclass

@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from alloclab.answers import stats
-from alloclab.catalog.names import default_tpcc_mode
+from alloclab.answers.metrics import METRICS, THROUGHPUT, Metric, value
+from alloclab.plan import workloads
 from alloclab.plan.design import (
     DEFAULT_MARGIN,
     DEFAULT_MAX_ROUNDS,
@@ -38,59 +39,18 @@ CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_byte
                "shape", "client", "tpcc_mode", "threads")
 
 
-@dataclass(frozen=True)
-class MetricDef:
-    name: str  # verdicts.csv's `metric`
-    higher_is_better: bool
-    unit: str
-
-
-THROUGHPUT = MetricDef("throughput", True, "ops/s")
-P99 = MetricDef("p99_latency", False, "ms")
-PEAK_RSS = MetricDef("peak_rss", False, "MiB")
-METRICS = (THROUGHPUT, P99, PEAK_RSS)
-
-
-def value(r: RunRow, m: MetricDef) -> float | None:
-    """The row's value of a metric, None where the run has none (e.g. a client that printed no
-    percentile). Throughput of a TPC-C run is its NOPM, as HammerDB reports it."""
-    if m is THROUGHPUT:
-        v = r.nopm if r.workload == "tpcc" else r.ops_per_s
-    elif m is P99:
-        v = r.p99_ns / 1e6
-    else:
-        v = r.peak_rss_bytes / 2**20
-    return float(v) if v and v > 0 else None
-
-
-_NOT_TPCC = ("pattern", "key_bytes", "value_bytes", "batch", "client")
 
 
 def cell_of(r: RunRow) -> tuple:
-    """The row's cell. TPC-C cells are the same cell whichever engine ran them: the key-value
-    columns, which embedded and server runs fill differently, do not apply to TPC-C, and each
-    engine's own default mode (procedures on servers, rows embedded) is the same cell; a
-    mode other than the engine's default is a cell of its own."""
-    if r.workload == "tpcc":
-        mode = "" if r.tpcc_mode in ("", default_tpcc_mode(r.engine)) else r.tpcc_mode
-        client = "hammerdb" if r.client == "hammerdb" else ""  # alloclab's own client, whatever the mode, is ""
-        return tuple(client if f == "client" else "" if f in _NOT_TPCC else mode if f == "tpcc_mode"
-                     else getattr(r, f) for f in CELL_FIELDS)
-    return tuple(getattr(r, f) for f in CELL_FIELDS)
+    """The row's cell: the common fields, as its workload identifies them (plan.workloads)."""
+    own = workloads.of(r.workload).identity(r)
+    return tuple(own[f] if f in own else getattr(r, f) for f in CELL_FIELDS)
 
 
 def settings_of(cell: tuple) -> str:
     """The cell's parameters other than engine, part and threads, as a short label."""
     c = dict(zip(CELL_FIELDS, cell))
-    extra = "" if c["profile"] == "default" else f" profile={c['profile']}"
-    extra += "" if c["shape"] == "default" else f" shape={c['shape']}"
-    if c["workload"] == "tpcc":
-        mode = f" mode={c['tpcc_mode']}" if c.get("tpcc_mode") else ""
-        return f"w{c['warehouses']}{mode}{extra}"
-    if c["workload"] == "sysbench":
-        client = "" if c["client"] in ("", "sysbench") else f" client={c['client']}"
-        return f"{c['pattern']}{client}{extra}"
-    return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}{extra}"
+    return workloads.of(c["workload"]).settings(c)
 
 
 Unit = tuple  # (cell key as in runs.csv's `cell`, allocator): what one run of a round measures
@@ -200,7 +160,7 @@ def mixed_machines(rows: Iterable[RunRow]) -> dict[str, dict[str, list[str]]]:
     return {c: {f: sorted(n) for f, n in fps.items()} for c, fps in by.items() if len(fps) > 1}
 
 
-def _groups(rows: Iterable[RunRow], m: MetricDef) -> dict[tuple, dict[str, dict[int, float]]]:
+def _groups(rows: Iterable[RunRow], m: Metric) -> dict[tuple, dict[str, dict[int, float]]]:
     """cell tuple -> allocator -> (round, node) -> value, valid runs only (the first of a round wins)."""
     out: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in sorted(rows, key=lambda r: r.index):
@@ -244,7 +204,7 @@ def _pairs_to_compare(policy: Policy, cells: Iterable[tuple], allocators_of: dic
     return out
 
 
-def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[MetricDef] = METRICS) -> list[Verdict]:
+def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = METRICS) -> list[Verdict]:
     """Every comparison the policy asks, on every metric, from the rows as they stand."""
     keys = _cell_keys(rows)
     out = []

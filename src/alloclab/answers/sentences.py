@@ -9,12 +9,11 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from alloclab.answers import analyse, decide, stats
+from alloclab.answers import analyse, decide, metrics, stats
 from alloclab.core.units import fmt_duration
-from alloclab.plan import presets
+from alloclab.plan import presets, workloads
 from alloclab.plan.design import DEFAULT_MARGIN
 
-METRIC_TITLE = {"throughput": "throughput", "p99_latency": "p99 latency", "peak_rss": "peak RSS"}
 COMPARISON_NOUN = {"allocators": "allocator", "engines": "engine", "profiles": "profile"}
 
 
@@ -123,7 +122,7 @@ def build(study: analyse.Study) -> Answers:
     lines = []
     for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
         items = sorted(by_q[q], key=lambda v: -_effect(v))
-        what = "NOPM" if items[0].settings.startswith("w") and items[0].workload == "tpcc" else "throughput"
+        what = workloads.of(items[0].workload).headline_words
         sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) + _why(by_unit, v) for v in items) + ".")
         lines.append(f"{cell_label(items[0])}, {what} vs {items[0].baseline}: "
                      + "; ".join(short(v, 100 * pol.margin) for v in items))
@@ -135,7 +134,7 @@ def build(study: analyse.Study) -> Answers:
                 by_m[_question(v)].append(v)
         for q in sorted(by_m, key=lambda q: (-max(_effect(v) for v in by_m[q]), [str(x) for x in q])):
             items = sorted(by_m[q], key=lambda v: -_effect(v))
-            sentences.append(f"{_where(items[0])}, {METRIC_TITLE[metric]}: " + "; ".join(phrase(v) for v in items)
+            sentences.append(f"{_where(items[0])}, {metrics.words(metric)}: " + "; ".join(phrase(v) for v in items)
                              + ".")
     notes = presets.published_caveats(study.plan, study.engines)
     backward = [n.split(" reads ")[0] for n in analyse.engine_notes(study) if " reads a secondary index backwards" in n]
@@ -181,7 +180,7 @@ def build(study: analyse.Study) -> Answers:
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided.")
-    order = {m.name: i for i, m in enumerate(decide.METRICS)}
+    order = {m.name: i for i, m in enumerate(metrics.METRICS)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
     return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin, lines)
 

@@ -10,14 +10,18 @@ from __future__ import annotations
 ENGINES = ("tidesdb", "rocksdb", "sqlite", "null")
 DEFAULT_ENGINES = ("tidesdb", "rocksdb", "sqlite")  # a plan that names none
 KV_WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range")
-WORKLOADS = KV_WORKLOADS + ("tpcc", "sysbench")
+TPCC = "tpcc"
+SYSBENCH = "sysbench"  # sysbench's OLTP tests against a server (the workload), and sysbench itself (a client)
+WORKLOADS = KV_WORKLOADS + (TPCC, SYSBENCH)
 # sysbench's OLTP tests, run by the real sysbench or natively by alloclab's driver
 SYSBENCH_TESTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write")
-SYSBENCH_CLIENTS = ("sysbench", "native")
+NATIVE = "native"  # alloclab's own client, the driver
+HAMMERDB = "hammerdb"  # HammerDB 4.12's TPROC-C, the seeds' client
+SYSBENCH_CLIENTS = (SYSBENCH, NATIVE)
 TPCC_ENGINES = ("tidesdb", "rocksdb", "sqlite")
-TPCC_MIXES = ("spec", "hammerdb")
+TPCC_MIXES = ("spec", HAMMERDB)
 # TPC-C's clients: alloclab's own (native) or HammerDB (its TPROC-C, against MariaDB)
-TPCC_CLIENTS = ("native", "hammerdb")
+TPCC_CLIENTS = (NATIVE, HAMMERDB)
 # how the client drives TPC-C: one CALL per transaction (servers' default, as HammerDB),
 # prepared set-based statements (SQL engines), or row at a time (every engine)
 TPCC_MODES = ("procedures", "statements", "rows")

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 from alloclab.alloc import allocators
+from alloclab.catalog.names import SYSBENCH, TPCC
+from alloclab.clients import sysbench
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import RunSpec
 
@@ -104,29 +106,57 @@ def _engine_flags(options: dict) -> list[str]:
     return out
 
 
-def argv(exe: str | Path, spec: RunSpec, db_path: Path, events: Path, gate: bool = False) -> list[str]:
-    """The driver's command line for a run; `gate`: it measures in turns (interleave.py)."""
+TPCC_DATABASE = TPCC  # the database of TPC-C's tables on a server
+
+
+def reach(srv, database: str) -> list[str]:
+    """How the driver, as a client, reaches a server alloclab started."""
+    engine = "postgres" if srv.target.kind == "postgres" else "mariadb"
+    return ["--engine", engine, "--socket", str(srv.socket), "--database", database]
+
+
+def client_target(srv) -> list[str]:
+    """The driver's TPC-C client reaching a server: its database and the ENGINE= of its tables."""
+    return reach(srv, TPCC_DATABASE) + ["--table-engine", srv.target.engine]
+
+
+def _window(c) -> list[str]:
+    return ["--duration-s", repr(c.duration_s)] if c.duration_s is not None else ["--ops", str(c.ops)]
+
+
+def argv(exe: str | Path, spec: RunSpec, events: Path, *, db_path: Path | None = None, srv=None,
+         gate: bool = False) -> list[str]:
+    """The driver's command line for a run: on its embedded engine in `db_path`, or as the client
+    of the server `srv` (TPC-C, or sysbench's OLTP tests natively); `gate`: it measures in turns
+    (interleave.py). The one place that writes it."""
     c = spec.cell
-    a = [str(exe), "run", "--engine", c.engine, "--db-path", str(db_path), "--workload", c.workload,
-         "--threads", str(c.threads), "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s),
-         "--interval-ms", str(spec.interval_ms), "--events", str(events)]
-    if c.workload == "tpcc":
+    oltp = c.workload == SYSBENCH
+    if srv is None:
+        where = ["--engine", c.engine, "--db-path", str(db_path)]
+    elif oltp:
+        where = reach(srv, sysbench.DATABASE) + ["--tables", str(c.tables), "--table-size", str(c.table_size)]
+    else:
+        where = client_target(srv)
+    a = [str(exe), "run", *where, "--workload", c.test if oltp else c.workload, "--threads", str(c.threads),
+         "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s), "--interval-ms", str(spec.interval_ms),
+         "--events", str(events)]
+    if c.workload == TPCC:
         a += ["--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--tpcc-mode", c.tpcc_mode, "--check"]
         a += ["--all-warehouses"] if c.all_warehouses else []
         a += ["--think"] if c.think else []
-    else:
+    elif not oltp:
         a += ["--pattern", c.pattern, "--key-bytes", str(c.key_bytes), "--value-bytes", str(c.value_bytes),
               "--batch", str(c.batch), "--range-len", str(c.range_len)]
         if c.keyspace is not None:
             a += ["--keyspace", str(c.keyspace)]
-    if c.duration_s is not None:
-        a += ["--duration-s", repr(c.duration_s)] + (["--gate"] if gate else [])
-    else:
-        a += ["--ops", str(c.ops)]
-    return a + _engine_flags(spec.engine_options)
+    a += _window(c) + (["--gate"] if gate and c.duration_s is not None else [])
+    return a + (_engine_flags(spec.engine_options) if srv is None else [])
 
 
-def load_argv(exe: str | Path, engine: str, db_path: Path, warehouses: int, loaders: int, seed: int,
-              engine_options: dict, events: Path) -> list[str]:
-    return [str(exe), "tpcc-load", "--engine", engine, "--db-path", str(db_path), "--warehouses", str(warehouses),
-            "--loaders", str(loaders), "--seed", str(seed), "--events", str(events)] + _engine_flags(engine_options)
+def load_argv(exe: str | Path, spec: RunSpec, events: Path, *, db_path: Path | None = None, srv=None) -> list[str]:
+    """The driver's command line that loads a cell's TPC-C warehouses: into its embedded engine in
+    `db_path`, or into the server `srv`."""
+    c = spec.cell
+    where = ["--engine", c.engine, "--db-path", str(db_path)] if srv is None else client_target(srv)
+    return [str(exe), "tpcc-load", *where, "--warehouses", str(c.warehouses), "--loaders", str(c.loaders), "--seed",
+            str(spec.study_seed), "--events", str(events)] + (_engine_flags(spec.engine_options) if srv is None else [])

@@ -43,3 +43,16 @@ def fmt_duration(s: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def fmt_rate(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f}k"
+    return f"{x:.0f}"
+
+
+def fmt_latency(ns: float) -> str:
+    """A latency as people read it: µs under 0.1 ms (a memtable read's p99 is not "0.00 ms")."""
+    return f"{ns / 1e3:.1f} µs" if ns < 100_000 else f"{ns / 1e6:.2f} ms"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from alloclab.alloc import allocators as alloc_mod
-from alloclab.catalog.names import default_tpcc_mode
+from alloclab.catalog.names import SYSBENCH
+from alloclab.plan import workloads
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Cell:
     think: bool = False
     # sysbench only
     test: str = ""
-    client: str = "sysbench"
+    client: str = SYSBENCH
     tables: int = 0
     table_size: int = 0
     shape: str = "default"
@@ -45,23 +46,11 @@ class Cell:
     def tpcc_mode(self) -> str:
         """How the client drives TPC-C: the cell's mode, else the engine's default (cells from
         before modes); HammerDB runs its own procedures; "" for other workloads."""
-        if self.workload != "tpcc":
-            return ""
-        return "procedures" if self.client == "hammerdb" else (self.mode or default_tpcc_mode(self.engine))
+        return workloads.of(self.workload).mode(self)
 
     @property
     def key(self) -> str:
-        base = f"{self.engine}/{self.part}/{self.workload}"
-        prof = "" if self.profile == "default" else f"/{self.profile}"
-        if self.workload == "tpcc":
-            mode = f"/{self.mode}" if self.mode and self.mode != default_tpcc_mode(self.engine) else ""
-            client = "/hammerdb" if self.client == "hammerdb" else ""
-            return f"{base}/w{self.warehouses}/vu{self.threads}{client}{mode}{prof}"
-        if self.workload == "sysbench":
-            shape = "" if self.shape == "default" else f"/{self.shape}"
-            client = "" if self.client == "sysbench" else f"/{self.client}"
-            return f"{base}/{self.test}{client}/{self.tables}x{self.table_size}/t{self.threads}{prof}{shape}"
-        return f"{base}/{self.pattern}/k{self.key_bytes}/v{self.value_bytes}/b{self.batch}/t{self.threads}{prof}"
+        return workloads.of(self.workload).key(self)
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,12 @@ from alloclab.catalog import targets, tidesql
 from alloclab.catalog.names import (
     DEFAULT_ENGINES,
     ENGINES,
-    SYSBENCH_CLIENTS,
-    SYSBENCH_TESTS,
-    TPCC_CLIENTS,
-    TPCC_ENGINES,
     WORKLOADS,
 )
 from alloclab.core.errors import AlloclabError
-from alloclab.plan import design
+from alloclab.plan import design, workloads
 from alloclab.plan.presets import MIN_WINDOW_S
-from alloclab.plan.schema import MAX_RUNS, TOP_SCHEMA, check_table, server_names
+from alloclab.plan.schema import MAX_RUNS, TOP_SCHEMA, check_table
 from alloclab.plan.spec import MIN_SLICE_S, Plan
 
 
@@ -36,8 +32,7 @@ def _check_slices(plan: Plan) -> None:
         raise AlloclabError("slice_s: runs that take turns share one machine; a Ray cluster runs each run on a node "
                             "of its own", "leave out --ray, or set slice_s = 0 (--slice 0)")
     for c in plan.cells():
-        client = "sysbench" if c.workload == "sysbench" and c.client == "sysbench" else (
-            "HammerDB" if c.workload == "tpcc" and c.client == "hammerdb" else "")
+        client = workloads.of(c.workload).external_client(c)
         if client:
             raise AlloclabError(f"slice_s: turns need alloclab's own client, which waits for its turn; the cell "
                                 f"{c.key} is driven by {client}",
@@ -71,69 +66,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             raise AlloclabError(f"workloads[{i}]: missing key 'workload'", "allowed values: " + ", ".join(WORKLOADS))
         if "ops" in w and "duration_s" in w:
             raise AlloclabError(f"workloads[{i}]: give either ops or duration_s, not both")
-        tpcc_keys = {"warehouses", "loaders", "rampup_s", "mix", "mode", "all_warehouses", "think"}
-        if w["workload"] != "tpcc" and tpcc_keys & set(w):
-            raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(tpcc_keys & set(w)))} only apply to "
-                                "workload = \"tpcc\"")
-        engines = d.get("engines", list(DEFAULT_ENGINES))
-        if w["workload"] == "tpcc":
-            bad = [e for e in engines if e not in TPCC_ENGINES and e in ENGINES]
-            if bad:
-                raise AlloclabError(f"workloads[{i}]: TPC-C does not run on {', '.join(bad)}",
-                                    "allowed engines for tpcc: " + ", ".join(TPCC_ENGINES) + " and the servers")
-            embedded = [e for e in engines if e in ENGINES]
-            kv = [e for e in engines if e in ENGINES and e != "sqlite"]
-            if "procedures" in w.get("mode", []) and embedded:
-                raise AlloclabError(f"workloads[{i}].mode: procedures run inside a server, not in "
-                                    f"{', '.join(embedded)}",
-                                    "use mode = [\"rows\"] for embedded engines, or leave mode out (each engine "
-                                    "gets its default: procedures on servers, rows embedded)")
-            if "statements" in w.get("mode", []) and kv:
-                raise AlloclabError(f"workloads[{i}].mode: statements are SQL, which {', '.join(kv)} do not speak",
-                                    "statements run on the servers and sqlite; key-value engines run mode = "
-                                    "[\"rows\"]")
-        if w["workload"] == "tpcc" and "client" in w:
-            bad = [c for c in w["client"] if c not in TPCC_CLIENTS]
-            if bad:
-                raise AlloclabError(f"workloads[{i}].client: {bad[0]!r} does not run TPC-C",
-                                    "allowed values for tpcc: native (alloclab's client), hammerdb")
-            if "hammerdb" in w["client"]:
-                not_maria = [e for e in engines if e in ENGINES or targets.parse(e).kind != "mariadb"]
-                if not_maria:
-                    raise AlloclabError(f"workloads[{i}].client: HammerDB's TPROC-C runs here against MariaDB only, "
-                                        f"not {', '.join(not_maria)}",
-                                        "use mariadb-innodb, mariadb-myrocks, mariadb11-* or mariadb:ENGINE=plugin.so")
-                if w.get("mode"):
-                    raise AlloclabError(f"workloads[{i}].mode: HammerDB runs its own stored procedures; mode is for "
-                                        "the native client", "drop mode, or run client = [\"native\"]")
-                if "ops" in w:
-                    raise AlloclabError(f"workloads[{i}].ops: HammerDB runs for a time, not a count",
-                                        "give duration_s (HammerDB counts in steps of 6 s)")
-                w.setdefault("duration_s", 30.0)  # HammerDB's timed test (it has no count of transactions)
-                if w.get("mix", "hammerdb") != "hammerdb":
-                    raise AlloclabError(f"workloads[{i}].mix: HammerDB's mix is its own (10/10/1/1/1 of 23)",
-                                        "set mix = \"hammerdb\" (or leave it out) with client = \"hammerdb\"")
-        sb_keys = {"test", "tables", "table_size"} | ({"client"} if w["workload"] != "tpcc" else set())
-        if w["workload"] != "sysbench" and sb_keys & set(w):
-            raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(sb_keys & set(w)))} only apply to "
-                                "workload = \"sysbench\"")
-        if w["workload"] == "sysbench":
-            if "test" not in w:
-                raise AlloclabError(f"workloads[{i}]: sysbench needs a test", "allowed values: "
-                                    + ", ".join(SYSBENCH_TESTS))
-            bad = [c for c in w.get("client", []) if c not in SYSBENCH_CLIENTS]
-            if bad:
-                raise AlloclabError(f"workloads[{i}].client: {bad[0]!r} does not run sysbench's tests",
-                                    "allowed values for sysbench: sysbench, native")
-            bad = [e for e in engines if e in ENGINES]
-            if bad:
-                raise AlloclabError(f"workloads[{i}]: sysbench runs against a server, not {', '.join(bad)}",
-                                    "allowed engines for sysbench: " + ", ".join(server_names())
-                                    + ", mariadb:ENGINE=plugin.so")
-        elif w["workload"] != "tpcc" and any(e not in ENGINES for e in engines):
-            servers = [e for e in engines if e not in ENGINES]
-            raise AlloclabError(f"workloads[{i}]: {w['workload']} runs in-process on an embedded engine, not on "
-                                f"{', '.join(servers)} (yet)", "use workload = \"sysbench\" against servers")
+        workloads.check_keys(i, w)
+        workloads.of(w["workload"]).check(i, w, d.get("engines", list(DEFAULT_ENGINES)))
     scale = d.get("scale", "quick")
     floor = d.get("min_window_s", MIN_WINDOW_S[scale])
     for i, w in enumerate(d["workloads"]):
@@ -204,7 +138,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
                                     f"they do not apply to {e}: {why}",
                                     "use preloaded allocators (jemalloc, mimalloc, ...) for servers, or run "
                                     "@link allocators on tidesdb, rocksdb, sqlite in a separate study")
-            for prof in plan.profiles or {"small": {}, "sysbench": {}}:
+            for prof in plan.profiles or {w.server_profile: {} for w in workloads.ALL if w.server_profile}:
                 targets.load_profile(t, prof)
     n_runs = len(plan.cells()) * len(allocs) * (plan.runs or plan.max_rounds)  # duplicate cells are an error here too
     if n_runs > MAX_RUNS:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 
 from alloclab.catalog import tidesql
-from alloclab.catalog.names import SYSBENCH_TESTS
+from alloclab.catalog.names import SYSBENCH, SYSBENCH_TESTS, TPCC
 from alloclab.core.errors import AlloclabError
+from alloclab.plan.workloads import OLTP_WORKLOAD
 
 SCALES = ("smoke", "quick", "full")
 
@@ -140,7 +141,7 @@ def tpcc_allocators(scale: str) -> dict:
         **({"margin_pct": 5.0} if scale == "quick" else {}),
         "slice_s": 0.5,
         "engine_options": dict(SMALL),
-        "workloads": [{"part": "tpcc", "workload": "tpcc", "mix": "spec", **_tpcc_size(scale)}],
+        "workloads": [{"part": TPCC, "workload": TPCC, "mix": "spec", **_tpcc_size(scale)}],
     }
 
 
@@ -163,7 +164,7 @@ def engines_tpcc(scale: str) -> dict:
         "baseline_engine": "mariadb-innodb",
         **_rounds(scale, "20m"),
         "profiles": {"small": dict(SMALL), "large": large},
-        "workloads": [{"part": "tpcc", "workload": "tpcc", "mix": "spec", **size}],
+        "workloads": [{"part": TPCC, "workload": TPCC, "mix": "spec", **size}],
     }
 
 
@@ -180,8 +181,8 @@ def sysbench_scaling(scale: str) -> dict:
         # and of context switches against threads (profiled runs, beside the measured ones)
         "perf": True,
         "profile_runs": 1 if scale == "smoke" else 2,
-        "profiles": {"sysbench": {}},
-        "workloads": [{"part": "scaling", "workload": "sysbench", "test": tests, "threads": threads,
+        "profiles": {OLTP_WORKLOAD.server_profile: {}},
+        "workloads": [{"part": "scaling", "workload": SYSBENCH, "test": tests, "threads": threads,
                        "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],
                        "table_size": {"smoke": 1000, "quick": 10_000, "full": 100_000}[scale],
                        "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 60.0}[scale]}],
@@ -207,14 +208,14 @@ def sysbench_allocators(scale: str) -> dict:
         "engines": ["mariadb-innodb"],
         **_rounds(scale, "20m"),
         **({"min_runs": 4} if scale != "smoke" else {}),  # the study's 4 runs per cell, at least
-        "profiles": {"sysbench": {}},
+        "profiles": {OLTP_WORKLOAD.server_profile: {}},
         "shapes": {
             "1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
                            "server_memory_bytes": "2GiB"},
             f"{four}cores-1GiB": {"server_cpus": _cpu_range(0, four - 1),
                                   "client_cpus": _cpu_range(min(four, last), last), "server_memory_bytes": "1GiB"},
         },
-        "workloads": [{"part": "oltp_rw", "workload": "sysbench", "test": "oltp_read_write",
+        "workloads": [{"part": "oltp_rw", "workload": SYSBENCH, "test": "oltp_read_write",
                        "threads": {"smoke": [4], "quick": [4, 16], "full": [1, 4, 16, 64, 128]}[scale],
                        "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],
                        "table_size": {"smoke": 1000, "quick": 10_000, "full": 100_000}[scale],

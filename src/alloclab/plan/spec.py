@@ -10,9 +10,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from alloclab.alloc import allocators as alloc_mod
-from alloclab.catalog.names import default_tpcc_mode
 from alloclab.core.errors import AlloclabError
-from alloclab.plan import design
+from alloclab.plan import design, workloads
 from alloclab.plan.cell import Cell, RunSpec
 from alloclab.plan.schema import WORKLOAD_DEFAULTS
 
@@ -68,13 +67,10 @@ class Plan:
             for profile, shape in itertools.product(self.profiles or {"default": {}}, self.shapes or {"default": {}}):
                 for w in self.workloads:
                     w = {**WORKLOAD_DEFAULTS, **w}
-                    tpcc = w["workload"] == "tpcc"
-                    modes = w.get("mode") or [default_tpcc_mode(engine)] if tpcc else [""]
+                    wl = workloads.of(w["workload"])
                     for pattern, kb, vb, batch, threads, wh, test, client, mode in itertools.product(
                             w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"],
-                            w.get("warehouses", [1 if tpcc else 0]), w.get("test", [""]),
-                            w.get("client", ["native" if tpcc else "sysbench"]),
-                            modes if not (tpcc and "hammerdb" in w.get("client", [])) else [""]):
+                            *wl.axes(w, engine)):
                         ops = w.get("ops")
                         if ops is None and "duration_s" not in w:
                             ops = 100_000
@@ -83,8 +79,8 @@ class Plan:
                             pattern=pattern, key_bytes=kb, value_bytes=vb, batch=batch, threads=threads,
                             ops=ops if "duration_s" not in w else None, duration_s=w.get("duration_s"),
                             keyspace=w.get("keyspace"), range_len=w["range_len"], profile=profile,
-                            warehouses=wh if tpcc else 0, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
-                            mix=w.get("mix", "hammerdb" if client == "hammerdb" else "spec"),
+                            warehouses=wh, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
+                            **wl.fields(w, client),
                             all_warehouses=w.get("all_warehouses", False),
                             think=w.get("think", False), test=test, client=client, tables=w.get("tables", 10),
                             table_size=w.get("table_size", 100_000), shape=shape, mode=mode))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from alloclab.answers import analyse
 from alloclab.answers import sentences as answers
-from alloclab.answers.analyse import NOPM, P99, PEAK_RSS, THROUGHPUT
+from alloclab.answers.metrics import NOPM, P99, PEAK_RSS, THROUGHPUT
 from alloclab.report import html, markdown
 from alloclab.report.charts import (
     KV_CHARTS,

@@ -14,9 +14,10 @@ matplotlib.rcParams["svg.hashsalt"] = "alloclab"  # stable ids: the same data gi
 matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever fetched
 import matplotlib.pyplot as plt  # noqa: E402
 
-from alloclab.answers import analyse, stats  # noqa: E402
+from alloclab.answers import analyse, metrics, stats  # noqa: E402
 from alloclab.answers import sentences as answers  # noqa: E402
-from alloclab.answers.analyse import P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
+from alloclab.answers.metrics import P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
+from alloclab.plan import workloads  # noqa: E402
 from alloclab.report.formatting import params  # noqa: E402
 from alloclab.report.tables import Table  # noqa: E402
 from alloclab.report.tpcc import group_label, tpcc_valid  # noqa: E402
@@ -72,14 +73,14 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     for t, (kind, _item) in zip(ax.get_yticklabels(), rows):
         if kind == "cell":
             t.set_fontweight("bold")
-    what = answers.METRIC_TITLE.get(metric, metric)
+    what = metrics.words(metric)
     ax.set_xlabel(f"{what}: ratio variant ÷ baseline (1 = no difference)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     fig.tight_layout()
     png, svg = _save(fig, out, f"verdicts_{metric}")
     n = [v.n_pairs or min(v.n_baseline, v.n_variant) for v in vs]
-    units = sorted({"NOPM" if v.settings.startswith("w") and v.workload == "tpcc" else
+    units = sorted({workloads.of(v.workload).headline_unit or
                     {"throughput": "ops/s", "p99_latency": "ms", "peak_rss": "MiB"}.get(metric, "") for v in vs})
     cap = (f"{what.capitalize()} ({', '.join(units)}): each comparison's ratio variant ÷ baseline from paired runs "
            f"(dot) with its 95 % CI (bar), n = {min(n)}{'–' + str(max(n)) if max(n) != min(n) else ''} rounds per "

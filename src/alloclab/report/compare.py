@@ -6,7 +6,7 @@ Refuses folders from different machines or settings unless forced, naming what d
 from __future__ import annotations
 
 from alloclab.answers import analyse, stats
-from alloclab.answers.analyse import METRICS
+from alloclab.answers.metrics import METRICS
 from alloclab.core.errors import AlloclabError
 from alloclab.report import Table, fmt_cmp, params
 

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 from alloclab.answers import analyse, stats
-from alloclab.answers.analyse import Metric
+from alloclab.answers.metrics import Metric
+from alloclab.plan import workloads
 
 
 def params(cell: tuple) -> str:
     c = analyse.cell_dict(cell)
-    prof = "" if c["profile"] == "default" else f" [{c['profile']}]"
-    prof += "" if c.get("shape", "default") == "default" else f" <{c['shape']}>"
-    if c["workload"] == "tpcc":
-        mode = f" ({c['tpcc_mode']})" if c.get("tpcc_mode") else ""
-        return f"tpcc w{c['warehouses']}{mode}{prof} vu{c['threads']}"
-    if c["workload"] == "sysbench":
-        client = "" if c.get("client") in ("", "sysbench") else f" ({c['client']})"
-        return f"{c['pattern']}{client}{prof} t{c['threads']}"
-    return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}{prof} t{c['threads']}"
+    return workloads.of(c["workload"]).params(c)
 
 
 def fmt_ci(m: Metric, s: stats.CellStats) -> str:

@@ -4,6 +4,7 @@ versions, the plan, and how each allocator was used and proved)."""
 from __future__ import annotations
 
 from alloclab.answers import analyse
+from alloclab.report.tpcc import client_lines
 
 
 def environment(study: analyse.Study) -> list[str]:
@@ -48,11 +49,7 @@ def environment(study: analyse.Study) -> list[str]:
                     if plug.get("tidesql_version") else "")
             plugins.setdefault(r.engine, set()).add(f"{what}{plug.get('name')} plugin {plug.get('version')} "
                                                     f"({plug.get('library')})")
-    clients = {("HammerDB 4.12 (its TPROC-C stored procedures and 10/10/1/1/1 mix, as the seeds ran it)"
-                if r.client == "hammerdb" else f"alloclab's own ({r.tpcc_mode} mode)")
-               for r in study.rows if r.workload == "tpcc"}
-    if clients:
-        lines.append("TPC-C client: " + "; ".join(sorted(clients)))
+    lines += client_lines(study)
     for target, versions in sorted(servers.items()):
         for version, used in versions.items():
             engine = "; ".join(sorted(plugins.get(target, ())))

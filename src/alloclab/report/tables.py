@@ -15,9 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from alloclab.answers import analyse, decide, stats
+from alloclab.answers import analyse, decide, metrics, stats
 from alloclab.answers import sentences as answers
-from alloclab.answers.analyse import P99, PEAK_RSS, THROUGHPUT, Metric
+from alloclab.answers.metrics import P99, PEAK_RSS, THROUGHPUT, Metric
+from alloclab.plan import workloads
 from alloclab.report import flames
 from alloclab.report.formatting import fmt_ci, fmt_cmp, params
 
@@ -334,7 +335,7 @@ def verdict_table(ans: answers.Answers) -> Table:
         ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "–"
         todo = "" if v.rounds_to_decide is None else (
             ">1000" if v.rounds_to_decide >= 1000 else str(v.rounds_to_decide))
-        t.add([answers.METRIC_TITLE.get(v.metric, v.metric), v.comparison, v.engine, v.workload, str(v.threads),
+        t.add([metrics.words(v.metric), v.comparison, v.engine, v.workload, str(v.threads),
                v.settings, f"{v.variant} vs {v.baseline}", f"{v.n_variant}/{v.n_baseline}",
                f"{v.ratio:.3f}" if v.ratio is not None else "–", ci, v.verdict, todo],
               [getattr(v, k) for k in decide.CSV_COLUMNS])
@@ -355,15 +356,16 @@ def cpu_per_txn_table(study: analyse.Study) -> Table | None:
                    "a client that costs the server nothing has a small ratio on a machine it shares.")
     for (cell, alloc), rs in _valid_by_cell(study, rows):
         def per(r):
-            n = r.client_nopm * r.duration_s / 60 if r.workload == "tpcc" else r.ops
+            n = workloads.of(r.workload).work_done(r)
             return ((r.cpu_user_s + r.cpu_sys_s) / n * 1e3, (r.client_cpu_user_s + (r.client_cpu_sys_s or 0)) / n * 1e3
                     ) if n else None
         got = [x for x in map(per, rs) if x]
         if not got:
             continue
         srv, cli = stats.median([x[0] for x in got]), stats.median([x[1] for x in got])
-        mode = rs[0].tpcc_mode or ("–" if rs[0].workload != "tpcc" else "rows")
-        what = "New-Order" if rs[0].workload == "tpcc" else "transaction"
+        wl = workloads.of(rs[0].workload)
+        mode = rs[0].tpcc_mode or (wl.mode_label or "–")
+        what = wl.unit_of_work
         t.add([cell[0], params(cell), alloc, mode, str(len(got)), what, f"{srv:.3f}", f"{cli:.3f}",
                f"{cli / srv:.2f}" if srv else "–"],
               [cell[0], params(cell), alloc, mode, len(got), what, srv, cli, cli / srv if srv else None])

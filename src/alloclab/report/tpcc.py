@@ -6,12 +6,20 @@ import json
 from collections import defaultdict
 
 from alloclab.answers import analyse, stats
-from alloclab.answers.analyse import NOPM
+from alloclab.answers.metrics import NOPM
 from alloclab.plan import presets
 from alloclab.report.formatting import params
 from alloclab.report.tables import Table
 
 TXN_NAMES = {"neword": "NEWORD", "payment": "PAYMENT", "delivery": "DELIVERY", "slev": "SLEV", "ostat": "OSTAT"}
+
+
+def client_lines(study: analyse.Study) -> list[str]:
+    """The TPC-C clients the study's runs used, for the Environment section."""
+    clients = {("HammerDB 4.12 (its TPROC-C stored procedures and 10/10/1/1/1 mix, as the seeds ran it)"
+                if r.client == "hammerdb" else f"alloclab's own ({r.tpcc_mode} mode)")
+               for r in study.rows if r.workload == "tpcc"}
+    return ["TPC-C client: " + "; ".join(sorted(clients))] if clients else []
 
 
 def tpcc_valid(study: analyse.Study) -> list:

@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from alloclab.catalog.names import TPCC
 from alloclab.clients import driver
 from alloclab.core import environment, events
 from alloclab.core.errors import AlloclabError
@@ -64,7 +65,7 @@ class Datasets:
 
     def pristine(self, spec: RunSpec) -> Path | None:
         """The pristine copy this run starts from (loading it the first time), or None."""
-        if spec.cell.workload != "tpcc":
+        if spec.cell.workload != TPCC:
             return None
         key = self.key(spec)
         return self.cache.get(key, lambda path: self._load(spec, key, path))
@@ -76,8 +77,7 @@ class Datasets:
         log_dir.mkdir(parents=True, exist_ok=True)
         ev_path = log_dir / "events.jsonl"
         self.notify(f"loading {c.warehouses} TPC-C warehouse(s) into {c.engine} ({key}), unmeasured")
-        argv = driver.load_argv(self.exe, c.engine, path, c.warehouses, c.loaders, spec.study_seed,
-                                spec.engine_options, ev_path)
+        argv = driver.load_argv(self.exe, spec, ev_path, db_path=path)
         t0 = time.monotonic()
         with open(log_dir / "driver.log", "wb") as log:
             try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from alloclab.alloc import account, allocators
+from alloclab.catalog.names import HAMMERDB, SYSBENCH, TPCC
 from alloclab.clients import sysbench
 from alloclab.core import events
 from alloclab.core.errors import AlloclabError
@@ -113,9 +114,9 @@ def tpcc_rates(summary: dict) -> dict[str, float]:
     of committed New-Orders per minute, and TPM (committed plus rolled-back transactions)."""
     minutes = float(summary.get("duration_s") or 0) / 60
     wl = summary.get("workload") or {}
-    if not minutes or wl.get("kind") != "tpcc":
+    if not minutes or wl.get("kind") != TPCC:
         return {"nopm": 0.0, "client_nopm": 0.0, "tpm": 0.0}
-    if wl.get("client") == "hammerdb":  # HammerDB's own result line is the client's count
+    if wl.get("client") == HAMMERDB:  # HammerDB's own result line is the client's count
         return {"nopm": round(float(wl.get("nopm", 0.0)), 1), "client_nopm": round(float(wl["client_nopm"]), 1),
                 "tpm": round(float(wl["tpm"]), 1)}
     ops = summary.get("ops", {})
@@ -408,7 +409,7 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         "driver_version": (watch.start or {}).get("driver_version"),
         "engine_version": (watch.start or {}).get("engine_version"),
         "samples": len(tl.samples), "noise": run_noise.to_json(), "check": watch.check, "alloc_account": acc,
-        "profile": profile_note(spec, run_dir, recorder), "sysbench": result.__dict__ if result else None,
+        "profile": profile_note(spec, run_dir, recorder), SYSBENCH: result.__dict__ if result else None,
         # in turns: how often its processes under test were stopped while its client waited
         **({"frozen_while_waiting": target.freezes} if gate is not None else {}),
         **target.run_json(), **({"alloc_account_missing": None} if acc else {})})

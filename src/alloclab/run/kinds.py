@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from alloclab.catalog.names import HAMMERDB, NATIVE, SYSBENCH, TPCC
 from alloclab.clients import driver, hammerdb, sysbench
+from alloclab.core.errors import AlloclabError
 from alloclab.plan import ENGINES, Cell, RunSpec
-from alloclab.run.golden import client_target
 from alloclab.run.target import InProcess, OnServer, Target
+from alloclab.servers import correctness
 
 
 class RunKind:
@@ -65,21 +67,41 @@ class ServerTPCC(RunKind):
     tpcc = True
     client_label = "driver client"  # the client process, as its errors name it
 
+    prepare_scratch = ""  # a folder the client's preparation leaves in the datadir, removed
+
     def data(self, spec, node):
-        return node.golden.datadir(spec)
+        return node.golden.datadir(spec, self)
+
+    # --- its golden data (run.golden): what defines it, and how it is prepared ---------------
+    def golden_identity(self, spec: RunSpec) -> tuple[dict, str]:
+        c = spec.cell
+        return {"warehouses": c.warehouses, "loaders": c.loaders, "seed": spec.study_seed}, f"tpcc-w{c.warehouses}"
+
+    def golden_words(self, c: Cell) -> str:
+        return f"{c.warehouses} TPC-C warehouse(s)"
+
+    def load_client(self, c: Cell) -> str:
+        return c.client
+
+    def prepare(self, srv, spec: RunSpec, path: Path, logs: Path, exe: Path) -> tuple[list[str], list[str]]:
+        """Make the data in the started server: the loader's command line, and notes about the engine."""
+        notes = self._engine_correct(srv)
+        srv.sql(f"CREATE DATABASE {driver.TPCC_DATABASE}")
+        return driver.load_argv(exe, spec, logs / "events.jsonl", srv=srv), notes
+
+    @staticmethod
+    def _engine_correct(srv) -> list[str]:
+        """TPC-C finds customers by last name through a string index: an engine that gets that
+        wrong fails the runs of this target, with why, before anything is loaded."""
+        if srv.target.kind != "mariadb":
+            return []
+        wrong, notes = correctness.check(srv)
+        if wrong:
+            raise AlloclabError(wrong)
+        return notes
 
     def client_argv(self, spec: RunSpec, exe: Path, events: Path):
-        c = spec.cell
-
-        def argv(srv):
-            a = [str(exe), "run", "--workload", "tpcc", *client_target(srv), "--threads", str(c.threads),
-                 "--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--tpcc-mode", c.tpcc_mode, "--seed",
-                 str(spec.seed), "--warmup-s", repr(spec.warmup_s), "--interval-ms", str(spec.interval_ms), "--check",
-                 "--events", str(events)]
-            a += ["--all-warehouses"] if c.all_warehouses else []
-            a += ["--think"] if c.think else []
-            return a + (["--duration-s", repr(c.duration_s)] if c.duration_s is not None else ["--ops", str(c.ops)])
-        return argv
+        return lambda srv: driver.argv(exe, spec, events, srv=srv)
 
     def target(self, spec, run_dir, node, data, events):
         return OnServer(spec, run_dir, node.scratch, data, self.client_argv(spec, node.exe, events), self.client_label)
@@ -95,6 +117,21 @@ class ServerHammerDB(ServerTPCC):
 
     name = "server TPC-C (HammerDB)"
     client_label = "HammerDB"
+    prepare_scratch = HAMMERDB  # its scratch folder inside the datadir
+
+    def golden_identity(self, spec):  # HammerDB's own schema, built by HammerDB
+        ident, _ = super().golden_identity(spec)
+        return {**ident, "client": HAMMERDB}, f"hammerdb-w{spec.cell.warehouses}"
+
+    def prepare(self, srv, spec, path, logs, exe):
+        notes = self._engine_correct(srv)
+        c = spec.cell
+        # one building virtual user on an optimistic engine: HammerDB's loader does not retry
+        build_vus = 1 if srv.target.tidesql else max(1, min(c.loaders, c.warehouses))
+        argv = hammerdb.command("build", "--socket", str(srv.socket), "--warehouses", str(c.warehouses), "--engine",
+                                srv.target.engine, "--tmp", str(path / self.prepare_scratch), "--build-vus",
+                                str(build_vus))
+        return argv, notes
 
     def client_argv(self, spec: RunSpec, exe: Path, events: Path):
         c = spec.cell
@@ -103,11 +140,11 @@ class ServerHammerDB(ServerTPCC):
             return hammerdb.command("run", "--socket", str(srv.socket), "--warehouses",
                     str(c.warehouses), "--engine", srv.target.engine, "--threads", str(c.threads), "--rampup-s",
                     repr(c.rampup_s or 0.0), "--duration-s", repr(c.duration_s or 0.0), "--events", str(events),
-                    "--tmp", str(srv.datadir / "hammerdb"))
+                    "--tmp", str(srv.datadir / self.prepare_scratch))
         return argv
 
     def row_fields(self, spec):
-        return {**super().row_fields(spec), "client": "hammerdb"}
+        return {**super().row_fields(spec), "client": HAMMERDB}
 
 
 class ServerOLTP(ServerTPCC):
@@ -116,7 +153,21 @@ class ServerOLTP(ServerTPCC):
 
     def __init__(self, native: bool):
         self.driver_client = native
-        self.client_label = "driver client" if native else "sysbench"
+        self.client_label = "driver client" if native else SYSBENCH
+
+    def golden_identity(self, spec):
+        c = spec.cell
+        return {"tables": c.tables, "table_size": c.table_size}, f"sb{c.tables}x{c.table_size}"
+
+    def golden_words(self, c):
+        return f"{c.tables} x {c.table_size} sysbench rows"
+
+    def load_client(self, c):
+        return SYSBENCH
+
+    def prepare(self, srv, spec, path, logs, exe):
+        srv.sql(f"CREATE DATABASE {sysbench.DATABASE}")
+        return sysbench.prepare_argv(srv, spec.cell.tables, spec.cell.table_size), []
 
     SYSBENCH_CONNECTED_S = 1.0  # sysbench has connected every thread by then
     SYSBENCH_END_MARGIN_S = 0.5  # the window's end is read this long before sysbench's --time is up
@@ -127,14 +178,7 @@ class ServerOLTP(ServerTPCC):
             return lambda srv: sysbench.run_argv(srv, c.test, c.threads, c.duration_s, c.tables, c.table_size,
                                                  spec.seed, events=c.ops)
 
-        def argv(srv):
-            engine = "postgres" if srv.target.kind == "postgres" else "mariadb"
-            return [str(exe), "run", "--workload", c.test, "--engine", engine, "--socket", str(srv.socket),
-                    "--database", sysbench.DATABASE, "--tables", str(c.tables), "--table-size", str(c.table_size),
-                    "--threads", str(c.threads), "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s),
-                    "--interval-ms", str(spec.interval_ms), "--events", str(events)] + (
-                        ["--duration-s", repr(c.duration_s)] if c.duration_s is not None else ["--ops", str(c.ops)])
-        return argv
+        return lambda srv: driver.argv(exe, spec, events, srv=srv)
 
     def window(self, spec, watch, since_client_s):
         """sysbench counts transactions over its whole run: its window is its run once its threads
@@ -152,8 +196,8 @@ class ServerOLTP(ServerTPCC):
 
 def of(cell: Cell) -> RunKind:
     """The kind of a cell's runs."""
-    if cell.workload == "sysbench":
-        return ServerOLTP(native=cell.client == "native")
+    if cell.workload == SYSBENCH:
+        return ServerOLTP(native=cell.client == NATIVE)
     if cell.engine not in ENGINES:
-        return ServerHammerDB() if cell.client == "hammerdb" else ServerTPCC()
-    return EmbeddedTPCC() if cell.workload == "tpcc" else EmbeddedKV()
+        return ServerHammerDB() if cell.client == HAMMERDB else ServerTPCC()
+    return EmbeddedTPCC() if cell.workload == TPCC else EmbeddedKV()

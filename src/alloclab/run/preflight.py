@@ -8,7 +8,7 @@ from pathlib import Path
 
 from alloclab.alloc import allocators
 from alloclab.catalog import targets
-from alloclab.catalog.names import ENGINES
+from alloclab.catalog.names import ENGINES, HAMMERDB
 from alloclab.clients import driver, hammerdb, sysbench
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import Plan
@@ -38,7 +38,7 @@ def preflight(plan: Plan, progress) -> Path:
         check_available(t)
     if servers:
         sysbench.binary()
-    if any(c.client == "hammerdb" for c in plan.cells()):
+    if any(c.client == HAMMERDB for c in plan.cells()):
         hammerdb.check_available()
     if any(t.stack for t in servers):
         stack.ensure([t.tidesql for t in servers if t.tidesql], notify=progress.message if progress else print)

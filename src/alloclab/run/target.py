@@ -141,7 +141,7 @@ class InProcess(Target):
         with open(self.run_dir / self.log_name, "wb") as log:
             try:
                 self.client = subprocess.Popen(
-                    driver.argv(self.exe, self.spec, self.db_path, self.events, gate=gated),
+                    driver.argv(self.exe, self.spec, self.events, db_path=self.db_path, gate=gated),
                     env=self.spec.allocator.target_env(dict(os.environ)),
                     stdin=subprocess.PIPE if gated else subprocess.DEVNULL, stdout=subprocess.PIPE if gated else log,
                     stderr=log, start_new_session=True, preexec_fn=child_setup(cpus))

@@ -11,31 +11,16 @@ import time
 from typing import TextIO
 
 from alloclab.core.events import Event
-from alloclab.core.units import fmt_duration
-from alloclab.plan import RunSpec
+from alloclab.core.units import fmt_duration, fmt_rate
+from alloclab.plan import RunSpec, workloads
 from alloclab.results.store import RunRow
-
-
-def _fmt_rate(x: float) -> str:
-    if x >= 1e6:
-        return f"{x / 1e6:.2f}M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f}k"
-    return f"{x:.0f}"
-
-
-def _fmt_latency(ns: float) -> str:
-    """A latency as people read it: µs under 0.1 ms (a memtable read's p99 is not "0.00 ms")."""
-    return f"{ns / 1e3:.1f} µs" if ns < 100_000 else f"{ns / 1e6:.2f} ms"
 
 
 def describe(spec: RunSpec) -> str:
     c = spec.cell
     prof = "" if c.profile == "default" else f" ({c.profile})"
     prof += "" if c.shape == "default" else f" <{c.shape}>"
-    sb = c.test + ("" if c.client == "sysbench" else f" ({c.client})")
-    what = {"tpcc": f"w{c.warehouses} vu{c.threads}", "sysbench": f"{sb} t{c.threads}"}.get(
-        c.workload, f"t{c.threads} b{c.batch}")
+    what = workloads.of(c.workload).describe(c)
     return f"{c.engine} {c.part} {what}{prof} [{spec.allocator.name}] r{spec.repeat}"
 
 
@@ -64,7 +49,7 @@ class Progress:
     def event(self, ev: Event) -> None:
         if ev.type == "interval":
             ops = sum(o.get("ops", 0) for o in ev.data.get("ops", {}).values())
-            self.rate = f"{_fmt_rate(ops)} ops/s"
+            self.rate = f"{fmt_rate(ops)} ops/s"
         elif ev.type == "phase" and ev.data.get("state") == "begin":
             self.rate = ev.data.get("phase", "")
         self._draw()
@@ -74,15 +59,8 @@ class Progress:
         if self.live:
             self.stream.write("\r\033[K")
         mark = {"ok": "ok", "failed": "FAILED", "invalid": "INVALID"}.get(row.status, row.status)
-        if row.status == "ok" and row.workload == "tpcc":
-            detail = (f"NOPM {row.nopm:,.0f} (client {row.client_nopm:,.0f})  TPM {row.tpm:,.0f}  "
-                      f"peak RSS {row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
-        elif row.status == "ok" and row.workload == "sysbench":
-            detail = (f"{row.ops_per_s:,.0f} tps  p99 {_fmt_latency(row.p99_ns)}  server peak RSS "
-                      f"{row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
-        elif row.status == "ok":
-            detail = (f"{_fmt_rate(row.ops_per_s)} ops/s  p99 {_fmt_latency(row.p99_ns)}  "
-                      f"peak RSS {row.peak_rss_bytes / 2**20:.0f} MiB  ({row.wall_s:.1f}s)")
+        if row.status == "ok":
+            detail = workloads.of(row.workload).outcome(row)
         else:
             detail = row.reason
         self.stream.write(f"[{self.done}/{self.total}] {mark:7s} {describe(spec)}: {detail}  ETA {self.eta()}\n")
