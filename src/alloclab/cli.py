@@ -359,7 +359,7 @@ def parser() -> argparse.ArgumentParser:
                          "the seeds' TPC-C client")
     su.add_argument("--force", action="store_true", help="start again from nothing")
     su.add_argument("--tidesql", action="append", metavar="BUILD",
-                    help="also build this TideSQL build (4.5.5, 4.2.5, seed000, seed003; repeatable)")
+                    help=f"also build this TideSQL build ({', '.join(tidesql.BUILDS)}; repeatable)")
     su.set_defaults(fn=cmd_setup)
     ps = sub.add_parser("presets", help="list the presets")
     ps.set_defaults(fn=cmd_presets)

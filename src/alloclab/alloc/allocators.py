@@ -14,24 +14,9 @@ import sysconfig
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from alloclab.catalog.allocators import KNOWN, Known
 from alloclab.core import environment
 from alloclab.core.errors import AlloclabError
-
-
-@dataclass(frozen=True)
-class Known:
-    sonames: tuple[str, ...]
-    package: str
-
-
-# The allocators alloclab knows by name. "glibc" is the absence of any preload.
-KNOWN: dict[str, Known] = {
-    "glibc": Known((), "libc6"),
-    "jemalloc": Known(("libjemalloc.so.2", "libjemalloc.so"), "libjemalloc2"),
-    "mimalloc": Known(("libmimalloc.so.2", "libmimalloc.so.2.0", "libmimalloc.so"), "libmimalloc2.0"),
-    "tcmalloc": Known(("libtcmalloc.so.4", "libtcmalloc.so"), "libgoogle-perftools4"),
-    "tcmalloc-minimal": Known(("libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so"), "libtcmalloc-minimal4"),
-}
 
 # Basenames that mean "some allocator other than glibc is mapped".
 FOREIGN_ALLOCATOR = re.compile(

@@ -176,11 +176,7 @@ def paired(study: Study, base: dict[int, float] | None, var: dict[int, float] | 
     """variant/baseline paired by round, at the study's confidence, with its verdict word."""
     if not base or not var:
         return None
-    pol = study.policy
-    iv = stats.ratio_interval(base, var, confidence=pol.confidence)
-    if iv.ci_low is None:
-        return stats.Comparison(iv.ratio, None, None, "undecided", (iv.ratio - 1) * 100)
-    word = stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, pol.margin)
+    iv, word = decide.compare(base, var, higher_is_better, study.policy)
     return stats.Comparison(iv.ratio, iv.ci_low, iv.ci_high, word, (iv.ratio - 1) * 100)
 
 

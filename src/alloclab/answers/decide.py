@@ -151,7 +151,7 @@ def pair_key(r: RunRow) -> tuple[int, str]:
 
 def mixed_machines(rows: Iterable[RunRow]) -> dict[str, dict[str, list[str]]]:
     """cell -> machine fingerprint -> its nodes, for the cells whose valid runs came from machines
-    that differ (runner.FINGERPRINT_KEYS): their ratios pair runs within a node, and pool over
+    that differ (host.machine.FINGERPRINT_KEYS): their ratios pair runs within a node, and pool over
     those machines, which the report says."""
     by: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for r in rows:
@@ -204,6 +204,15 @@ def _pairs_to_compare(policy: Policy, cells: Iterable[tuple], allocators_of: dic
     return out
 
 
+def compare(base: dict, var: dict, higher_is_better: bool, policy: Policy) -> tuple[stats.RatioInterval, str]:
+    """The one rule for a comparison: variant / baseline, paired by round, at the policy's
+    confidence, and its verdict word (faster, slower, equivalent or undecided)."""
+    iv = stats.ratio_interval(base, var, confidence=policy.confidence)
+    if iv.ci_low is None:
+        return iv, "undecided"
+    return iv, stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, policy.margin)
+
+
 def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = METRICS) -> list[Verdict]:
     """Every comparison the policy asks, on every metric, from the rows as they stand."""
     keys = _cell_keys(rows)
@@ -213,12 +222,7 @@ def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = MET
         groups = _groups(rows, m)
         allocators_of = {c: list(g) for c, g in groups.items()}
         for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
-            b, v = groups[bc][ba], groups[vc][va]
-            iv = stats.ratio_interval(b, v, confidence=conf)
-            if iv.ci_low is None:
-                word = "undecided"
-            else:
-                word = stats.verdict_word(iv.ci_low, iv.ci_high, m.higher_is_better, policy.margin)
+            iv, word = compare(groups[bc][ba], groups[vc][va], m.higher_is_better, policy)
             todo = None
             if word == "undecided":
                 n = iv.n_pairs if iv.paired else min(iv.n_baseline, iv.n_variant)

@@ -59,6 +59,7 @@ BUILDS = {
 }
 DEFAULT_BUILD = "4.5.5"
 SEED_BUILD = "seed000"  # what study 1 published its TidesDB figures with
+FIXED_BUILD = "4.2.5"  # the seeds' TideSQL on the first TidesDB release with the string-index fix
 
 
 def build(name: str | None) -> Build:

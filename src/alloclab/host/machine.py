@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import socket
@@ -82,3 +84,17 @@ def _os_release() -> str:
     except OSError:
         pass
     return platform.platform()
+
+
+# what makes two machines comparable: the one list. Runs on machines that differ in any of these
+# are never paired, a comparison that pools them says so, and a before/after names them.
+MACHINE_KEYS = ("cpu_model", "cores", "memory_bytes", "kernel", "os")
+FINGERPRINT_KEYS = MACHINE_KEYS + ("alloclab_commit",)
+
+
+def fingerprint(described: dict) -> str:
+    """A short digest of what makes this machine's figures comparable with another's."""
+    ident = {k: described.get(k) for k in FINGERPRINT_KEYS}
+    ident["memory_gib"] = round((ident.pop("memory_bytes") or 0) / 2**30)  # the kernel's reserve varies
+    ident["driver_version"] = (described.get("driver") or {}).get("driver_version")
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]

@@ -238,13 +238,13 @@ def published_caveats(plan: dict, engines: list[str]) -> list[str]:
     """What a reader of the published figures must know about the engine they came from."""
     if plan.get("preset") != "tpcc-allocators" or not any(e.startswith("mariadb11-tidesdb") for e in engines):
         return []
-    seed, fixed = tidesql.BUILDS[tidesql.SEED_BUILD], tidesql.BUILDS["4.2.5"]
+    seed, fixed = tidesql.BUILDS[tidesql.SEED_BUILD], tidesql.BUILDS[tidesql.FIXED_BUILD]
     ours = "; ".join(f"{e} is {tidesql.build(e.partition('@')[2] or None).describe()}"
                      for e in engines if e.startswith("mariadb11-tidesdb"))
     return [f"The seeds' TidesDB figures came from {seed.describe()}, which returns wrong results through string "
             f"secondary indexes once rows reach its SSTables (most by-last-name lookups find nobody, and HammerDB's "
             f"procedures commit such transactions as work); TidesDB {tidesql.FIRST_FIXED_TIDESDB} fixed it "
-            f"(mariadb11-tidesdb@4.2.5 is {fixed.describe()}). Here {ours}."]
+            f"(mariadb11-tidesdb@{fixed.name} is {fixed.describe()}). Here {ours}."]
 
 
 PRESETS = {

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from alloclab.catalog import targets
+from alloclab.catalog import targets, tidesql
 from alloclab.catalog.names import (
     COMPRESSION,
     ENGINES,
@@ -102,9 +102,10 @@ def _engine(key, v):
         except AlloclabError as e:
             if v.startswith("mariadb11-tidesdb@"):  # a build it does not know: say which it knows
                 raise AlloclabError(f"{key}: {e.message}", e.hint) from None
+    others = ", ".join(b for b in tidesql.BUILDS if b != tidesql.DEFAULT_BUILD)
     raise AlloclabError(f"{key}: {v!r} is not allowed",
                         "allowed values: " + ", ".join(ENGINES + tuple(server_names())) +
-                        ", mariadb11-tidesdb@BUILD (4.2.5, seed000, seed003), mariadb:ENGINE=plugin.so")
+                        f", mariadb11-tidesdb@BUILD ({others}), mariadb:ENGINE=plugin.so")
 
 
 def server_names() -> list[str]:

@@ -8,10 +8,8 @@ from __future__ import annotations
 from alloclab.answers import analyse, stats
 from alloclab.answers.metrics import METRICS
 from alloclab.core.errors import AlloclabError
+from alloclab.host.machine import MACHINE_KEYS
 from alloclab.report import Table, fmt_cmp, params
-
-# metadata that must agree for a before/after to mean anything
-MACHINE_KEYS = ("cpu_model", "cores", "memory_bytes", "kernel", "os")
 
 
 def _driver_engines(m: dict) -> dict:

@@ -102,7 +102,7 @@ class RunRow:
     client_cpu_sys_s: float | None = None
     tpcc_mode: str = ""  # TPC-C: how the client drives the server (rows, statements, procedures)
     # added in 0.5: where the run executed: the Ray node's id (empty on the study's own machine) and
-    # a digest of what makes that machine's figures comparable (runner.fingerprint); statistics
+    # a digest of what makes that machine's figures comparable (host.machine.fingerprint); statistics
     # pair runs within a node and never pool machines of different fingerprints silently
     node: str = ""
     machine_fingerprint: str = ""

@@ -6,8 +6,6 @@ every machine of a Ray cluster (fleet.py), each preparing and caching its own da
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import tempfile
 from dataclasses import replace
@@ -18,15 +16,12 @@ from alloclab.clients import driver
 from alloclab.core import events
 from alloclab.core.errors import AlloclabError
 from alloclab.host import machine
+from alloclab.host.machine import fingerprint
 from alloclab.plan import RunSpec
 from alloclab.results.store import RunRow
 from alloclab.run import execute, golden, kinds
 from alloclab.run.datasets import Datasets
 from alloclab.run.execute import failed_row
-
-# what makes two machines comparable: runs on machines that differ in any of these are never
-# paired, and a comparison that pools them says so
-FINGERPRINT_KEYS = ("cpu_model", "cores", "memory_bytes", "kernel", "os", "alloclab_commit")
 
 
 def make_scratch(parent: Path | None = None, prefix: str = "alloclab-") -> Path:
@@ -37,14 +32,6 @@ def make_scratch(parent: Path | None = None, prefix: str = "alloclab-") -> Path:
     d = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     os.chmod(d, 0o711)
     return d
-
-
-def fingerprint(described: dict) -> str:
-    """A short digest of what makes this machine's figures comparable with another's."""
-    ident = {k: described.get(k) for k in FINGERPRINT_KEYS}
-    ident["memory_gib"] = round((ident.pop("memory_bytes") or 0) / 2**30)  # the kernel's reserve varies
-    ident["driver_version"] = (described.get("driver") or {}).get("driver_version")
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 class Node:

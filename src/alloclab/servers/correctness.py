@@ -85,8 +85,9 @@ def _string_index(srv) -> str | None:
     if t.tidesql:
         b = tidesql.build(t.tidesql)
         if b.wrong_results:
+            fixed = tidesql.BUILDS[tidesql.FIXED_BUILD]
             why += (f". TidesDB {b.tidesdb}'s block index keeps a 16-byte key prefix (fixed in TidesDB "
-                    f"{tidesql.FIRST_FIXED_TIDESDB}): mariadb11-tidesdb@4.2.5 is {tidesql.BUILDS['4.2.5'].describe()}, "
+                    f"{tidesql.FIRST_FIXED_TIDESDB}): mariadb11-tidesdb@{fixed.name} is {fixed.describe()}, "
                     f"mariadb11-tidesdb {tidesql.BUILDS[tidesql.DEFAULT_BUILD].describe()}")
     return why
 

@@ -15,6 +15,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from alloclab.catalog.allocators import KNOWN
 from alloclab.catalog.tidesql import BUILDS, build
 from alloclab.core.errors import AlloclabError
 from alloclab.host.processes import kill_group
@@ -194,17 +195,11 @@ def describe() -> str:
 
 # --- allocators inside the root -----------------------------------------------------------------
 
-ROOT_SONAMES = {
-    "jemalloc": ("libjemalloc.so.2",),
-    "mimalloc": ("libmimalloc.so.3", "libmimalloc.so.2"),
-    "tcmalloc": ("libtcmalloc.so.4",),
-    "tcmalloc-minimal": ("libtcmalloc_minimal.so.4",),
-}
 
 
 def root_library(base: str) -> str | None:
     """The in-root path of an allocator's library, or None if the root lacks it."""
-    for soname in ROOT_SONAMES.get(base, ()):
+    for soname in KNOWN[base].root_sonames if base in KNOWN else ():
         for d in ("usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu", "usr/lib"):
             p = root() / d / soname
             if p.exists():

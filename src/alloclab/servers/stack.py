@@ -28,6 +28,7 @@ from pathlib import Path
 
 from alloclab.alloc import allocators
 from alloclab.catalog import targets
+from alloclab.catalog.allocators import KNOWN
 from alloclab.catalog.targets import ServerTarget
 from alloclab.catalog.tidesql import BUILDS, DEFAULT_BUILD, Build, build
 from alloclab.core.errors import AlloclabError
@@ -35,7 +36,6 @@ from alloclab.host.vendor import Vendored
 from alloclab.host.vendor import find as find_vendored
 from alloclab.servers.root import (
     MARIADB_VERSION,
-    ROOT_SONAMES,
     STEPS,
     SUITE,
     built,
@@ -54,13 +54,6 @@ from alloclab.servers.root import (
 from alloclab.servers.server import Server, mariadb_plugin_dir, pg_bindir, which
 from alloclab.servers.sources import MARIADB_DEBS, PLUGIN_HEADERS, TIDESDB_ARCHIVES, TIDESQL_ARCHIVES, vendored_for
 
-# one name per allocator; the first that the suite has is installed
-ALLOCATOR_PACKAGES = {
-    "jemalloc": ["libjemalloc2"],
-    "mimalloc": ["libmimalloc3", "libmimalloc2.0"],
-    "tcmalloc": ["libgoogle-perftools4t64", "libgoogle-perftools4"],
-    "tcmalloc-minimal": ["libtcmalloc-minimal4t64", "libtcmalloc-minimal4"],
-}
 # what TidesDB and the plugin build with (no MariaDB configure: the plugin builds out of tree)
 BUILD_PACKAGES = ["g++", "make", "cmake", "libzstd-dev", "liblz4-dev", "libsnappy-dev", "libmimalloc-dev"]
 # a TidesDB built with TIDESDB_WITH_MIMALLOC, kept to test (and show) that a linked allocator
@@ -132,7 +125,7 @@ def _step_packages(log) -> dict:
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     sh("apt-get update -qq", log, env=env)
     allocs = []
-    for names in ALLOCATOR_PACKAGES.values():
+    for names in (k.root_packages for k in KNOWN.values()):
         for n in names:
             p = subprocess.run(in_root_argv(["apt-cache", "show", n]), capture_output=True, timeout=120)
             if p.returncode == 0 and p.stdout.strip():
@@ -313,7 +306,7 @@ def _step_check(log) -> dict:
         srv.stop()
     shutil.rmtree(d, ignore_errors=True)
     allocs = {}
-    for base in ROOT_SONAMES:
+    for base in KNOWN:
         lib = root_library(base)
         if lib:
             pkg = root_output(["dpkg-query", "-S", os.path.realpath(root() / lib.lstrip("/")).replace(str(root()), "")])
