@@ -18,12 +18,13 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # helpers: one run outside a study
 
 from alloclab import plan  # noqa: E402
 from alloclab.answers import stats  # noqa: E402
 from alloclab.clients import driver  # noqa: E402
 from alloclab.run import profiling  # noqa: E402
-from alloclab.run.execute import execute  # noqa: E402
+from helpers import execute  # noqa: E402
 
 KINDS = ("measure", "profile", "calls")
 
@@ -40,7 +41,7 @@ def main() -> int:
     p = plan.load({"engines": [a.engine], "allocators": ["glibc"], "runs": 1, "scale": "smoke",
                    "workloads": [{"workload": "write", "pattern": "random", "threads": [a.threads], "batch": [1],
                                   "value_bytes": 16, "duration_s": a.seconds}]}, default_seed=1)
-    spec = p.expand()[0]
+    spec = p.round_specs(1, None, 1)[0]
     exe = driver.locate()
     ratios: dict[str, list[float]] = {"profile": [], "calls": []}
     with tempfile.TemporaryDirectory(prefix="alloclab-bench-") as d:

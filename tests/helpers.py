@@ -1,7 +1,36 @@
-"""Building small real runs for tests."""
+"""Building small real runs for tests (and benches): plans expanded whole, one run executed
+with a given driver outside any study."""
+
+from dataclasses import dataclass
+from pathlib import Path
 
 from alloclab import plan
 from alloclab.alloc.allocators import Allocator
+from alloclab.run import execute as _execute
+
+
+def expand(p: plan.Plan) -> list[plan.RunSpec]:
+    """Every run of a fixed study (`runs` rounds of every unit), in the order they run."""
+    specs: list[plan.RunSpec] = []
+    for rnd in range(1, (p.runs or p.min_runs) + 1):
+        specs += p.round_specs(rnd, None, len(specs) + 1)
+    return specs
+
+
+@dataclass
+class Place:
+    """What a run needs of the node it runs on: the driver, a scratch folder, the study's name
+    (run.node.Node has these, and the data it prepared)."""
+
+    exe: Path
+    scratch: Path
+    study: str
+
+
+def execute(spec, run_dir: Path, scratch: Path, exe: Path, study: str, on_event=None, sample_hz: float = 20.0,
+            seed_data: Path | None = None):
+    """An embedded run with a given driver binary and data: the one runner."""
+    return _execute.run(spec, run_dir, Place(exe, scratch, study), seed_data, on_event, sample_hz)
 
 
 def specs(found, allocs, engine="tidesdb", **workload):
@@ -12,7 +41,7 @@ def specs(found, allocs, engine="tidesdb", **workload):
     p = plan.load({"engines": [engine], "allocators": allocs, "workloads": [wl], "scale": "smoke", "runs": 1},
                   found_allocators=found,
                   default_seed=1)
-    return p.expand()
+    return expand(p)
 
 
 def with_allocator(spec, alloc: Allocator):

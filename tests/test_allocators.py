@@ -6,12 +6,11 @@ from dataclasses import replace
 
 import pytest
 from conftest import need
-from helpers import specs
+from helpers import execute, specs
 
 from alloclab.alloc import allocators
 from alloclab.alloc.allocators import Allocator, mapped_files, prove
 from alloclab.core.errors import AlloclabError
-from alloclab.run.execute import execute
 
 MAPS = """\
 55d0c0a00000-55d0c0a01000 r--p 00000000 fd:01 1 /opt/driver

@@ -1,6 +1,7 @@
 """Plan validation and expansion (no processes)."""
 
 import pytest
+from helpers import expand
 
 from alloclab import plan
 from alloclab.alloc.allocators import Allocator
@@ -51,7 +52,7 @@ def test_bad_plans_are_refused_with_the_key_and_allowed_values(raw, words):
 
 def test_runs_interleave_allocators_and_share_seeds_per_cell():
     p = load(minimal(allocators=["glibc", "jemalloc", "mimalloc"], runs=2))
-    specs = p.expand()
+    specs = expand(p)
     assert len(specs) == 2 * 2 * 3
     # A B C on a cell, never A A A
     for i in range(0, len(specs), 3):
@@ -66,9 +67,9 @@ def test_runs_interleave_allocators_and_share_seeds_per_cell():
 
 
 def test_order_is_reproducible_from_the_seed():
-    a = [s.run_id for s in load(minimal(allocators=["glibc", "jemalloc"], runs=3, seed=9)).expand()]
-    b = [s.run_id for s in load(minimal(allocators=["glibc", "jemalloc"], runs=3, seed=9)).expand()]
-    c = [s.run_id for s in load(minimal(allocators=["glibc", "jemalloc"], runs=3, seed=10)).expand()]
+    a = [s.run_id for s in expand(load(minimal(allocators=["glibc", "jemalloc"], runs=3, seed=9)))]
+    b = [s.run_id for s in expand(load(minimal(allocators=["glibc", "jemalloc"], runs=3, seed=9)))]
+    c = [s.run_id for s in expand(load(minimal(allocators=["glibc", "jemalloc"], runs=3, seed=10)))]
     assert a == b
     assert a != c or len(a) < 4
 
@@ -178,13 +179,13 @@ def test_a_link_time_allocator_stays_linked_through_a_stored_plan():
     p.allocators = [a]
     again = plan.Plan.from_json(p.to_json())
     assert again.allocators == [a]
-    spec = again.expand()[0]
+    spec = expand(again)[0]
     assert plan.RunSpec.from_json(spec.to_json()).allocator.link
 
 
 def test_profiled_and_call_counting_runs_are_separate_runs_of_the_first_rounds():
     p = load(minimal(allocators=["glibc", "jemalloc"], runs=3, perf=True, profile_runs=2))
-    specs = p.expand()
+    specs = expand(p)
     cells = {s.cell.key for s in specs}
     by = {purpose: [s for s in specs if s.purpose == purpose] for purpose in ("measure", "profile", "calls")}
     assert len(by["measure"]) == 3 * 2 * len(cells)  # the measured rounds are untouched
@@ -198,7 +199,7 @@ def test_profiled_and_call_counting_runs_are_separate_runs_of_the_first_rounds()
     # a stored spec keeps its purpose
     assert plan.RunSpec.from_json(by["profile"][0].to_json()).purpose == "profile"
     # without --profile: measured runs only
-    assert {s.purpose for s in load(minimal(runs=2)).expand()} == {"measure"}
+    assert {s.purpose for s in expand(load(minimal(runs=2)))} == {"measure"}
     with pytest.raises(AlloclabError, match="profile_runs"):
         load(minimal(perf=True, profile_runs=0))
 

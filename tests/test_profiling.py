@@ -103,7 +103,7 @@ drv 1
 drv 1
 \t  6 work (/bin/drv)
 """
-    stacks = profiling.parse_script(script)
+    stacks = [st for stacks in profiling.parse_by_event(script).values() for st in stacks]
     by_event = profiling.parse_by_event(script.replace("drv 1\n\t  6", "drv context-switches/period=1/:\n\t  6"))
     assert [len(by_event["cpu-clock"]), len(by_event["context-switches"])] == [3, 1]
     assert profiling.switch_share(by_event["context-switches"]) == 0.0

@@ -2,11 +2,15 @@
 its manifest, and what `alloclab verify` says after tampering."""
 
 import csv
+import io
+import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT, need
+from helpers import expand
 
 from alloclab import plan, report, study
 from alloclab.results.store import RunRow, Store
@@ -32,7 +36,7 @@ def small_study(tmp_path_factory, found):
                {"part": "read_random", "workload": "read", "threads": 2, "ops": 2000}]}
     p = plan.load(raw, default_seed=5)
     import io
-    res = study.run(p, out, Progress(len(p.expand()), stream=io.StringIO(), live=False))
+    res = study.run(p, out, Progress(len(expand(p)), stream=io.StringIO(), live=False))
     return out, res
 
 
@@ -136,3 +140,18 @@ def test_cli_run_with_flags_end_to_end(tmp_path, found):
     # interleaved: allocators alternate within each cell and repeat
     assert [r.allocator for r in rows][:2] in (["glibc", "jemalloc"], ["jemalloc", "glibc"])
     assert alloclab("verify", str(out)).returncode == 0
+
+
+def test_a_folder_from_before_rounds_json_resumes_from_its_runs_in_order(tmp_path):
+    """A study folder from before rounds.json (tests/fixtures/study-v1: runs_in_order in
+    plan.json) resumes: its rounds are its repeats, every run of them is finished, so nothing
+    runs again and the folder still verifies."""
+    out = tmp_path / "study-v1"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "study-v1", out)
+    assert not (out / "rounds.json").exists()
+    before = (out / "runs.csv").read_text()
+    res = study.resume(out, Progress(0, stream=io.StringIO(), live=False))
+    assert res.ok == 36 and (out / "runs.csv").read_text() == before
+    rounds = json.loads((out / "rounds.json").read_text())["rounds"]
+    assert [r["round"] for r in rounds] == [1, 2, 3] and sum(len(r["runs"]) for r in rounds) == 36
+    assert Store(out).verify() == []

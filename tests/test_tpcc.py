@@ -175,9 +175,7 @@ def test_study_run_from_a_corrupted_copy_fails_naming_the_condition(loaded, driv
     """Through the executor: the run starts from a copy, runs, checks, and is recorded failed."""
     import shutil
 
-    from helpers import specs
-
-    from alloclab.run.execute import execute
+    from helpers import execute, specs
     engine, pristine = loaded
     bad = tmp_path / "bad-pristine"
     shutil.copytree(pristine, bad)

@@ -92,13 +92,6 @@ class Plan:
             seen.add(c.key)
         return out
 
-    def expand(self) -> list[RunSpec]:
-        """Every run of a fixed study (`runs` rounds of every unit), in the order they run."""
-        specs: list[RunSpec] = []
-        for rnd in range(1, (self.runs or self.min_runs) + 1):
-            specs += self.round_specs(rnd, None, len(specs) + 1)
-        return specs
-
     def round_seed(self, rnd: int) -> int:
         return _derive_seed(self.seed, "round", rnd)
 

@@ -415,19 +415,3 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         **target.run_json(), **({"alloc_account_missing": None} if acc else {})})
     return row
 
-
-@dataclass
-class Place:
-    """What a run needs of the node it runs on: the driver, a scratch folder, the study's name
-    (runner.Node has these, and the data it prepared)."""
-
-    exe: Path
-    scratch: Path
-    study: str
-
-
-def execute(spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, study: str,
-            on_event: Callable[[events.Event], None] | None = None, sample_hz: float = 20.0,
-            seed_data: Path | None = None) -> RunRow:
-    """An embedded run with a given driver binary and data (tests, benches): the one runner."""
-    return run(spec, run_dir, Place(exe, scratch, study), seed_data, on_event, sample_hz)

@@ -291,11 +291,6 @@ def parse_by_event(text: str) -> dict[str, list[list[tuple[str, str]]]]:
     return out
 
 
-def parse_script(text: str) -> list[list[tuple[str, str]]]:
-    """The stacks of all samples, whatever their event."""
-    return [st for stacks in parse_by_event(text).values() for st in stacks]
-
-
 def switch_share(stacks: list[list[tuple[str, str]]]) -> float | None:
     """The share of context switches whose stack passes through the allocator (a thread that
     waits inside malloc/free: futex under the allocator's locks)."""
