@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from alloclab.answers import stats  # noqa: E402
 from alloclab.catalog import targets  # noqa: E402
+from alloclab.catalog.names import SYSBENCH_TESTS  # noqa: E402
 from alloclab.clients import driver, sysbench  # noqa: E402
 from alloclab.core import events  # noqa: E402
 from alloclab.host import sampler  # noqa: E402
@@ -100,7 +101,7 @@ def paired(got: dict[str, list[dict]], metric: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--servers", default="mariadb-innodb,postgres")
-    ap.add_argument("--tests", default=",".join(sysbench.TESTS))
+    ap.add_argument("--tests", default=",".join(SYSBENCH_TESTS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)

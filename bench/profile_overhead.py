@@ -20,11 +20,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # helpers: one run outside a study
 
+from helpers import execute  # noqa: E402
+
 from alloclab import plan  # noqa: E402
 from alloclab.answers import stats  # noqa: E402
 from alloclab.clients import driver  # noqa: E402
 from alloclab.run import profiling  # noqa: E402
-from helpers import execute  # noqa: E402
 
 KINDS = ("measure", "profile", "calls")
 

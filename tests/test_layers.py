@@ -113,3 +113,13 @@ def test_the_layers_contracts_hold():
                        cwd=SRC.parent)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert "0 broken" in p.stdout
+
+
+def test_the_turn_protocol_has_the_same_words_in_the_driver_and_in_python():
+    import re
+
+    from alloclab.core import gate
+    rust = (SRC.parent / "driver" / "src" / "gate.rs").read_text()
+    words = dict(re.findall(r'pub const ([A-Z]+): &str = "(\w+)";', rust))
+    assert words and words == {k: getattr(gate, k) for k in words}
+    assert set(words) == {"READY", "GO", "PAUSED", "FULL", "DONE", "END"}

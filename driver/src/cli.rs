@@ -14,6 +14,7 @@ use crate::sql::Server;
 use crate::workloads::kv::{KvKind, KvSpec, Pattern};
 use crate::workloads::oltp::OltpSpec;
 use crate::workloads::tpcc::{self, Mix, Mode, TpccSpec};
+use crate::workloads::{Named, Spec};
 
 #[derive(Parser)]
 #[command(
@@ -78,7 +79,8 @@ pub struct Target {
 pub struct RunArgs {
     #[command(flatten)]
     pub target: Target,
-    /// write, read, mixed, delete, seek, range, or tpcc
+    /// the workload: a key-value one (write, read, mixed, delete, seek, range), tpcc, or one of
+    /// sysbench's OLTP tests (oltp_point_select, ...); `info` lists them (workloads::names)
     #[arg(long, default_value = "write")]
     pub workload: String,
     #[arg(long, value_enum, default_value = "random")]
@@ -245,13 +247,11 @@ impl Target {
     }
 
     pub fn options(&self) -> Result<EngineOptions> {
-        let known = engines::ENGINES.contains(&self.engine.as_str())
-            || tpcc::ENGINES.contains(&self.engine.as_str());
-        if !known {
+        if !engines::ENGINES.iter().any(|e| e.name == self.engine) {
             bail!(
                 "unknown engine '{}'; choose one of {}",
                 self.engine,
-                tpcc::ENGINES.join(", ")
+                engines::names(|_| true).join(", ")
             );
         }
         let e = &self.engine_opts;
@@ -275,14 +275,6 @@ impl Channel {
 }
 
 impl RunArgs {
-    pub fn is_tpcc(&self) -> bool {
-        self.workload == "tpcc"
-    }
-
-    pub fn is_oltp(&self) -> bool {
-        self.workload.starts_with("oltp_")
-    }
-
     /// The measured operations (None: as many as --duration-s allows), once the run's threads,
     /// interval and times are checked.
     pub fn ops(&self) -> Result<Option<u64>> {
@@ -309,40 +301,29 @@ impl RunArgs {
         Ok(ops)
     }
 
-    /// The OLTP test's spec, when the workload is one (`oltp_*`).
-    pub fn oltp_spec(&self) -> Result<Option<OltpSpec>> {
-        Ok(if self.is_oltp() {
-            Some(OltpSpec::new(
-                &self.workload,
+    /// The run's workload (the factory: `workloads::Named`), its spec checked.
+    pub fn spec(&self, ops: Option<u64>) -> Result<(Named, Spec)> {
+        let named = Named::parse(&self.workload)?;
+        let spec = match named {
+            Named::Tpcc => Spec::Tpcc,
+            Named::Oltp(test) => Spec::Oltp(OltpSpec::new(
+                test,
                 self.tables,
                 self.table_size,
                 self.seed,
                 self.max_retries,
-            )?)
-        } else {
-            None
-        })
-    }
-
-    /// The key-value workload's kind, when the workload is neither TPC-C nor OLTP.
-    pub fn kv_kind(&self) -> Result<Option<KvKind>> {
-        Ok(if self.is_tpcc() || self.is_oltp() {
-            None
-        } else {
-            Some(
-                <KvKind as clap::ValueEnum>::from_str(&self.workload, true).map_err(|_| {
-                    anyhow::anyhow!(
-                        "unknown workload '{}'; choose write, read, mixed, delete, seek, range, tpcc, \
-                         oltp_point_select, oltp_read_only or oltp_read_write",
-                        self.workload
-                    )
-                })?,
-            )
-        })
+            )?),
+            Named::Kv(kind) => {
+                let s = self.kv_spec(kind, ops);
+                s.validate()?;
+                Spec::Kv(s)
+            }
+        };
+        Ok((named, spec))
     }
 
     /// The key-value workload's spec (checked by `KvSpec::validate`).
-    pub fn kv_spec(&self, kind: KvKind, ops: Option<u64>) -> KvSpec {
+    fn kv_spec(&self, kind: KvKind, ops: Option<u64>) -> KvSpec {
         KvSpec {
             kind,
             pattern: self.pattern,
@@ -370,7 +351,7 @@ impl RunArgs {
     }
 
     /// How the runner times the run.
-    pub fn run_config(&self, ops: Option<u64>) -> RunConfig {
+    pub fn run_config(&self, ops: Option<u64>, named: Named) -> RunConfig {
         RunConfig {
             threads: self.threads,
             ops,
@@ -378,11 +359,7 @@ impl RunArgs {
             warmup: Duration::from_secs_f64(self.warmup_s),
             interval: Duration::from_millis(self.interval_ms),
             gate: self.gate,
-            ops_per_call: if self.is_tpcc() || self.is_oltp() {
-                1
-            } else {
-                self.batch as u64
-            },
+            ops_per_call: named.per_call(self.batch),
         }
     }
 }

@@ -6,6 +6,8 @@ mod alloc_account;
 mod cli;
 mod engines;
 mod events;
+mod gate;
+mod histograms;
 mod runner;
 mod rusage;
 mod sql;
@@ -23,7 +25,7 @@ use events::EventSink;
 use workloads::kv::KvWorkload;
 use workloads::oltp::OltpWorkload;
 use workloads::tpcc::{self, TpccWorkload};
-use workloads::Workload;
+use workloads::{Spec, Workload};
 
 /// Emit `start`, run `body`, emit `end` with its outcome.
 fn with_events(
@@ -54,51 +56,49 @@ fn with_events(
 fn run(a: RunArgs) -> Result<()> {
     let ops = a.ops()?;
     let opts = a.target.options()?;
-    let is_tpcc = a.is_tpcc();
-    let oltp_spec = a.oltp_spec()?;
-    let kv_kind = a.kv_kind()?;
+    let (named, spec) = a.spec(ops)?;
     let sink = a.channel.open()?;
-    let kv_spec = kv_kind.map(|kind| a.kv_spec(kind, ops));
-    if let Some(s) = &kv_spec {
-        s.validate()?;
-    }
     let start = json!({
         "engine": a.target.engine,
         "engine_version": a.target.engine_version(),
         "engine_options": opts,
-        "workload": if is_tpcc { json!("tpcc") } else if let Some(o) = &oltp_spec { json!(o) } else { json!(kv_spec) },
+        "workload": spec.describe(),
         "threads": a.threads,
         "ops": ops,
         "duration_s": a.duration_s,
         "warmup_s": a.warmup_s,
     });
-    let cfg = a.run_config(ops);
+    let cfg = a.run_config(ops, named);
     with_events(&sink, start, || {
         let t0 = Instant::now();
-        if let Some(spec) = oltp_spec {
-            let server = a
-                .target
-                .server()
-                .context("OLTP runs against a server: pass --socket")?;
-            let workload = OltpWorkload::new(&a.target.engine, server, spec)?;
-            runner::run(&workload, &cfg, &sink)?;
-        } else if let Some(spec) = kv_spec {
-            let engine = engines::open(&a.target.engine, &opts)?;
-            phase_end(&sink, "open", t0)?;
-            let workload = KvWorkload::new(spec, &*engine)?;
-            workload.prepare(a.threads, &sink)?;
-            runner::run(&workload, &cfg, &sink)?;
-            close(&sink, engine)?;
-        } else {
-            let db = a.target.tpcc()?;
-            phase_end(&sink, "open", t0)?;
-            let meta = tpcc::read_meta(&*db)?;
-            let workload = TpccWorkload::new(&*db, a.tpcc_spec(meta.warehouses))?;
-            runner::run(&workload, &cfg, &sink)?;
-            if a.check {
-                emit_check(&*db, meta.warehouses, &sink)?;
+        match spec {
+            Spec::Oltp(spec) => {
+                let server = a
+                    .target
+                    .server()
+                    .context("OLTP runs against a server: pass --socket")?;
+                let workload = OltpWorkload::new(&a.target.engine, server, spec)?;
+                runner::run(&workload, &cfg, &sink)?;
             }
-            close(&sink, db)?;
+            Spec::Kv(spec) => {
+                let engine = engines::open(&a.target.engine, &opts)?;
+                phase_end(&sink, "open", t0)?;
+                let workload = KvWorkload::new(spec, &*engine)?;
+                workload.prepare(a.threads, &sink)?;
+                runner::run(&workload, &cfg, &sink)?;
+                close(&sink, engine)?;
+            }
+            Spec::Tpcc => {
+                let db = a.target.tpcc()?;
+                phase_end(&sink, "open", t0)?;
+                let meta = tpcc::read_meta(&*db)?;
+                let workload = TpccWorkload::new(&*db, a.tpcc_spec(meta.warehouses))?;
+                runner::run(&workload, &cfg, &sink)?;
+                if a.check {
+                    emit_check(&*db, meta.warehouses, &sink)?;
+                }
+                close(&sink, db)?;
+            }
         }
         Ok(())
     })
@@ -180,8 +180,8 @@ fn main() -> ExitCode {
                     "driver_version": env!("CARGO_PKG_VERSION"),
                     "event_schema": events::SCHEMA_VERSION,
                     "engines": engines::versions(),
-                    "workloads": ["write", "read", "mixed", "delete", "seek", "range", "tpcc", "oltp_point_select", "oltp_read_only", "oltp_read_write"],
-                    "histogram_sigfig": runner::SIGFIG,
+                    "workloads": workloads::names(),
+                    "histogram_sigfig": histograms::SIGFIG,
                 })
             );
             Ok(())

@@ -7,17 +7,15 @@ use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use std::io::{BufRead, Write};
-
-use anyhow::{anyhow, bail, Result};
-use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use anyhow::{anyhow, Result};
 use hdrhistogram::sync::SyncHistogram;
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
 use crate::engines::DbError;
 use crate::events::EventSink;
+use crate::gate;
+use crate::histograms::{encode, new_histogram, percentiles, SIGFIG};
 use crate::rusage;
 use crate::workloads::Workload;
 
@@ -29,10 +27,6 @@ const STOP: u8 = 2;
 const PENDING: u8 = 3;
 /// Gated runs only: workers park between slices.
 const PAUSE: u8 = 4;
-
-/// Largest latency a histogram holds: one hour, in nanoseconds.
-const MAX_NS: u64 = 3_600_000_000_000;
-pub const SIGFIG: u8 = 3;
 
 pub struct RunConfig {
     pub threads: usize,
@@ -46,10 +40,6 @@ pub struct RunConfig {
     pub ops_per_call: u64,
     /// measure in slices commanded on stdin (see the driver's --gate)
     pub gate: bool,
-}
-
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_NS, SIGFIG).expect("valid histogram bounds")
 }
 
 /// Counters of one thread, one slot per operation type. Only that thread writes them.
@@ -99,47 +89,6 @@ fn sum(counters: &[Box<Counters>], op: usize) -> Totals {
         retries: f(|c| &c.retries),
         rollbacks: f(|c| &c.rollbacks),
     }
-}
-
-pub fn percentiles(h: &Histogram<u64>) -> Map<String, Value> {
-    let mut m = Map::new();
-    let q = |p: f64| {
-        if h.is_empty() {
-            0
-        } else {
-            h.value_at_quantile(p)
-        }
-    };
-    m.insert(
-        "mean_ns".into(),
-        json!(if h.is_empty() { 0.0 } else { h.mean() }),
-    );
-    m.insert(
-        "stdev_ns".into(),
-        json!(if h.is_empty() { 0.0 } else { h.stdev() }),
-    );
-    m.insert(
-        "min_ns".into(),
-        json!(if h.is_empty() { 0 } else { h.min() }),
-    );
-    m.insert("p50_ns".into(), json!(q(0.50)));
-    m.insert("p95_ns".into(), json!(q(0.95)));
-    m.insert("p99_ns".into(), json!(q(0.99)));
-    m.insert("p999_ns".into(), json!(q(0.999)));
-    m.insert(
-        "max_ns".into(),
-        json!(if h.is_empty() { 0 } else { h.max() }),
-    );
-    m
-}
-
-/// The standard compressed V2 encoding, base64: what HdrHistogram's other ports decode.
-pub fn encode(h: &Histogram<u64>) -> Result<String> {
-    let mut buf = Vec::new();
-    V2DeflateSerializer::new()
-        .serialize(h, &mut buf)
-        .map_err(|e| anyhow!("cannot encode histogram: {e:?}"))?;
-    Ok(base64::engine::general_purpose::STANDARD.encode(buf))
 }
 
 pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result<()> {
@@ -290,9 +239,8 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                     std::thread::sleep(Duration::from_micros(100));
                 }
             };
-            let window = cfg.duration.unwrap_or_default();
             let mut measured = Duration::ZERO;
-            let mut turns = 0u64;
+            let mut first = true;
             let gated = (|| -> Result<()> {
                 phase.store(PAUSE, Ordering::SeqCst);
                 settle();
@@ -300,65 +248,30 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                     "phase",
                     json!({"phase": "measure", "state": "begin", "gated": true}),
                 )?;
-                answer("ready")?;
-                for line in std::io::stdin().lock().lines() {
-                    let line = line?;
-                    let words: Vec<&str> = line.split_whitespace().collect();
-                    match words.as_slice() {
-                        ["go", ms] => {
-                            let ms: u64 = ms.parse().map_err(|_| {
-                                anyhow!("--gate: `go` takes whole milliseconds, got {ms:?}")
-                            })?;
-                            if !all_done() {
-                                if turns == 0 {
-                                    usage0 = rusage::current(); // the window's own CPU and switches
-                                }
-                                turns += 1;
-                                let t = Instant::now();
-                                phase.store(MEASURE, Ordering::SeqCst);
-                                wake();
-                                nap(t + Duration::from_millis(ms));
-                                phase.store(PAUSE, Ordering::SeqCst);
-                                // every histogram changes hands at once while the workers finish
-                                // their calls and park (one after another, a rarely called
-                                // operation's would hold up the next for its whole wait); a call
-                                // that ended just before its worker parked may land in a later turn
-                                std::thread::scope(|s| {
-                                    for h in iv.syncs.iter_mut() {
-                                        s.spawn(move || {
-                                            h.refresh_timeout(Duration::from_millis(250))
-                                        });
-                                    }
-                                });
-                                settle();
-                                measured += t.elapsed();
-                                iv.emit(measured.as_secs_f64(), None)?;
-                            }
-                            // "full": its window is measured (turns that ran long, e.g. a
-                            // transaction retried for seconds, end it before its planned turns)
-                            answer(if all_done() {
-                                "done"
-                            } else if !window.is_zero() && measured >= window {
-                                "full"
-                            } else {
-                                "paused"
-                            })?;
-                        }
-                        ["end"] => break,
-                        [] => {}
-                        _ => bail!("--gate: unknown command {line:?} (go MS, or end)"),
+                gate::serve(cfg.duration.unwrap_or_default(), all_done, |turn| {
+                    if first {
+                        usage0 = rusage::current(); // the window's own CPU and switches
+                        first = false;
                     }
-                }
-                // a window cut short is not a measurement (unless the workers ended: their error says why)
-                if !all_done() && measured.as_secs_f64() < 0.99 * window.as_secs_f64() {
-                    bail!(
-                        "--gate: told to end after {} turn(s), {:.2} s of the {:.2} s window",
-                        turns,
-                        measured.as_secs_f64(),
-                        window.as_secs_f64()
-                    );
-                }
-                Ok(())
+                    let t = Instant::now();
+                    phase.store(MEASURE, Ordering::SeqCst);
+                    wake();
+                    nap(t + turn);
+                    phase.store(PAUSE, Ordering::SeqCst);
+                    // every histogram changes hands at once while the workers finish their
+                    // calls and park (one after another, a rarely called operation's would hold
+                    // up the next for its whole wait); a call that ended just before its worker
+                    // parked may land in a later turn
+                    std::thread::scope(|s| {
+                        for h in iv.syncs.iter_mut() {
+                            s.spawn(move || h.refresh_timeout(Duration::from_millis(250)));
+                        }
+                    });
+                    settle();
+                    measured += t.elapsed();
+                    iv.emit(measured.as_secs_f64(), None)?;
+                    Ok(measured)
+                })
             })();
             // whatever happened, the workers leave their gate before the scope joins them
             phase.store(STOP, Ordering::SeqCst);
@@ -433,14 +346,6 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
     for r in results {
         r?;
     }
-    Ok(())
-}
-
-/// A gated run's answer to its coordinator, on stdout (which carries nothing else in a run).
-fn answer(word: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{word}")?;
-    out.flush()?;
     Ok(())
 }
 
@@ -548,54 +453,4 @@ fn summary(
             "latency_unit": "ns per call (one call = one batch/transaction of `batch` ops)",
         }),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::{Rng, SeedableRng};
-
-    /// Per-thread histograms merged give exactly the percentiles of one histogram of all samples.
-    #[test]
-    fn merged_thread_histograms_equal_one_histogram() {
-        let mut all = new_histogram();
-        let mut sync = new_histogram().into_sync();
-        std::thread::scope(|s| {
-            for t in 0..4u64 {
-                let mut rec = sync.recorder();
-                s.spawn(move || {
-                    let mut rng = rand::rngs::SmallRng::seed_from_u64(t);
-                    for _ in 0..50_000 {
-                        rec.saturating_record(rng.gen_range(1..10_000_000u64));
-                    }
-                });
-            }
-        });
-        sync.refresh();
-        for t in 0..4u64 {
-            let mut rng = rand::rngs::SmallRng::seed_from_u64(t);
-            for _ in 0..50_000 {
-                all.saturating_record(rng.gen_range(1..10_000_000u64));
-            }
-        }
-        assert_eq!(sync.len(), all.len());
-        for q in [0.5, 0.9, 0.95, 0.99, 0.999, 1.0] {
-            assert_eq!(sync.value_at_quantile(q), all.value_at_quantile(q), "q={q}");
-        }
-    }
-
-    #[test]
-    fn encoding_round_trips() {
-        let mut h = new_histogram();
-        for v in [1u64, 10, 1000, 123_456, 9_999_999] {
-            h.record(v).unwrap();
-        }
-        let b = base64::engine::general_purpose::STANDARD
-            .decode(encode(&h).unwrap())
-            .unwrap();
-        let back: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
-            .deserialize(&mut &b[..])
-            .unwrap();
-        assert_eq!(back, h);
-    }
 }

@@ -96,7 +96,58 @@ pub trait Session {
     fn rollback(&mut self) -> DbResult<()>;
 }
 
-pub const ENGINES: &[&str] = &["tidesdb", "rocksdb", "sqlite", "null"];
+/// An engine the driver reaches, and what runs on it.
+pub struct EngineInfo {
+    pub name: &'static str,
+    /// the key-value suite runs on it (in this process)
+    pub key_value: bool,
+    /// TPC-C runs on it
+    pub tpcc: bool,
+}
+
+/// Every engine the driver knows: the one registry. The embedded ones run in this process;
+/// `mariadb` and `postgres` are servers alloclab started, reached over their unix socket.
+pub const ENGINES: &[EngineInfo] = &[
+    EngineInfo {
+        name: "tidesdb",
+        key_value: true,
+        tpcc: true,
+    },
+    EngineInfo {
+        name: "rocksdb",
+        key_value: true,
+        tpcc: true,
+    },
+    EngineInfo {
+        name: "sqlite",
+        key_value: true,
+        tpcc: true,
+    },
+    EngineInfo {
+        name: "null",
+        key_value: true,
+        tpcc: false,
+    },
+    EngineInfo {
+        name: "mariadb",
+        key_value: false,
+        tpcc: true,
+    },
+    EngineInfo {
+        name: "postgres",
+        key_value: false,
+        tpcc: true,
+    },
+];
+
+/// The names of the engines `which` says yes to.
+pub fn names(which: impl Fn(&EngineInfo) -> bool) -> Vec<&'static str> {
+    ENGINES
+        .iter()
+        .filter(|e| which(e))
+        .map(|e| e.name)
+        .collect()
+}
 
 pub fn open(name: &str, opts: &EngineOptions) -> Result<Box<dyn Engine>> {
     std::fs::create_dir_all(&opts.path)?;
@@ -107,7 +158,7 @@ pub fn open(name: &str, opts: &EngineOptions) -> Result<Box<dyn Engine>> {
         "null" => Box::new(null::Null::new(opts.null_latency_ns)),
         other => bail!(
             "unknown engine '{other}'; choose one of {}",
-            ENGINES.join(", ")
+            names(|e| e.key_value).join(", ")
         ),
     })
 }

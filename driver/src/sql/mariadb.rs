@@ -147,3 +147,43 @@ impl SqlConn for MariaConn {
         Ok(n.max(result.affected_rows()))
     }
 }
+
+/// Stored procedures called over one connection, each CALL prepared once: one round trip per
+/// call, every result set read.
+pub struct Calls {
+    pub conn: mysql::Conn,
+    calls: Vec<mysql::Statement>,
+}
+
+impl Calls {
+    /// Prepare `calls` (CALL statements with `?` parameters) on `conn`; `what` says what they
+    /// call, for the error when one cannot be prepared.
+    pub fn prepare(mut conn: mysql::Conn, calls: &[&str], what: &str) -> Result<Self> {
+        use mysql::prelude::Queryable;
+        let calls = calls
+            .iter()
+            .map(|s| conn.prep(s))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .with_context(|| format!("cannot prepare the CALLs of {what} (were they created?)"))?;
+        Ok(Calls { conn, calls })
+    }
+
+    /// Call number `k`; every result set read; the first column of the first row of the first set.
+    pub fn call(&mut self, k: usize, params: Vec<mysql::Value>) -> DbResult<Option<i64>> {
+        use mysql::prelude::Queryable;
+        let mut res = self
+            .conn
+            .exec_iter(&self.calls[k], mysql::Params::Positional(params))
+            .map_err(mysql_err)?;
+        let mut first = None;
+        while let Some(set) = res.iter() {
+            for row in set {
+                let row = row.map_err(mysql_err)?;
+                if first.is_none() {
+                    first = Some(row.get::<Option<i64>, _>(0).flatten().unwrap_or(0));
+                }
+            }
+        }
+        Ok(first)
+    }
+}

@@ -260,20 +260,6 @@ pub(crate) fn write_row(out: &mut Vec<u8>, row: &[V]) {
     out.push(b'\n');
 }
 
-/// A connection to a server alloclab started (`mariadb` or `postgres`): MariaDB through
-/// libmariadb, the client library sysbench uses.
-pub fn connection(engine: &str, server: &Server) -> Result<Box<dyn SqlConn + Send>> {
-    Ok(match engine {
-        "mariadb" => Box::new(libmariadb::Conn::connect(
-            &server.socket,
-            "root",
-            &server.database,
-        )?),
-        "postgres" => Box::new(postgres::PgConn::connect(server)?),
-        other => anyhow::bail!("no SQL server engine '{other}': use mariadb or postgres"),
-    })
-}
-
 /// A C string a client library returned, as text ("" for none).
 pub(crate) fn c_text(p: *const std::os::raw::c_char) -> String {
     if p.is_null() {
@@ -299,13 +285,41 @@ pub(crate) fn prepared_by_text<C: SqlConn>(
     Ok(p)
 }
 
-/// A connection through the server's own C client library, the one sysbench links (libmariadb,
-/// libpq): for the native OLTP client, whose cost is compared with sysbench's.
+// --- which client library a way of driving a server goes through -----------------------------
+//
+// A measured variable (the client's CPU per transaction depends on it), so it is chosen here and
+// nowhere else:
+// - sysbench's tests natively, and TPC-C's statements: the server's own C client library, the
+//   one sysbench links (libmariadb, libpq);
+// - TPC-C's rows, and its loads: the pure-Rust clients (`mysql`, `postgres`), statement by
+//   statement (mariadb::MariaConn, postgres::PgConn);
+// - TPC-C's procedures: the same clients, one call per transaction (mariadb::Calls,
+//   postgres::Calls).
+
+/// A connection through the server's own C client library (`mariadb` or `postgres`), as
+/// sysbench connects: for the native OLTP client, whose cost is compared with sysbench's.
 pub fn c_library_connection(engine: &str, server: &Server) -> Result<Box<dyn SqlConn + Send>> {
     Ok(match engine {
+        "mariadb" => Box::new(libmariadb::Conn::connect(
+            &server.socket,
+            "root",
+            &server.database,
+        )?),
         "postgres" => Box::new(libpq::Conn::connect(server)?),
-        _ => connection(engine, server)?,
+        other => anyhow::bail!("no SQL server engine '{other}': use mariadb or postgres"),
     })
+}
+
+/// MariaDB for TPC-C's statements: libmariadb, autocommit off (a transaction opens with its
+/// first statement: no BEGIN round trip).
+pub fn mariadb_statements(server: &Server) -> Result<libmariadb::Conn> {
+    libmariadb::Conn::connect(&server.socket, "root", &server.database)?.transactional()
+}
+
+/// PostgreSQL for TPC-C's statements: libpq, as the native OLTP client and sysbench's pgsql
+/// driver (the `postgres` crate's async runtime cost the client 4x the CPU per New-Order).
+pub fn postgres_statements(server: &Server) -> Result<libpq::Conn> {
+    libpq::Conn::connect(server)
 }
 
 #[cfg(test)]

@@ -141,3 +141,31 @@ impl SqlConn for PgConn {
             .map_err(pg_err)
     }
 }
+
+/// Functions called over one connection, each call prepared once: one statement per call.
+pub struct Calls {
+    pub conn: postgres::Client,
+    calls: Vec<postgres::Statement>,
+}
+
+impl Calls {
+    /// Prepare `calls` (SELECTs of functions with `$n` parameters) on `conn`; `what` says what
+    /// they call, for the error when one cannot be prepared.
+    pub fn prepare(mut conn: postgres::Client, calls: &[&str], what: &str) -> Result<Self> {
+        let calls = calls
+            .iter()
+            .map(|s| conn.prepare(s))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .with_context(|| format!("cannot prepare the calls of {what} (were they created?)"))?;
+        Ok(Calls { conn, calls })
+    }
+
+    /// Call number `k`, its rows as the server returned them.
+    pub fn query(
+        &mut self,
+        k: usize,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> std::result::Result<Vec<postgres::Row>, postgres::Error> {
+        self.conn.query(&self.calls[k], params)
+    }
+}

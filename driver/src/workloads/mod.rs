@@ -4,10 +4,80 @@ pub mod kv;
 pub mod oltp;
 pub mod tpcc;
 
-use anyhow::Result;
+use anyhow::{anyhow, Result};
+use serde_json::{json, Value};
 
 use crate::engines::{DbError, DbResult, Session};
 use crate::events::EventSink;
+
+pub const TPCC: &str = "tpcc";
+
+/// What `--workload` names: one of the key-value suite, TPC-C, or one of sysbench's OLTP tests.
+/// The driver's one list of workloads: `names` (which `info` prints) and `parse` come from it.
+#[derive(Debug, Clone, Copy)]
+pub enum Named {
+    Kv(kv::KvKind),
+    Tpcc,
+    Oltp(&'static str),
+}
+
+impl Named {
+    pub fn parse(name: &str) -> Result<Named> {
+        if name == TPCC {
+            return Ok(Named::Tpcc);
+        }
+        if let Some(t) = oltp::TESTS.iter().find(|t| **t == name) {
+            return Ok(Named::Oltp(t));
+        }
+        <kv::KvKind as clap::ValueEnum>::from_str(name, true)
+            .map(Named::Kv)
+            .map_err(|_| {
+                anyhow!(
+                    "unknown workload '{name}'; choose one of {}",
+                    names().join(", ")
+                )
+            })
+    }
+
+    /// Operations one call covers: a key-value call is a batch, the others one transaction.
+    pub fn per_call(&self, batch: usize) -> u64 {
+        match self {
+            Named::Kv(_) => batch as u64,
+            _ => 1,
+        }
+    }
+}
+
+/// Every workload the driver runs, by the name `--workload` takes.
+pub fn names() -> Vec<String> {
+    use clap::ValueEnum;
+    kv::KvKind::value_variants()
+        .iter()
+        .filter_map(|k| k.to_possible_value())
+        .map(|v| v.get_name().to_string())
+        .chain([TPCC.to_string()])
+        .chain(oltp::TESTS.iter().map(|t| t.to_string()))
+        .collect()
+}
+
+/// A run's workload, made from its name and flags (cli::RunArgs::spec): what the runner is
+/// given, once its engine or server is open.
+pub enum Spec {
+    Kv(kv::KvSpec),
+    Tpcc,
+    Oltp(oltp::OltpSpec),
+}
+
+impl Spec {
+    /// The workload as the run's `start` event describes it.
+    pub fn describe(&self) -> Value {
+        match self {
+            Spec::Kv(s) => json!(s),
+            Spec::Tpcc => json!(TPCC),
+            Spec::Oltp(s) => json!(s),
+        }
+    }
+}
 
 /// What one call of a worker did: which operation (an index into `op_names`), how many
 /// logical operations it covered (a batch of 100 puts is one call of 100 ops), how many

@@ -16,7 +16,8 @@ WORKLOADS = KV_WORKLOADS + (TPCC, SYSBENCH)
 # sysbench's OLTP tests, run by the real sysbench or natively by alloclab's driver
 SYSBENCH_TESTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write")
 NATIVE = "native"  # alloclab's own client, the driver
-HAMMERDB = "hammerdb"  # HammerDB 4.12's TPROC-C, the seeds' client
+HAMMERDB = "hammerdb"  # HammerDB's TPROC-C, the seeds' client
+HAMMERDB_VERSION = "4.12"
 SYSBENCH_CLIENTS = (SYSBENCH, NATIVE)
 TPCC_ENGINES = ("tidesdb", "rocksdb", "sqlite")
 TPCC_MIXES = ("spec", HAMMERDB)

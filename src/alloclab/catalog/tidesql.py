@@ -74,5 +74,5 @@ def build(name: str | None) -> Build:
 # Measured by the stack's check step (servers.stack.link_binding): TideSQL's libtidesdb built with
 # mimalloc linked in maps mimalloc inside mariadbd, but its malloc and free bind to libc.so.6 (the
 # server's lookup scope comes first), so a link-time allocator never takes effect in a plugin.
-LINKED_IN_PLUGIN = ("TideSQL's libtidesdb built with mimalloc linked in maps mimalloc inside mariadbd, but its "
-                    "malloc and free binds to libc.so.6 (LD_DEBUG=bindings, alloclab setup stack's check)")
+LINKED_IN_PLUGIN = ("TideSQL's libtidesdb built with mimalloc linked in maps mimalloc inside mariadbd, but for "
+                    "malloc and free it binds to libc.so.6 (LD_DEBUG=bindings, alloclab setup stack's check)")

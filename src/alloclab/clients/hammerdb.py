@@ -32,11 +32,12 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+from alloclab.catalog.names import HAMMERDB_VERSION
 from alloclab.core.errors import AlloclabError
 from alloclab.core.events import SCHEMA_VERSION
 from alloclab.host.vendor import Vendored, find
 
-VERSION = "4.12"
+VERSION = HAMMERDB_VERSION
 ARCHIVES = {
     "hammerdb": Vendored("hammerdb/hammerdb-4.12.tar.gz",
                          "00ef509efa91305d021ba3bcc1eb666d42412a742bf2065db8ac6a4b44f0a8a3"),
@@ -358,13 +359,16 @@ def build(a: argparse.Namespace) -> int:
     return 0
 
 
+MODULE = "alloclab.clients.hammerdb"  # run as python -m MODULE (its __name__ is then "__main__")
+
+
 def command(*args: str) -> list[str]:
     """The command line of this adapter (`python -m alloclab.clients.hammerdb ARGS`)."""
-    return [sys.executable, "-m", __name__, *args]
+    return [sys.executable, "-m", MODULE, *args]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m {__name__}", description="HammerDB as alloclab's client")
+    ap = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="HammerDB as alloclab's client")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("run", "build"):
         s = sub.add_parser(name)

@@ -66,8 +66,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             raise AlloclabError(f"workloads[{i}]: missing key 'workload'", "allowed values: " + ", ".join(WORKLOADS))
         if "ops" in w and "duration_s" in w:
             raise AlloclabError(f"workloads[{i}]: give either ops or duration_s, not both")
-        workloads.check_keys(i, w)
-        workloads.of(w["workload"]).check(i, w, d.get("engines", list(DEFAULT_ENGINES)))
+        workloads.check(i, w, d.get("engines", list(DEFAULT_ENGINES)))
     scale = d.get("scale", "quick")
     floor = d.get("min_window_s", MIN_WINDOW_S[scale])
     for i, w in enumerate(d["workloads"]):

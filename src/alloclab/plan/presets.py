@@ -18,7 +18,8 @@ SCALES = ("smoke", "quick", "full")
 # measure start-up and noise. `smoke` is for tests of the harness and has none.
 MIN_WINDOW_S = {"smoke": 0.0, "quick": 5.0, "full": 10.0}
 
-# Studies run in rounds until every comparison is decided (see decide.py); a quick study stops
+# Studies run in rounds until every comparison is decided (see plan/design.py and
+# answers/decide.py); a quick study stops
 # at its budget of wall time with what it has, and says how much more would decide the rest.
 # `smoke` runs each cell once, for tests.
 

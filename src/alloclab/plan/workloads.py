@@ -277,12 +277,19 @@ def of(name: str) -> Workload:
     return _BY_NAME.get(name, KV)
 
 
-def check_keys(i: int, w: dict) -> None:
-    """A key that belongs to another workload is refused, naming the workload it belongs to."""
+def check(i: int, w: dict, engines: list[str]) -> None:
+    """A [[workloads]] table against the plan's engines: a key that belongs to another workload
+    is refused, naming the workload it belongs to, and the workload checks its own keys (in the
+    order plan validation always had: TPC-C's keys, TPC-C, sysbench's keys, sysbench, then the
+    key-value suite)."""
     this = of(w["workload"])
-    for other in ALL:
-        if other is not this:
-            bad = (other.only - this.keys) & set(w)
-            if bad:
-                raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(bad))} only apply to "
-                                    f"workload = \"{other.names[0]}\"")
+    for other in (TPCC_WORKLOAD, OLTP_WORKLOAD):
+        if other is this:
+            this.check(i, w, engines)
+            continue
+        bad = (other.only - this.keys) & set(w)
+        if bad:
+            raise AlloclabError(f"workloads[{i}]: {', '.join(sorted(bad))} only apply to "
+                                f"workload = \"{other.names[0]}\"")
+    if this is KV:
+        this.check(i, w, engines)

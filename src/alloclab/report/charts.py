@@ -81,7 +81,7 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     png, svg = _save(fig, out, f"verdicts_{metric}")
     n = [v.n_pairs or min(v.n_baseline, v.n_variant) for v in vs]
     units = sorted({workloads.of(v.workload).headline_unit or
-                    {"throughput": "ops/s", "p99_latency": "ms", "peak_rss": "MiB"}.get(metric, "") for v in vs})
+                    (metrics.BY_NAME[metric].unit if metric in metrics.BY_NAME else "") for v in vs})
     cap = (f"{what.capitalize()} ({', '.join(units)}): each comparison's ratio variant ÷ baseline from paired runs "
            f"(dot) with its 95 % CI (bar), n = {min(n)}{'–' + str(max(n)) if max(n) != min(n) else ''} rounds per "
            f"row; line at 1 = no difference; shaded band = equivalence margin ±{ans.margin_pct:g} %; colour = verdict "

@@ -13,11 +13,14 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-TOOLS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "alloclab" / "tools"
+
+def tools_dir() -> Path:
+    """Where ./setup.sh installs inferno (read when asked: the environment may change)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "alloclab" / "tools"
 
 
 def tool(name: str) -> str | None:
-    for d in (os.environ.get("ALLOCLAB_TOOLS"), str(TOOLS)):
+    for d in (os.environ.get("ALLOCLAB_TOOLS"), str(tools_dir())):
         if d and os.access(Path(d) / "bin" / name, os.X_OK):
             return str(Path(d) / "bin" / name)
     return shutil.which(name)
@@ -27,7 +30,7 @@ def missing() -> str | None:
     """Why flame graphs cannot be drawn here, or None."""
     absent = [n for n in ("inferno-flamegraph", "inferno-diff-folded") if not tool(n)]
     if absent:
-        return (f"{', '.join(absent)} not installed: cargo install inferno --locked --root {TOOLS} "
+        return (f"{', '.join(absent)} not installed: cargo install inferno --locked --root {tools_dir()} "
                 "(./setup.sh does it)")
     return None
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from alloclab.answers import analyse, stats
 from alloclab.answers.metrics import NOPM
+from alloclab.catalog.names import HAMMERDB_VERSION
 from alloclab.plan import presets
 from alloclab.report.formatting import params
 from alloclab.report.tables import Table
@@ -16,7 +17,7 @@ TXN_NAMES = {"neword": "NEWORD", "payment": "PAYMENT", "delivery": "DELIVERY", "
 
 def client_lines(study: analyse.Study) -> list[str]:
     """The TPC-C clients the study's runs used, for the Environment section."""
-    clients = {("HammerDB 4.12 (its TPROC-C stored procedures and 10/10/1/1/1 mix, as the seeds ran it)"
+    clients = {(f"HammerDB {HAMMERDB_VERSION} (its TPROC-C stored procedures and 10/10/1/1/1 mix, as the seeds ran it)"
                 if r.client == "hammerdb" else f"alloclab's own ({r.tpcc_mode} mode)")
                for r in study.rows if r.workload == "tpcc"}
     return ["TPC-C client: " + "; ".join(sorted(clients))] if clients else []
@@ -118,7 +119,7 @@ def loads_table(study: analyse.Study) -> Table | None:
     for j in recs:
         s_ = j.get("load_s") or j.get("wall_s")
         wh = j.get("warehouses") or 0
-        who = {"hammerdb": "HammerDB 4.12 buildschema"}.get(j.get("client"), "alloclab")
+        who = {"hammerdb": f"HammerDB {HAMMERDB_VERSION} buildschema"}.get(j.get("client"), "alloclab")
         t.add([j.get("target") or j.get("engine", ""), who, str(wh), f"{s_:.1f}" if s_ else "",
                f"{60 * wh / s_:.1f}" if s_ and wh else "",
                f"{j['client_cpu_s']:.1f}" if j.get("client_cpu_s") is not None else ""],

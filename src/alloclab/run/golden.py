@@ -1,6 +1,7 @@
 """Data for runs against a database server: golden data prepared once per (target, dataset,
-profile) and kept as a stopped datadir, of which every run starts from a copy (kinds.OnServer
-starts the server with the run's allocator preloaded; the one runner, execute.py, does the rest)."""
+profile) and kept as a stopped datadir, of which every run starts from a copy (target.OnServer
+starts the server with the run's allocator preloaded; the one runner, execute.run, does the rest).
+What defines the data and how it is made is the server kind's (kinds.ServerTPCC and its kin)."""
 
 from __future__ import annotations
 

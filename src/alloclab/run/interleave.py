@@ -25,6 +25,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 
+from alloclab.core import gate
 from alloclab.host import noise
 from alloclab.host.processes import kill_group
 from alloclab.plan import RunSpec
@@ -115,13 +116,13 @@ class Member:
         """The driver's next answer, however long it takes; "" once it has ended (its runner kills
         a driver that hangs or runs past its deadline, and records why)."""
         line = self.proc.stdout.readline().decode(errors="replace").strip()
-        self.waiting = line in ("ready", "paused", "full")
+        self.waiting = line in gate.WAITING
         return line
 
     def end(self) -> None:
         if self.proc is not None:
             self.thaw()
-            self.say("end")
+            self.say(gate.END)
             try:
                 self.proc.stdin.close()
             except OSError:
@@ -167,7 +168,7 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
         taking: list[Member] = []
         for m in members:  # one at a time: populate and warm-up never share the machine
             m.start(run_one)
-            if m.wait_attached() and m.hear() == "ready":
+            if m.wait_attached() and m.hear() == gate.READY:
                 m.freeze()
                 taking.append(m)
         rng = random.Random(seed)
@@ -176,10 +177,10 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
             rng.shuffle(order)
             for m in order:
                 m.thaw()
-                said = m.hear() if m.say(f"go {ms}") else ""
-                if said in ("paused", "full"):
+                said = m.hear() if m.say(gate.go(ms)) else ""
+                if said in (gate.PAUSED, gate.FULL):
                     m.freeze()
-                if said != "paused":  # its window is measured ("full"), its workers ended, or it died
+                if said != gate.PAUSED:  # its window is measured ("full"), its workers ended, or it died
                     taking.remove(m)
         for m in members:
             m.end()

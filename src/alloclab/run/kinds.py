@@ -3,11 +3,13 @@
     EmbeddedKV      key-value operations on an engine inside the driver (tidesdb, rocksdb, ...)
     EmbeddedTPCC    TPC-C on an engine inside the driver, from a pristine loaded copy
     ServerTPCC      TPC-C against a server alloclab started (the driver is the client)
+    ServerHammerDB  TPC-C against MariaDB with HammerDB as the client (the seeds' client)
     ServerOLTP      sysbench's OLTP against a server: the real sysbench, or the driver natively
 
 A kind owns its data preparation (`data`), what it starts for a run (`target`: the processes
 under test, the client that drives them and how each is proved and stopped) and the fields
-its row adds (`row_fields`). The one runner (execute.py) starts, proves, samples, stops and
+its row adds (`row_fields`); a server kind also its golden data (`golden_identity`, `prepare`).
+The one runner (execute.run) starts, proves, samples, stops and
 records every kind the same way.
 """
 

@@ -307,6 +307,3 @@ class OnServer(Target):
                 "placement": {"server_cpus": sorted(self.server_cpus) if self.server_cpus else None,
                               "client_cpus": sorted(self.client_cpus) if self.client_cpus else None,
                               "server_memory_bytes": self.spec.server_memory_bytes or None}}
-
-
-# --- the kinds --------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Each node that may measure offers one `alloclab_slot`; the study places one work
 actor that holds that slot) on each, so two measurements never share a machine. A worker
 checks its machine as the local preflight does, keeps its own scratch folder and the golden
 data it prepares there, and executes one run at a time from the run's description (a RunSpec,
-JSON): started, proved and sampled exactly as on the study's own machine (runner.Node). It
+JSON): started, proved and sampled exactly as on the study's own machine (run.node.Node). It
 returns the run's row and files; the head writes them into the one study folder, so a run
 whose node is lost leaves nothing behind and is simply run again elsewhere.
 

@@ -137,8 +137,6 @@ pub trait TpccTx {
     }
 }
 
-pub const ENGINES: &[&str] = &["tidesdb", "rocksdb", "sqlite", "mariadb", "postgres"];
-
 /// Key-value engines get the ordered-key encoding; SQLite, MariaDB and PostgreSQL get SQL.
 /// `server` says where a server alloclab started listens (its unix socket).
 pub fn open(
@@ -156,7 +154,10 @@ pub fn open(
         "tidesdb" | "rocksdb" => Box::new(kv::TpccKv::new(engines::open(engine, opts)?)),
         "mariadb" => Box::new(sql::TpccMariaDb::open(need_server()?)?),
         "postgres" => Box::new(sql::TpccPostgres::open(need_server()?)?),
-        other => bail!("TPC-C runs on {}, not '{other}'", ENGINES.join(", ")),
+        other => bail!(
+            "TPC-C runs on {}, not '{other}'",
+            engines::names(|e| e.tpcc).join(", ")
+        ),
     })
 }
 

@@ -3,7 +3,8 @@
 //! UPDATE`). Money is BIGINT cents and rates BIGINT ten-thousandths in every dialect, so that the
 //! consistency conditions compare exact integers.
 
-use crate::sql::Dialect;
+use super::rows::{Customer, Order, OrderLine};
+use crate::sql::{Dialect, V};
 
 /// The schema, HammerDB's table and column names; `{engine}` is MariaDB's ENGINE clause.
 pub const SCHEMA: &[&str] = &[
@@ -155,5 +156,60 @@ mod tests {
         let my = schema(Dialect::MariaDb, "ROCKSDB");
         assert!(my[0].ends_with(" ENGINE=ROCKSDB") && !my[3].contains("ENGINE"));
         assert_eq!(my.len(), 12);
+    }
+}
+
+/// The rows a SELECT of this schema returns, in its columns' order.
+pub(super) fn customer_from(r: &[V]) -> Customer {
+    Customer {
+        w_id: r[0].u(),
+        d_id: r[1].u(),
+        c_id: r[2].u(),
+        first: r[3].s(),
+        middle: r[4].s(),
+        last: r[5].s(),
+        street_1: r[6].s(),
+        street_2: r[7].s(),
+        city: r[8].s(),
+        state: r[9].s(),
+        zip: r[10].s(),
+        phone: r[11].s(),
+        since: r[12].i(),
+        credit: r[13].s(),
+        credit_lim: r[14].i(),
+        discount: r[15].i() as i32,
+        balance: r[16].i(),
+        ytd_payment: r[17].i(),
+        payment_cnt: r[18].u(),
+        delivery_cnt: r[19].u(),
+        data: r[20].s(),
+    }
+}
+
+pub(super) fn order_from(r: &[V]) -> Order {
+    Order {
+        w_id: r[0].u(),
+        d_id: r[1].u(),
+        o_id: r[2].u(),
+        c_id: r[3].u(),
+        entry_d: r[4].i(),
+        carrier_id: r[5].opt_u(),
+        ol_cnt: r[6].u(),
+        all_local: r[7].i() != 0,
+    }
+}
+
+pub(super) fn line_from(r: &[V]) -> OrderLine {
+    OrderLine {
+        w_id: r[0].u(),
+        d_id: r[1].u(),
+        o_id: r[2].u(),
+        number: r[3].u(),
+        i_id: r[4].u(),
+        supply_w_id: r[5].u(),
+        delivery_d: r[6].opt_i(),
+        quantity: r[7].u(),
+        amount: r[8].i(),
+        dist_info: r[9].s(),
     }
 }

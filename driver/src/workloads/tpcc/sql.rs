@@ -1,7 +1,8 @@
 //! TPC-C on the SQL engines: SQLite (a file of this process), MariaDB and PostgreSQL (servers
 //! alloclab started). Each opens its database (creating the `schema` where it is missing) and
 //! gives sessions in every mode it runs: rows (`sql_tx`), statements (`stmts`) and, on the
-//! servers, procedures (`procs`). The connections themselves are `crate::sql`'s.
+//! servers, procedures (`procs`). The connections, and which client library each mode goes
+//! through, are `crate::sql`'s.
 
 use anyhow::Result;
 
@@ -14,7 +15,6 @@ use crate::engines::EngineOptions;
 use crate::sql::mariadb::MariaConn;
 use crate::sql::postgres::PgConn;
 use crate::sql::sqlite::SqliteConn;
-use crate::sql::{libmariadb, libpq};
 use crate::sql::{Dialect, Server, SqlConn};
 
 // --- SQLite ------------------------------------------------------------------------------------
@@ -119,8 +119,7 @@ impl TpccDb for TpccMariaDb {
         match mode {
             Mode::Procedures => Ok(Box::new(procs::MariaProcs::new(self.connect()?.0)?)),
             Mode::Statements => Ok(Box::new(stmts::StmtSession::new(
-                libmariadb::Conn::connect(&self.server.socket, "root", &self.server.database)?
-                    .transactional()?,
+                crate::sql::mariadb_statements(&self.server)?,
             ))),
             Mode::Rows => Ok(Box::new(RowSession(self.session()?))),
         }
@@ -181,11 +180,9 @@ impl TpccDb for TpccPostgres {
     fn terminal(&self, mode: Mode) -> Result<Box<dyn TxnSession + '_>> {
         match mode {
             Mode::Procedures => Ok(Box::new(procs::PgProcs::new(self.connect()?.c)?)),
-            // through libpq, as the native OLTP client and sysbench's pgsql driver: the
-            // `postgres` crate's async runtime cost the client 4x the CPU per New-Order
-            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(libpq::Conn::connect(
-                &self.server,
-            )?))),
+            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(
+                crate::sql::postgres_statements(&self.server)?,
+            ))),
             Mode::Rows => Ok(Box::new(RowSession(self.session()?))),
         }
     }

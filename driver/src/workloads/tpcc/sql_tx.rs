@@ -114,60 +114,6 @@ impl<C: SqlConn> SqlTx<C> {
     }
 }
 
-fn customer_from(r: &[V]) -> Customer {
-    Customer {
-        w_id: r[0].u(),
-        d_id: r[1].u(),
-        c_id: r[2].u(),
-        first: r[3].s(),
-        middle: r[4].s(),
-        last: r[5].s(),
-        street_1: r[6].s(),
-        street_2: r[7].s(),
-        city: r[8].s(),
-        state: r[9].s(),
-        zip: r[10].s(),
-        phone: r[11].s(),
-        since: r[12].i(),
-        credit: r[13].s(),
-        credit_lim: r[14].i(),
-        discount: r[15].i() as i32,
-        balance: r[16].i(),
-        ytd_payment: r[17].i(),
-        payment_cnt: r[18].u(),
-        delivery_cnt: r[19].u(),
-        data: r[20].s(),
-    }
-}
-
-fn order_from(r: &[V]) -> Order {
-    Order {
-        w_id: r[0].u(),
-        d_id: r[1].u(),
-        o_id: r[2].u(),
-        c_id: r[3].u(),
-        entry_d: r[4].i(),
-        carrier_id: r[5].opt_u(),
-        ol_cnt: r[6].u(),
-        all_local: r[7].i() != 0,
-    }
-}
-
-fn line_from(r: &[V]) -> OrderLine {
-    OrderLine {
-        w_id: r[0].u(),
-        d_id: r[1].u(),
-        o_id: r[2].u(),
-        number: r[3].u(),
-        i_id: r[4].u(),
-        supply_w_id: r[5].u(),
-        delivery_d: r[6].opt_i(),
-        quantity: r[7].u(),
-        amount: r[8].i(),
-        dist_info: r[9].s(),
-    }
-}
-
 impl<C: SqlConn> TpccTx for SqlTx<C> {
     fn begin(&mut self, write: bool) -> DbResult<()> {
         let stmt = self.c.dialect().begin(write);
