@@ -205,3 +205,10 @@ def test_any_command_line_starts_the_study_or_exits_2_with_a_sentence(no_work, c
     if rc == 2:
         assert "error" in err and err.strip(), argv
         assert sorted(p.name for p in tmp_path.iterdir()) == before, argv  # nothing made
+
+
+def test_a_window_longer_than_the_budget_is_refused_before_any_folder(tmp_path, capsys):
+    out = tmp_path / "res"
+    rc, err = run_cli(["run", "--duration", "99999999999s", "--out", str(out)], capsys)
+    assert rc == 2 and "does not fit the study's budget" in err and "--duration" in err
+    assert not out.exists()

@@ -7,6 +7,7 @@ import csv
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,9 +22,9 @@ from alloclab.study.progress import Progress
 LIBZ = "/usr/lib/x86_64-linux-gnu/libz.so.1"
 
 
-def alloclab(*args, timeout=600, **kw):
+def alloclab(*args, timeout=600, env=None, **kw):
     return subprocess.run([sys.executable, "-m", "alloclab", *args], capture_output=True, text=True, timeout=timeout,
-                          env=_env(), **kw)
+                          env=env or _env(), **kw)
 
 
 def _env():
@@ -138,8 +139,10 @@ def test_sigint_then_resume(tmp_path, found):
 def test_kill_9_of_alloclab_then_resume(tmp_path, found):
     need(found, "jemalloc")
     out = tmp_path / "res"
+    scratch = tmp_path / "scratch"  # where alloclab keeps its data copies (ALLOCLAB_SCRATCH)
+    env = {**_env(), "ALLOCLAB_SCRATCH": str(scratch)}
     proc = subprocess.Popen([sys.executable, "-m", "alloclab", "run", "--plan",
-                             str(write_plan(tmp_path, duration_s=2.0)), "--out", str(out), "--quiet"], env=_env(),
+                             str(write_plan(tmp_path, duration_s=2.0)), "--out", str(out), "--quiet"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_rows(out, 1, proc)
     time.sleep(1.0)  # mid-run
@@ -152,11 +155,16 @@ def test_kill_9_of_alloclab_then_resume(tmp_path, found):
     time.sleep(0.5)
     for pid in driver_pids:  # the driver died with its parent
         assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
+    # the killed study's scratch folder (named after its host and pid) outlives it ...
+    left = list(scratch.glob(f"alloclab-{socket.gethostname()}-{proc.pid}-*"))
+    assert len(left) == 1 and left[0].is_dir()
     before = rows(out)
-    p = alloclab("run", "--resume", str(out), "--quiet")
+    p = alloclab("run", "--resume", str(out), "--quiet", env=env)
     assert p.returncode == 0, p.stderr
     assert "1 partial run(s) removed" in p.stderr
     assert_complete(out, 12)
+    # ... until the next study on this machine sweeps it (and removes its own when it ends)
+    assert list(scratch.iterdir()) == []
     after = {x["run_id"]: x for x in rows(out)}
     assert all(after[x["run_id"]]["started_at"] == x["started_at"] for x in before)
 
@@ -213,3 +221,21 @@ def test_full_disk_keeps_finished_runs_and_resumes(tmp_path):
         assert_complete(out, 20)
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_scratch_folders_of_dead_processes_of_this_host_are_swept_and_no_others(tmp_path):
+    from alloclab.run.node import make_scratch
+    host = socket.gethostname()
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that was, and is no more
+    gone = tmp_path / f"alloclab-{host}-{dead.pid}-abc"
+    gone_node = tmp_path / f"alloclab-node-{host}-{dead.pid}-def"
+    alive = tmp_path / f"alloclab-{host}-{os.getpid()}-ghi"
+    other_host = tmp_path / f"alloclab-not{host}x-{dead.pid}-jkl"
+    old_style = tmp_path / "alloclab-k3j4h5"  # from before folders were named after their process
+    for d in (gone, gone_node, alive, other_host, old_style):
+        (d / "data").mkdir(parents=True)
+    mine = make_scratch(tmp_path)
+    assert mine.name.startswith(f"alloclab-{host}-{os.getpid()}-")
+    assert not gone.exists() and not gone_node.exists()
+    assert alive.exists() and other_host.exists() and old_style.exists()

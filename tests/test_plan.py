@@ -308,3 +308,13 @@ def test_turns_take_any_workload_of_alloclabs_own_client(raw):
     TPC-C take turns too."""
     p = load({"scale": "smoke", "slice_s": 0.5} | raw)
     assert all(s.slice_s == 0.5 for s in p.round_specs(1, None, 1))
+
+
+def test_a_window_that_cannot_end_within_the_budget_or_a_runs_timeout_is_refused():
+    with pytest.raises(AlloclabError, match=r"workloads\[0\].duration_s: a run of 1e\+11 s .* budget of 600 s") as e:
+        load(minimal(budget="10m", workloads=[{"workload": "write", "duration_s": 99999999999.0}]))
+    assert "--duration" in e.value.hint
+    with pytest.raises(AlloclabError, match=r"longer than run_timeout_s \(60 s\)"):
+        load(minimal(runs=1, run_timeout_s=60.0, workloads=[{"workload": "write", "duration_s": 50.0, }],
+                     warmup_s=20.0))
+    load(minimal(runs=1, run_timeout_s=60.0, workloads=[{"workload": "write", "duration_s": 50.0}]))

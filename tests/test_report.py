@@ -173,3 +173,88 @@ def test_a_damaged_run_file_is_named_in_the_warnings(v1):
     (victim / "run.json").write_text("{not json")
     text = report.build(v1).read_text()
     assert f"runs/{victim.name}/run.json cannot be read" in text
+
+
+def test_the_answer_names_the_machine_it_holds_on(v1):
+    """The headline, the forest plot's caption and verdicts.csv say where the answer holds: the
+    machine in a few words and how the runs were measured; the versions are a click away."""
+    import csv
+    import json
+    report.build(v1)
+    where = "AMD EPYC, 2 cores, kernel 6.18.44-fc-v657, runs one after another"
+    answers = json.loads((v1 / "report" / "verdicts.json").read_text())
+    assert f"Measured on {where}" in answers["headline"]
+    page = (v1 / "report" / "report.html").read_text()
+    first = page[page.index("id='answer'"):page.index("</figure>")]  # the first screen: headline and forest plot
+    assert first.count(where) == 2 and "<a href='#environment'>versions under Environment</a>" in first
+    assert "<h2 id='environment'>Environment</h2>" in page and "glibc 2.36" in page[page.index("id='environment'"):]
+    with open(v1 / "report" / "verdicts.csv") as f:
+        fps = {r["machine_fingerprint"] for r in csv.DictReader(f)}
+    assert len(fps) == 1 and len(fps.pop()) == 12
+    # a study in rounds says so in its Environment (it read "None repeat(s)")
+    plan = json.loads((v1 / "plan.json").read_text())
+    (v1 / "plan.json").write_text(json.dumps({**plan, "runs": None, "max_rounds": 30}))
+    report.build(v1)
+    env = (v1 / "report" / "report.md").read_text().split("## Environment")[1]
+    assert "rounds until decided (3 run, at most 30)" in env and "None repeat" not in env
+
+
+def _planted(v1: Path, dst: Path, factor: float, noise: float, cpu: str | None = None) -> Path:
+    """A copy of the v1 folder whose throughputs are planted: every cell's glibc runs at 1000
+    ops/s, jemalloc at `factor` times that, each round moved by a small `noise` that falls on both
+    allocators of the round alike but for a 0.1 % wobble; on a machine named `cpu`."""
+    import csv
+    import io
+    shutil.copytree(v1, dst)
+    text = (dst / "runs.csv").read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    for r in rows:
+        rnd = int(r["repeat"])
+        wobble = 1 + (0.001 * (rnd % 2) if r["allocator"] == "jemalloc" else 0)
+        r["ops_per_s"] = repr(1000.0 * (1 + noise * rnd) * (factor if r["allocator"] == "jemalloc" else 1) * wobble)
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    (dst / "runs.csv").write_text(out.getvalue())
+    if cpu:
+        m = json.loads((dst / "machine.json").read_text())
+        (dst / "machine.json").write_text(json.dumps({**m, "cpu_model": cpu}))
+    return dst
+
+
+def test_replication_says_replicates_differs_or_not_known_per_comparison(v1, tmp_path):
+    from alloclab.answers.replicate import DIFFERS, NOT_KNOWN, REPLICATES
+    a = _planted(v1, tmp_path / "a", 1.10, 0.05)
+    same = _planted(v1, tmp_path / "same", 1.10, -0.03, cpu="Another CPU")  # the same effect on another machine
+    other = _planted(v1, tmp_path / "other", 1.30, 0.02, cpu="Another CPU")  # a different effect
+    studies = {n: analyse.load(p) for n, p in (("a", a), ("same", same), ("other", other), ("v1", v1))}
+    thr = lambda t: [r for r in t.raw if r[0] == "throughput" and r[1] == "allocators"]  # noqa: E731
+    rows = thr(compare.replication([studies["a"], studies["same"]]))
+    assert len(rows) == 6 and {r[-4] for r in rows} == {REPLICATES}
+    assert all(abs(r[10] - 1) < 0.01 and 0.98 <= r[11] and r[12] <= 1.02 for r in rows)  # ratio of ratios ~1
+    rows = thr(compare.replication([studies["a"], studies["other"]]))
+    assert {r[-4] for r in rows} == {DIFFERS} and all(abs(r[10] - 1.3 / 1.1) < 0.01 for r in rows)
+    rows = thr(compare.replication([studies["v1"], studies["a"]]))  # v1's own runs are too noisy to tell
+    assert NOT_KNOWN in {r[-4] for r in rows}
+    # three folders: each against the first, and the heterogeneity over all of them
+    t = compare.replication([studies["a"], studies["same"], studies["other"]])
+    rows = thr(t)
+    assert {r[-4] for r in rows} == {DIFFERS} and all(r[-2] < 0.05 and r[-1] > 0.9 for r in rows)  # p, I²
+    assert "other ÷ a [95% CI]" in t.headers
+
+
+def test_compare_two_folders_from_different_machines_lists_the_differences_and_replicates(v1, tmp_path):
+    import subprocess
+    import sys
+    a = _planted(v1, tmp_path / "a", 1.10, 0.05)
+    b = _planted(v1, tmp_path / "b", 1.10, -0.03, cpu="Another CPU")
+    p = subprocess.run([sys.executable, "-m", "alloclab", "compare", str(a), str(b)], capture_output=True, text=True,
+                       env={"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 0, p.stderr
+    assert "machine cpu_model: 'AMD EPYC' vs 'Another CPU'" in p.stdout
+    assert "## Replication: a, b" in p.stdout and "replicates" in p.stdout
+    assert "before (" not in p.stdout  # no before/after of medians across machines unless --force
+    q = subprocess.run([sys.executable, "-m", "alloclab", "compare", str(a)], capture_output=True, text=True,
+                       env={"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin"})
+    assert q.returncode == 2 and "two results folders or more" in q.stderr

@@ -223,9 +223,18 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-
-    tables = compare.compare(analyse.load(Path(a.before)), analyse.load(Path(a.after)), force=a.force)
-    text = "\n\n".join(f"## {t.title}\n\n{to_markdown(t)}" for t in tables) + "\n"
+    """Replication of two or more folders (machines may differ); for two folders from one machine
+    (or --force), also the before/after of their medians."""
+    if len(a.dirs) < 2:
+        raise AlloclabError("compare needs two results folders or more", "alloclab compare BEFORE AFTER [MORE...]")
+    studies = [analyse.load(Path(d)) for d in a.dirs]
+    diff = compare.machine_differences(studies)
+    tables = [compare.replication(studies)]
+    if len(studies) == 2 and not a.replicate and (a.force or not diff):
+        tables += compare.compare(studies[0], studies[1], force=a.force)
+    head = ("The machines differ (the answers say where each holds):\n" + "\n".join(f"- {d}" for d in diff) + "\n\n"
+            if diff else "")
+    text = head + "\n\n".join(f"## {t.title}\n\n{to_markdown(t)}" for t in tables) + "\n"
     print(text)
     if a.out:
         Path(a.out).write_text(text)
@@ -340,12 +349,15 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="check a results folder against its MANIFEST.sha256")
     v.add_argument("dir")
     v.set_defaults(fn=cmd_verify)
-    c = sub.add_parser("compare", help="before/after between two results folders, with verdicts")
-    c.add_argument("before")
-    c.add_argument("after")
-    c.add_argument("--force", action="store_true", help="compare even if machine or settings differ")
-    c.add_argument("--out", help="also write the tables to this Markdown file")
-    c.set_defaults(fn=cmd_compare)
+    for name, what in (("compare", "replication of two or more results folders (do their verdicts agree?) and, "
+                                   "for two from one machine, before/after of their medians"),
+                       ("replicate", "replication only: do the folders' verdicts agree (machines may differ)?")):
+        c = sub.add_parser(name, help=what)
+        c.add_argument("dirs", nargs="+", metavar="DIR",
+                       help="results folders of the same plan, the first the reference")
+        c.add_argument("--force", action="store_true", help="before/after even if machine or settings differ")
+        c.add_argument("--out", help="also write the tables to this Markdown file")
+        c.set_defaults(fn=cmd_compare, replicate=name == "replicate")
     b = sub.add_parser("bundle", help="zip a results folder and write its SHA-256")
     b.add_argument("dir")
     b.add_argument("--out", help="zip path (default: DIR.zip beside the folder)")

@@ -6,12 +6,13 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from alloclab.answers import decide, stats
 from alloclab.answers.decide import CELL_FIELDS, cell_of, pair_key
 from alloclab.answers.metrics import THROUGHPUT, Metric
+from alloclab.host import machine
 from alloclab.host.noise import BUSY_OTHER_CORES
 from alloclab.results.store import RunRow, Store
 
@@ -40,8 +41,20 @@ class Study:
     def verdicts(self) -> list[decide.Verdict]:
         """Every comparison the study asks, decided as the study decided while it ran."""
         if self._verdicts is None:
-            self._verdicts = decide.verdicts(self.rows, self.policy)
+            vs = decide.verdicts(self.rows, self.policy)
+            if self.machine.get("cpu_model"):  # rows from before fingerprints: the study's machine
+                fp = machine.fingerprint(self.machine)
+                vs = [v if v.machine_fingerprint else replace(v, machine_fingerprint=fp) for v in vs]
+            self._verdicts = vs
         return self._verdicts
+
+    def where(self) -> str:
+        """Where the answers hold: the machine(s) in a few words, and how the runs were measured."""
+        nodes = [n.get("machine") or {} for n in self.machine.get("nodes") or []] or [self.machine]
+        words = sorted({machine.in_words(n) for n in nodes})
+        on = words[0] if len(words) == 1 else f"{len(words)} machines ({'; '.join(words)})"
+        turn = float(self.plan.get("slice_s") or 0)
+        return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else "runs one after another")
 
     def unit_walls(self) -> dict:
         """(cell key, allocator) -> median wall seconds of its runs."""

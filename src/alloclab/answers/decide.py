@@ -15,6 +15,7 @@ Pure: rows in, verdicts out; no I/O.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -78,6 +79,11 @@ class Verdict:
     allocator: str
     base_unit: Unit
     var_unit: Unit
+    machine_fingerprint: str = ""  # of the machine(s) whose runs made it ("a+b": pooled over machines)
+    # the mean log ratio, its standard error and degrees of freedom (what replications combine)
+    mean_log: float | None = None
+    se_log: float | None = None
+    df: int = 0
 
     @property
     def delta_pct(self) -> float | None:
@@ -91,7 +97,7 @@ class Verdict:
 
 CSV_COLUMNS = ("engine", "workload", "threads", "settings", "metric", "baseline", "variant", "n_baseline", "n_variant",
                "ratio", "ci_low", "ci_high", "verdict", "rounds_to_decide", "comparison", "allocator", "n_pairs",
-               "confidence")
+               "confidence", "machine_fingerprint")
 
 
 @dataclass(frozen=True)
@@ -216,6 +222,10 @@ def compare(base: dict, var: dict, higher_is_better: bool, policy: Policy) -> tu
 def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = METRICS) -> list[Verdict]:
     """Every comparison the policy asks, on every metric, from the rows as they stand."""
     keys = _cell_keys(rows)
+    machines: dict[tuple, set[str]] = defaultdict(set)
+    for r in rows:
+        if r.status == "ok" and r.allocator_verified and r.machine_fingerprint:
+            machines[cell_of(r)].add(r.machine_fingerprint)
     out = []
     conf = policy.confidence
     for m in metrics:
@@ -224,8 +234,8 @@ def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = MET
         for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
             iv, word = compare(groups[bc][ba], groups[vc][va], m.higher_is_better, policy)
             todo = None
+            n = iv.n_pairs if iv.paired else min(iv.n_baseline, iv.n_variant)
             if word == "undecided":
-                n = iv.n_pairs if iv.paired else min(iv.n_baseline, iv.n_variant)
                 todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, n, confidence=conf, margin=policy.margin)
             c = dict(zip(CELL_FIELDS, vc))
             base_label = {"allocators": ba, "engines": bc[0], "profiles": bc[CELL_FIELDS.index("profile")]}[kind]
@@ -235,7 +245,9 @@ def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = MET
                 settings=settings_of(vc), metric=m.name, baseline=base_label, variant=var_label,
                 n_baseline=iv.n_baseline, n_variant=iv.n_variant, n_pairs=iv.n_pairs, ratio=iv.ratio,
                 ci_low=iv.ci_low, ci_high=iv.ci_high, verdict=word, rounds_to_decide=todo, confidence=conf,
-                allocator=va, base_unit=(keys.get(bc, ""), ba), var_unit=(keys.get(vc, ""), va)))
+                allocator=va, base_unit=(keys.get(bc, ""), ba), var_unit=(keys.get(vc, ""), va),
+                machine_fingerprint="+".join(sorted(machines[bc] | machines[vc])), mean_log=iv.mean_log,
+                se_log=iv.sd_log / math.sqrt(n) if iv.sd_log is not None and n > 1 else None, df=n - 1))
     return out
 
 

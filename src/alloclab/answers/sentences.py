@@ -26,6 +26,7 @@ class Answers:
     to_decide: str  # budget that would decide the rest ("" when nothing is left)
     margin_pct: float = 100 * DEFAULT_MARGIN
     lines: list[str] = field(default_factory=list)  # the short answer: one line per cell of the main question
+    where: str = ""  # the machine(s) the answers hold on, in a few words, and how the runs were measured
 
 
 def _pct(x: float) -> str:
@@ -169,6 +170,8 @@ def build(study: analyse.Study) -> Answers:
                     + f", after {rounds} round(s)" + (f" in {fmt_duration(spent)}" if spent else "")
                     + (f"; stopped: {stop}" if stop else "") + "."
                     + (f" {to_decide}" if undecided and to_decide else ""))
+    where = study.where()
+    headline += f" Measured on {where}: an answer about this machine (versions under Environment)."
     looks = pol.planned_looks
     look = (f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
             f"round{'s' if len(looks) > 1 else ''} {', '.join(map(str, looks))}), so that over all of them the "
@@ -182,7 +185,7 @@ def build(study: analyse.Study) -> Answers:
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided.")
     order = {m.name: i for i, m in enumerate(metrics.METRICS)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
-    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin, lines)
+    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin, lines, where)
 
 
 WHY_FIELDS = (("alloc_cpu_self_pct", "allocator share of CPU", "{:.1f} %"),

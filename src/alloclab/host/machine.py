@@ -98,3 +98,8 @@ def fingerprint(described: dict) -> str:
     ident["memory_gib"] = round((ident.pop("memory_bytes") or 0) / 2**30)  # the kernel's reserve varies
     ident["driver_version"] = (described.get("driver") or {}).get("driver_version")
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def in_words(m: dict) -> str:
+    """A machine in a few words, as an answer names where it holds: CPU model, cores, kernel."""
+    return f"{m.get('cpu_model') or 'an unknown CPU'}, {m.get('cores') or '?'} cores, kernel {m.get('kernel') or '?'}"

@@ -45,6 +45,23 @@ def _check_slices(plan: Plan) -> None:
                                 f"window of {c.key}", f"use a slice of at most {c.duration_s:g} s")
 
 
+def _check_windows_fit(d: dict) -> None:
+    """A measured window (with its warm-up) longer than the study's budget, or than a run's
+    timeout, could never end as a measurement: refused before any work."""
+    budget, timeout = d.get("budget"), d.get("run_timeout_s", Plan.run_timeout_s)
+    for i, w in enumerate(d["workloads"]):
+        if w.get("duration_s") is None:
+            continue
+        need = w["duration_s"] + w.get("rampup_s", d.get("warmup_s", 0.0))
+        if budget is not None and need > budget:
+            raise AlloclabError(f"workloads[{i}].duration_s: a run of {need:g} s (window and warm-up) does not fit the "
+                                f"study's budget of {budget:g} s", "use a shorter --duration, or a larger --budget")
+        if need > timeout:
+            raise AlloclabError(f"workloads[{i}].duration_s: a run of {need:g} s (window and warm-up) is longer than "
+                                f"run_timeout_s ({timeout:g} s), after which a run is stopped",
+                                "use a shorter --duration, or raise run_timeout_s")
+
+
 def load(raw: dict, found_allocators: dict | None = None, default_seed: int | None = None) -> Plan:
     """Validate a plan dictionary completely and build the Plan. Raises AlloclabError."""
     d = check_table("", raw, TOP_SCHEMA)
@@ -75,6 +92,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
                 f"workloads[{i}].duration_s: {w['duration_s']:g} s is shorter than the {floor:g} s floor of a measured "
                 f"window at scale {scale} (shorter windows measure noise)",
                 f"use --duration {floor:g}s or more, --scale smoke for a quick check, or set min_window_s")
+    _check_windows_fit(d)
     engines_all = d.get("engines", list(DEFAULT_ENGINES))
     if "baseline_engine" in d and d["baseline_engine"] not in engines_all:
         raise AlloclabError(f"baseline_engine: '{d['baseline_engine']}' is not among the plan's engines",

@@ -85,7 +85,8 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     cap = (f"{what.capitalize()} ({', '.join(units)}): each comparison's ratio variant ÷ baseline from paired runs "
            f"(dot) with its 95 % CI (bar), n = {min(n)}{'–' + str(max(n)) if max(n) != min(n) else ''} rounds per "
            f"row; line at 1 = no difference; shaded band = equivalence margin ±{ans.margin_pct:g} %; colour = verdict "
-           f"(green better, red worse, blue equivalent, grey undecided; hollow: no interval yet).")
+           f"(green better, red worse, blue equivalent, grey undecided; hollow: no interval yet). Measured on "
+           f"{ans.where}.")
     return png, svg, cap
 
 

@@ -1,12 +1,16 @@
-"""Before/after: the same cells in two result folders, with the same verdicts as a report.
+"""Two or more result folders of the same plan.
 
-Refuses folders from different machines or settings unless forced, naming what differs.
+Replication (any number of folders, machines may differ): per comparison, each study's verdict
+and the ratio of their ratios, replicates / differs / not known (answers.replicate). Before/after
+(two folders): the same cells' medians against each other, refused for folders from different
+machines or settings unless forced, naming what differs.
 """
 
 from __future__ import annotations
 
-from alloclab.answers import analyse, stats
+from alloclab.answers import analyse, metrics, stats
 from alloclab.answers.metrics import METRICS
+from alloclab.answers.replicate import replicate
 from alloclab.core.errors import AlloclabError
 from alloclab.host.machine import MACHINE_KEYS
 from alloclab.report import Table, fmt_cmp, params
@@ -61,3 +65,53 @@ def compare(a: analyse.Study, b: analyse.Study, force: bool = False) -> list[Tab
                                 "compare two runs of the same plan")
         tables.append(t)
     return tables
+
+
+def _ratio(v) -> str:
+    if v is None:
+        return "–"
+    if v.ci_low is None:
+        return f"{v.ratio:.3f} (no interval)" if v.ratio is not None else "–"
+    return f"{v.ratio:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}] {v.verdict}"
+
+
+def replication(studies: list[analyse.Study]) -> Table:
+    """Each comparison the studies share: each one's verdict, and each later study's ratio ÷ the
+    first's with its 95 % interval, at the first study's margin."""
+    names = [s.root.name for s in studies]
+    margin = studies[0].policy.margin
+    reps = replicate([s.verdicts() for s in studies], margin)
+    later = [f"{n} ÷ {names[0]} [95% CI]" for n in names[1:]]
+    t = Table("replication", f"Replication: {', '.join(names)} (ratio of ratios within ±{100 * margin:g} %: "
+              "replicates; excluding 1: differs; else not known)",
+              ["metric", "comparison", "engine", "workload", "threads", "settings", "variant vs baseline", *names,
+               *later, "outcome", "Q (p)", "I²"],
+              raw_headers=["metric", "comparison", "engine", "workload", "threads", "settings", "baseline", "variant",
+                           *[f"ratio_{i + 1}" for i in range(len(names))],
+                           *[f"ratio_of_ratios_{i + 2}" for i in range(len(later))],
+                           *[f"ci_low_{i + 2}" for i in range(len(later))],
+                           *[f"ci_high_{i + 2}" for i in range(len(later))], "outcome", "q", "p", "i2"])
+    for r in reps:
+        metric, comparison, engine, workload, threads, settings, baseline, variant = r.key
+        rr = list(r.against_first[1:])
+        q = "–" if r.q is None else f"{r.q:.2f} ({r.p:.3f})"
+        t.add([metrics.words(metric), comparison, engine, workload, str(threads), settings, f"{variant} vs {baseline}",
+               *[_ratio(v) for v in r.verdicts],
+               *["–" if x is None else (f"{x.ratio:.3f} [{x.ci_low:.3f}, {x.ci_high:.3f}] {x.outcome}"
+                                        if x.ci_low is not None else f"{x.ratio:.3f} (no interval)") for x in rr],
+               r.outcome, q, "–" if r.i2 is None else f"{100 * r.i2:.0f} %"],
+              [metric, comparison, engine, workload, threads, settings, baseline, variant,
+               *[None if v is None else v.ratio for v in r.verdicts],
+               *[None if x is None else x.ratio for x in rr], *[None if x is None else x.ci_low for x in rr],
+               *[None if x is None else x.ci_high for x in rr], r.outcome, r.q, r.p, r.i2])
+    if not t.rows:
+        raise AlloclabError("the folders share no comparison", "replicate studies of the same plan")
+    return t
+
+
+def machine_differences(studies: list[analyse.Study]) -> list[str]:
+    """What differs between the folders' machines and versions, each against the first."""
+    out = []
+    for s in studies[1:]:
+        out += [f"{s.root.name} vs {studies[0].root.name}: {d}" for d in differences(studies[0], s)]
+    return out

@@ -38,6 +38,12 @@ def _inline_svg(path: Path) -> str:
     return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
 
 
+def _headline(text: str) -> str:
+    """The headline, its "versions under Environment" a link to that section."""
+    words = "versions under Environment"
+    return html.escape(text).replace(words, f"<a href='#environment'>{words}</a>")
+
+
 def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[Path, Path, str]], warns: list[str],
          env: list[str], later: list[Table], cells: Table, forest: tuple[Path, Path, str] | None = None) -> str:
     """report.html: the first screen holds the answer (the headline and the forest plot of the
@@ -45,7 +51,7 @@ def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[P
     report.md holds with the charts inlined as SVG, and the per-cell statistics folded away."""
     h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
          f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
-         f"<p class='headline' id='answer'>{html.escape(ans.headline)}</p>"]
+         f"<p class='headline' id='answer'>{_headline(ans.headline)}</p>"]
     if forest:
         h.append(f"<figure id='forest'>{_inline_svg(forest[1])}<figcaption>{html.escape(forest[2])}</figcaption>"
                  "</figure>")
@@ -58,7 +64,7 @@ def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[P
           for _png, svg, cap in charts]
     h += ["<h2>Warnings</h2><div class='warn'><ul>"] + ([f"<li>{html.escape(w)}</li>" for w in warns]
                                                        or ["<li>none</li>"]) + ["</ul></div>"]
-    h += ["<h2>Environment</h2><ul>"] + [f"<li>{html.escape(x)}</li>" for x in env] + ["</ul>"]
+    h += ["<h2 id='environment'>Environment</h2><ul>"] + [f"<li>{html.escape(x)}</li>" for x in env] + ["</ul>"]
     for t in later:
         h += [f"<h2>{html.escape(t.title)}</h2>"] + ([f"<p class='note'>{html.escape(t.note)}</p>"] if t.note else [])
         h.append(to_html(t))

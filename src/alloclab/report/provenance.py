@@ -7,6 +7,15 @@ from alloclab.answers import analyse
 from alloclab.report.tpcc import client_lines
 
 
+def _rounds(study: analyse.Study) -> str:
+    """How many rounds the plan asked for: a fixed number, or rounds until decided."""
+    p = study.plan
+    if p.get("runs") is not None:
+        return f"{p['runs']} repeat(s)"
+    ran = len(study.schedule.get("rounds") or ()) or max((r.repeat for r in study.rows), default=0)
+    return f"rounds until decided ({ran} run, at most {p.get('max_rounds')})"
+
+
 def environment(study: analyse.Study) -> list[str]:
     m, p = study.machine, study.plan
     engines = (m.get("driver") or {}).get("engines", {})
@@ -18,7 +27,7 @@ def environment(study: analyse.Study) -> list[str]:
         "engines: " + ", ".join(f"{k} {v}" for k, v in engines.items() if k in study.engines),
         f"alloclab {m.get('alloclab_version')} ({m.get('alloclab_commit') or 'no commit'}), "
         f"driver {(m.get('driver') or {}).get('driver_version')}, Python {m.get('python')}",
-        f"plan: {p.get('name')} ({p.get('preset') or 'custom'}, scale {p.get('scale')}), {p.get('runs')} repeat(s), "
+        f"plan: {p.get('name')} ({p.get('preset') or 'custom'}, scale {p.get('scale')}), {_rounds(study)}, "
         f"seed {p.get('seed')}, warm-up {p.get('warmup_s')} s, baseline {study.baseline}",
         "engine settings: " + (", ".join(f"{k}={v}" for k, v in sorted(p.get("engine_options", {}).items()))
                                or "engine defaults"),

@@ -7,6 +7,9 @@ every machine of a Ray cluster (fleet.py), each preparing and caching its own da
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import socket
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -23,15 +26,30 @@ from alloclab.run import execute, golden, kinds
 from alloclab.run.datasets import Datasets
 from alloclab.run.execute import failed_row
 
+SCRATCH = "alloclab-"  # every scratch folder alloclab makes: alloclab-[KIND-]HOST-PID-RANDOM
 
-def make_scratch(parent: Path | None = None, prefix: str = "alloclab-") -> Path:
+
+def make_scratch(parent: Path | None = None, kind: str = "") -> Path:
     """A node's own scratch folder under `parent` (default $ALLOCLAB_SCRATCH, else /tmp), mode
-    0711: servers' own users (postgres) may pass, not list."""
+    0711: servers' own users (postgres) may pass, not list. Named after this host and process,
+    so that the next one sweeps it away if this process dies without closing it (kill -9)."""
     parent = parent or Path(os.environ.get("ALLOCLAB_SCRATCH") or tempfile.gettempdir())
     parent.mkdir(parents=True, exist_ok=True)
-    d = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    sweep_scratch(parent)
+    d = Path(tempfile.mkdtemp(prefix=f"{SCRATCH}{kind}{socket.gethostname()}-{os.getpid()}-", dir=parent))
     os.chmod(d, 0o711)
     return d
+
+
+def sweep_scratch(parent: Path) -> None:
+    """Remove the scratch folders under `parent` whose process is gone: a study killed with -9, a
+    lost Ray worker. Nothing measured is in them (a run's files are in its study's folder), only
+    data copies. Only this host's (the scratch place may be shared), never a live process's."""
+    mine = re.compile(rf"{re.escape(SCRATCH)}(?:[a-z]+-)?{re.escape(socket.gethostname())}-(\d+)-")
+    for d in parent.glob(f"{SCRATCH}*"):
+        m = mine.match(d.name)
+        if m and d.is_dir() and not Path(f"/proc/{m.group(1)}").exists():
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class Node:

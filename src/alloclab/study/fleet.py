@@ -60,8 +60,7 @@ class NodeWorker:
 
         self.node_id = ray.get_runtime_context().get_node_id()
         self.error = None
-        self.root = make_scratch(prefix=f"{_NODE_DIR}{socket.gethostname()}-{os.getpid()}-")
-        _sweep(self.root.parent)
+        self.root = make_scratch(kind=_NODE_KIND)
         try:
             exe = preflight(Plan.from_json(plan_json), None)
             self.node = Node(exe, self.root / "scratch", self.root / "study", study, name=self.node_id[:12])
@@ -93,18 +92,7 @@ class NodeWorker:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-_NODE_DIR = "alloclab-node-"
-
-
-def _sweep(parent: Path) -> None:
-    """Remove the folders that this machine's killed workers (Ctrl-C, a lost node) never closed:
-    nothing measured is in them (a run's files leave with its result), only data copies. Only
-    this host's (the scratch place may be shared), only those whose process is gone."""
-    mine = f"{_NODE_DIR}{socket.gethostname()}-"
-    for d in parent.glob(f"{mine}*"):
-        pid = d.name[len(mine):].split("-")[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(d, ignore_errors=True)
+_NODE_KIND = "node-"  # a Ray worker's scratch folder: alloclab-node-HOST-PID-...
 
 
 def _files(folder: Path) -> dict[str, bytes]:
