@@ -258,3 +258,57 @@ def test_compare_two_folders_from_different_machines_lists_the_differences_and_r
     q = subprocess.run([sys.executable, "-m", "alloclab", "compare", str(a)], capture_output=True, text=True,
                        env={"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin"})
     assert q.returncode == 2 and "two results folders or more" in q.stderr
+
+
+def _two_machines(v1: Path, dst: Path, differing_part: str) -> Path:
+    """Rounds 1-3 of the planted v1 folder on one machine (node n1), the same runs again as rounds
+    4-6 on another (node n2, another fingerprint): jemalloc 10 % faster on both, but in the
+    `differing_part` cells 30 % faster on the second."""
+    import csv
+    import io
+    _planted(v1, dst, 1.10, 0.02)
+    rows = list(csv.DictReader(io.StringIO((dst / "runs.csv").read_text())))
+    more = []
+    for r in rows:
+        r.update(node="n1", machine_fingerprint="aaaaaaaaaaaa")
+        s = dict(r, node="n2", machine_fingerprint="bbbbbbbbbbbb", repeat=str(int(r["repeat"]) + 3),
+                 run_id=r["run_id"] + "-n2", index=str(int(r["index"]) + 1000))
+        if s["part"] == differing_part and s["allocator"] == "jemalloc":
+            s["ops_per_s"] = repr(float(s["ops_per_s"]) * 1.3 / 1.1)
+        more.append(s)
+    fields = list(rows[0]) + [k for k in ("node", "machine_fingerprint") if k not in rows[0]]
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows + more)
+    (dst / "runs.csv").write_text(out.getvalue())
+    m = json.loads((dst / "machine.json").read_text())
+    nodes = [{"node": "n1", "machine_fingerprint": "aaaaaaaaaaaa", "machine": m},
+             {"node": "n2", "machine_fingerprint": "bbbbbbbbbbbb", "machine": {**m, "cpu_model": "Another CPU"}}]
+    (dst / "machine.json").write_text(json.dumps({**m, "executor": "ray", "nodes": nodes}))
+    return dst
+
+
+def test_a_study_over_machines_that_differ_answers_per_machine_and_pools_only_what_agrees(v1, tmp_path):
+    out = _two_machines(v1, tmp_path / "two", "large_4kb")
+    s = analyse.load(out)
+    assert s.fingerprints() == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+    thr = [v for v in s.verdicts() if v.metric == "throughput" and v.comparison == "allocators"]
+    split = [v for v in thr if v.machine]
+    pooled = [v for v in thr if not v.machine]
+    # the large_4kb cells (2 engines) differ between the machines: answered on each, never pooled
+    assert {(v.engine, v.workload) for v in split} == {("tidesdb", "large_4kb"), ("rocksdb", "large_4kb")}
+    assert len(split) == 4 and {v.machine_fingerprint for v in split} == {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}
+    assert all(abs(v.ratio - (1.3 if v.machine_fingerprint == "bbbbbbbbbbbb" else 1.1)) < 0.01 for v in split)
+    # the others agree, and are pooled over both machines (pairs within a node)
+    assert len(pooled) == 4 and all(v.machine_fingerprint == "aaaaaaaaaaaa+bbbbbbbbbbbb" for v in pooled)
+    assert all(v.n_pairs == 6 and abs(v.ratio - 1.1) < 0.01 for v in pooled)
+    report.build(out)
+    md = (out / "report" / "report.md").read_text()
+    assert "differs between the machines" in md and "answered per machine, not pooled" in md
+    assert "2 of 6 throughput comparison(s) differ between them" in md
+    assert "Another CPU, 2 cores" in md and "on 2 machines" not in md.split("Measured on ")[0]
+    assert "Measured on 2 machines (AMD EPYC, 2 cores, kernel 6.18.44-fc-v657; Another CPU, 2 cores" in md
+    # the forest plot: every comparison on each machine first, then the pooled ones
+    svg = next((out / "report" / "charts").glob("verdicts_throughput.svg")).read_text()
+    assert svg.count("on AMD EPYC") >= 6 and svg.count("on Another CPU") >= 6

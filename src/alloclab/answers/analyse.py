@@ -12,6 +12,7 @@ from pathlib import Path
 from alloclab.answers import decide, stats
 from alloclab.answers.decide import CELL_FIELDS, cell_of, pair_key
 from alloclab.answers.metrics import THROUGHPUT, Metric
+from alloclab.answers.replicate import DIFFERS, Replication, key, replicate
 from alloclab.host import machine
 from alloclab.host.noise import BUSY_OTHER_CORES
 from alloclab.results.store import RunRow, Store
@@ -29,6 +30,7 @@ class Study:
     # summaries per metric: each holds a bootstrap per cell, wanted by several tables
     _summaries: dict = field(default_factory=dict, repr=False)
     _verdicts: list | None = field(default=None, repr=False)
+    _per_machine: dict | None = field(default=None, repr=False)
     problems: set = field(default_factory=set)  # stored files that could not be read
     # profiled runs (perf) and runs counting the allocator's calls (uprobes): separate runs,
     # slowed by their instruments, never in `rows` and so never in the statistics
@@ -39,14 +41,46 @@ class Study:
         return decide.Policy.from_plan(self.plan, self.schedule)
 
     def verdicts(self) -> list[decide.Verdict]:
-        """Every comparison the study asks, decided as the study decided while it ran."""
+        """Every comparison the study asks, decided as the study decided while it ran. On machines
+        that differ (a Ray cluster), a comparison whose machines disagree (answers.replicate) is
+        answered per machine, never pooled; the others are pooled over the machines."""
         if self._verdicts is None:
             vs = decide.verdicts(self.rows, self.policy)
             if self.machine.get("cpu_model"):  # rows from before fingerprints: the study's machine
                 fp = machine.fingerprint(self.machine)
                 vs = [v if v.machine_fingerprint else replace(v, machine_fingerprint=fp) for v in vs]
+            differ = {r.key for r in self.between_machines() if r.outcome == DIFFERS}
+            if differ:
+                vs = [v for v in vs if key(v) not in differ] + [
+                    v for per in self.per_machine().values() for v in per if key(v) in differ]
             self._verdicts = vs
         return self._verdicts
+
+    def fingerprints(self) -> list[str]:
+        """The machines whose runs count, by fingerprint."""
+        return sorted({r.machine_fingerprint for r in self.valid() if r.machine_fingerprint})
+
+    def machine_words(self, fingerprint: str) -> str:
+        """A machine of this study in a few words (its fingerprint where nothing else is known)."""
+        for n in self.machine.get("nodes") or []:
+            if n.get("machine_fingerprint") == fingerprint and n.get("machine"):
+                return f"{machine.in_words(n['machine'])} ({fingerprint})"
+        return fingerprint
+
+    def per_machine(self) -> dict[str, list[decide.Verdict]]:
+        """Every comparison decided on each machine's runs alone (none where there is one machine)."""
+        if self._per_machine is None:
+            fps = self.fingerprints()
+            self._per_machine = {} if len(fps) < 2 else {
+                fp: [replace(v, machine=self.machine_words(fp)) for v in
+                     decide.verdicts([r for r in self.rows if r.machine_fingerprint == fp], self.policy)]
+                for fp in fps}
+        return self._per_machine
+
+    def between_machines(self) -> list[Replication]:
+        """Each comparison across the study's machines: replicates, differs or not known."""
+        per = self.per_machine()
+        return replicate(list(per.values()), self.policy.margin) if per else []
 
     def where(self) -> str:
         """Where the answers hold: the machine(s) in a few words, and how the runs were measured."""

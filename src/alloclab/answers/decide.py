@@ -84,6 +84,7 @@ class Verdict:
     mean_log: float | None = None
     se_log: float | None = None
     df: int = 0
+    machine: str = ""  # the machine in a few words where it holds on one machine of several ("": all of them)
 
     @property
     def delta_pct(self) -> float | None:

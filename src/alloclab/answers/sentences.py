@@ -9,7 +9,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from alloclab.answers import analyse, decide, metrics, stats
+from alloclab.answers import analyse, decide, metrics, replicate, stats
 from alloclab.core.units import fmt_duration
 from alloclab.plan import presets, workloads
 from alloclab.plan.design import DEFAULT_MARGIN
@@ -27,6 +27,8 @@ class Answers:
     margin_pct: float = 100 * DEFAULT_MARGIN
     lines: list[str] = field(default_factory=list)  # the short answer: one line per cell of the main question
     where: str = ""  # the machine(s) the answers hold on, in a few words, and how the runs were measured
+    # on machines that differ: every comparison on each machine alone first, then the pooled ones
+    machines_first: list[decide.Verdict] = field(default_factory=list)
 
 
 def _pct(x: float) -> str:
@@ -70,11 +72,13 @@ def phrase(v: decide.Verdict) -> str:
 
 
 def cell_label(v: decide.Verdict) -> str:
-    """A cell as the forest plot and the short answers name it."""
+    """A cell as the forest plot and the short answers name it (and the machine, where the answer
+    holds on one machine of several)."""
     threads = f"{v.threads} thread{'s' if v.threads != 1 else ''}"
+    on = f" on {v.machine}" if v.machine else ""
     if v.comparison == "allocators":
-        return f"{v.engine} {v.workload} ({v.settings}, {threads})"
-    return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator})"
+        return f"{v.engine} {v.workload} ({v.settings}, {threads}){on}"
+    return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator}){on}"
 
 
 def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
@@ -93,14 +97,15 @@ def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
 
 def _question(v: decide.Verdict) -> tuple:
     return (v.comparison, v.engine if v.comparison == "allocators" else "", v.workload, v.threads, v.settings,
-            v.allocator if v.comparison != "allocators" else "")
+            v.allocator if v.comparison != "allocators" else "", v.machine)
 
 
 def _where(v: decide.Verdict) -> str:
     threads = f"{v.threads} thread{'s' if v.threads != 1 else ''}"
+    on = f" on {v.machine} alone" if v.machine else ""
     if v.comparison == "allocators":
-        return f"On {v.engine}, {v.workload} ({v.settings}, {threads})"
-    return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator})"
+        return f"On {v.engine}, {v.workload} ({v.settings}, {threads}){on}"
+    return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator}){on}"
 
 
 def _effect(v: decide.Verdict) -> float:
@@ -143,6 +148,7 @@ def build(study: analyse.Study) -> Answers:
         notes.append(f"{', '.join(backward)} read(s) index prefixes backwards wrongly (a customer's last order "
                      "is missed; HammerDB's Order-Status would commit without it): alloclab's TPC-C reads "
                      "forwards and fails a run that misses an order (warnings below).")
+    notes = _between_machines(study) + notes
     sentences = _unanswered(study) + sentences + notes
     lines = _unanswered(study) + lines + notes
     decided = [v for v in primary if v.verdict != "undecided"]
@@ -185,7 +191,10 @@ def build(study: analyse.Study) -> Answers:
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided.")
     order = {m.name: i for i, m in enumerate(metrics.METRICS)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
-    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin, lines, where)
+    per = [v for vs_ in study.per_machine().values() for v in vs_]
+    first = sorted(per, key=lambda v: (order.get(v.metric, 9), v.machine, -_effect(v)))
+    first += [v for v in table if not v.machine]
+    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin, lines, where, first if per else [])
 
 
 WHY_FIELDS = (("alloc_cpu_self_pct", "allocator share of CPU", "{:.1f} %"),
@@ -205,6 +214,27 @@ def _why(by_unit: dict[tuple, list], v: decide.Verdict) -> str:
         if None not in sides:
             parts.append(f"{label} {fmt.format(sides[0])} → {fmt.format(sides[1])}")
     return f" (why: {', '.join(parts)})" if parts else ""
+
+
+def _between_machines(study: analyse.Study) -> list[str]:
+    """On machines that differ: which comparisons their machines disagree on, by how much (not
+    pooled: answered per machine above), and how many agree (pooled)."""
+    reps = [r for r in study.between_machines() if r.key[0] == "throughput"]
+    if not reps:
+        return []
+    words = [study.machine_words(fp) for fp in study.per_machine()]
+    differ = [r for r in reps if r.outcome == replicate.DIFFERS]
+    out = []
+    for r in differ:
+        first = next(v for v in r.verdicts if v is not None)
+        parts = [f"{x.ratio:.3f} [{x.ci_low:.3f}, {x.ci_high:.3f}]" for x in r.against_first[1:] if x and x.ci_low]
+        out.append(f"{cell_label(first)}: {first.variant} vs {first.baseline} differs between the machines "
+                   f"(the others ÷ {words[0]}: {'; '.join(parts)}); answered per machine, not pooled.")
+    agree = sum(r.outcome == replicate.REPLICATES for r in reps)
+    out.append(f"The runs came from {len(words)} machines that differ ({'; '.join(words)}): {len(differ)} of "
+               f"{len(reps)} throughput comparison(s) differ between them, {agree} replicate, "
+               f"{len(reps) - len(differ) - agree} cannot tell; all but the differing ones are pooled.")
+    return out
 
 
 def _unanswered(study: analyse.Study) -> list[str]:

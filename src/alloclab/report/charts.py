@@ -30,7 +30,7 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     """The forest plot of a question's verdicts: one row per comparison, grouped by cell, the
     ratio variant / baseline as a point with its 95 % CI, a line at 1 and the ±margin band,
     colour by verdict; the unit and the rounds behind each row in the caption."""
-    vs = [v for v in ans.verdicts if v.metric == metric and v.ratio is not None][:limit]
+    vs = [v for v in (ans.machines_first or ans.verdicts) if v.metric == metric and v.ratio is not None][:limit]
     if not vs:
         return None
     cells: dict[tuple, list] = defaultdict(list)
