@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from alloclab.answers import decide, stats
+from alloclab.answers import decide, dependence, stats
 from alloclab.answers.decide import CELL_FIELDS, cell_of, pair_key
 from alloclab.answers.metrics import THROUGHPUT, Metric
 from alloclab.answers.replicate import DIFFERS, Replication, key, replicate
@@ -31,6 +31,7 @@ class Study:
     _summaries: dict = field(default_factory=dict, repr=False)
     _verdicts: list | None = field(default=None, repr=False)
     _per_machine: dict | None = field(default=None, repr=False)
+    _findings: list | None = field(default=None, repr=False)
     problems: set = field(default_factory=set)  # stored files that could not be read
     # profiled runs (perf) and runs counting the allocator's calls (uprobes): separate runs,
     # slowed by their instruments, never in `rows` and so never in the statistics
@@ -55,6 +56,12 @@ class Study:
                     v for per in self.per_machine().values() for v in per if key(v) in differ]
             self._verdicts = vs
         return self._verdicts
+
+    def findings(self) -> list[dependence.Finding]:
+        """Each allocator comparison's dependence on the host's state, and its drift."""
+        if self._findings is None:
+            self._findings = dependence.findings(self.rows, self.baseline, self.policy.margin)
+        return self._findings
 
     def fingerprints(self) -> list[str]:
         """The machines whose runs count, by fingerprint."""

@@ -148,7 +148,7 @@ def build(study: analyse.Study) -> Answers:
         notes.append(f"{', '.join(backward)} read(s) index prefixes backwards wrongly (a customer's last order "
                      "is missed; HammerDB's Order-Status would commit without it): alloclab's TPC-C reads "
                      "forwards and fails a run that misses an order (warnings below).")
-    notes = _between_machines(study) + notes
+    notes = _between_machines(study) + _host_state(study) + notes
     sentences = _unanswered(study) + sentences + notes
     lines = _unanswered(study) + lines + notes
     decided = [v for v in primary if v.verdict != "undecided"]
@@ -214,6 +214,29 @@ def _why(by_unit: dict[tuple, list], v: decide.Verdict) -> str:
         if None not in sides:
             parts.append(f"{label} {fmt.format(sides[0])} → {fmt.format(sides[1])}")
     return f" (why: {', '.join(parts)})" if parts else ""
+
+
+def _finding_label(f) -> str:
+    c = analyse.cell_dict(f.cell)
+    threads = f"{c['threads']} thread{'s' if c['threads'] != 1 else ''}"
+    return f"{c['engine']} {c['part']} ({decide.settings_of(f.cell)}, {threads}), {f.variant} vs {f.baseline}"
+
+
+def _host_state(study: analyse.Study) -> list[str]:
+    """A comparison whose ratio moves with the host's state, or drifted during the study, says
+    so instead of one number that averages two regimes."""
+    out = []
+    for f in study.findings():
+        if f.slope is not None and f.slope.depends and f.slow and f.fast:
+            out.append(f"{_finding_label(f)}: {_pct(100 * (f.slow - 1))} % while the host was slow, "
+                       f"{_pct(100 * (f.fast - 1))} % while it was fast (slope of the log ratio on the "
+                       f"{f.slope.state}: {f.slope.slope:+.2f} [{f.slope.ci_low:+.2f}, {f.slope.ci_high:+.2f}], "
+                       f"{f.slope.n} rounds); the verdict depends on the host's load.")
+        if f.drifted and all(f.halves):
+            out.append(f"{_finding_label(f)}: {_pct(100 * (f.halves[0] - 1))} % in the first half of the rounds, "
+                       f"{_pct(100 * (f.halves[1] - 1))} % in the second (ratio of ratios {f.drift.ratio:.3f} "
+                       f"[{f.drift.ci_low:.3f}, {f.drift.ci_high:.3f}]): the effect drifted during the study.")
+    return out
 
 
 def _between_machines(study: analyse.Study) -> list[str]:

@@ -29,6 +29,7 @@ from alloclab.report.charts import (
     chart_table,
     draw_cell_bars,
     draw_chart,
+    draw_host_state,
     draw_rss_timelines,
     draw_tpcc_charts,
     draw_verdicts,
@@ -103,7 +104,7 @@ def build(root: Path) -> Path:
         atomic_write(out / "tables" / f"{t.name}.md", f"## {t.title}\n\n{to_markdown(t)}\n")
 
     forest = draw_verdicts(ans, out / "charts")  # the main question's answer, on the first screen
-    charts = [c for c in (draw_cell_bars(study, out / "charts"),) if c]
+    charts = [c for c in (draw_host_state(study, out / "charts"), draw_cell_bars(study, out / "charts")) if c]
     tp = tpcc_valid(study)
     charts += [(png, svg, caption(name, tp)) for (png, svg), name in
                zip(draw_tpcc_charts(study, out / "charts"), ("TPC-C NOPM by allocator, per engine",

@@ -3,6 +3,7 @@ cell, study 2's five, the allocator's share against threads, RSS timelines and T
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,6 +187,39 @@ def chart_table(study: analyse.Study, spec: Chart) -> Table | None:
                 for a in allocs]
         t.add([engine, str(x)] + [spec.metric.fmt(v) for v in meds], [engine, x] + meds)
     return t
+
+
+def draw_host_state(study: analyse.Study, out: Path, limit: int = 6) -> tuple | None:
+    """Beside the forest plot: each comparison's ratio against the host's state in its rounds, the
+    least-squares line, and whether the ratio depends on it (those first)."""
+    fs = sorted((f for f in study.findings() if f.slope is not None), key=lambda f: not f.slope.depends)[:limit]
+    if not fs:
+        return None
+    cols = min(3, len(fs))
+    rows = (len(fs) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.7 * rows), squeeze=False)
+    for ax, f in zip(axes.flat, fs):
+        xs, ys = [x for x, _y in f.points], [y for _x, y in f.points]
+        colour = "#c0392b" if f.slope.depends else "#2c6fbb"
+        ax.plot(xs, ys, "o", color=colour, ms=4)
+        x0, x1 = min(xs), max(xs)
+        mx, my = sum(xs) / len(xs), sum(math.log(y) for y in ys) / len(ys)
+        ax.plot([x0, x1], [math.exp(my + f.slope.slope * (x - mx)) for x in (x0, x1)], color=colour, lw=1)
+        ax.axhline(1, color="#333", lw=0.6)
+        c = analyse.cell_dict(f.cell)
+        ax.set_title(f"{c['engine']} {c['part']} t{c['threads']}: {f.variant}" + (" (depends)" if f.slope.depends
+                                                                                  else ""), fontsize=8)
+        ax.set_xlabel(f.slope.state, fontsize=7)
+        ax.set_ylabel(f"÷ {f.baseline}", fontsize=7)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(fs):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    png, svg = _save(fig, out, "ratio_vs_host_state")
+    cap = ("Each comparison's ratio (throughput, variant ÷ baseline) in each round against the host's state in that "
+           "round (the other runs' speed against their medians; busy share where a round has no other run), with the "
+           "least-squares line; red: the 95 % interval of the slope excludes 0, the ratio depends on the host's load.")
+    return png, svg, cap
 
 
 def _save(fig, out: Path, name: str) -> tuple[Path, Path]:

@@ -1,0 +1,96 @@
+"""Ratios against the host's state: calibrated by simulation (no dependence: the slope's interval
+excludes 0 in at most 5 % of comparisons; the naive state, the baseline's own speed, would not
+be calibrated), found where it is planted, said in the answer; drift between the halves."""
+
+from pathlib import Path
+
+import numpy as np
+
+from alloclab.answers import analyse, dependence
+from alloclab.answers import sentences as answers
+from alloclab.results.store import RunRow
+
+SIGMA = {"glibc": 0.03, "jemalloc": 0.06, "mimalloc": 0.02, "tcmalloc": 0.04}  # each allocator's own noise
+
+
+def _row(i, alloc, rnd, ops_per_s, busy=0.0):
+    return RunRow(
+        run_id=f"{i:05d}-{alloc}-r{rnd}", index=i, study="sim", cell="tidesdb/c/read", engine="tidesdb",
+        allocator=alloc, allocator_base=alloc, allocator_verified=True, workload="read", part="c",
+        pattern="random", threads=2, batch=1, key_bytes=16, value_bytes=100, repeat=rnd, seed=0, ops=1,
+        duration_s=6.0, ops_per_s=float(ops_per_s), p50_ns=1, p95_ns=1, p99_ns=1e6, p999_ns=1, max_ns=1, mean_ns=1,
+        errors=0, retries=0, peak_rss_bytes=1 << 20, cpu_user_s=0, cpu_sys_s=0, ctx_voluntary=0, ctx_involuntary=0,
+        minor_faults=0, major_faults=0, wall_s=7.0, status="ok", reason="", started_at="", other_busy_cores=busy)
+
+
+def _study_rows(rng, rounds=12, beta=None, drift=None, host_sd=0.10):
+    """One cell, four allocators, `rounds` rounds: the host's state moves every allocator alike;
+    `beta` {allocator: b} makes one move b times more; `drift` {allocator: d} shifts its second half."""
+    host = rng.normal(0, host_sd, rounds)
+    rows = []
+    for r in range(rounds):
+        for a, sd in SIGMA.items():
+            x = 13.0 + host[r] * (1 + (beta or {}).get(a, 0)) + rng.normal(0, sd)
+            x += (drift or {}).get(a, 0) if r >= rounds // 2 else 0
+            rows.append(_row(len(rows) + 1, a, r + 1, np.exp(x)))
+    return rows
+
+
+def test_no_dependence_gives_at_most_5_percent_false_alarms_and_the_naive_state_would_not():
+    rng = np.random.default_rng(3)
+    alarms = naive = drifts = n = 0
+    for _ in range(1000):
+        rows = _study_rows(rng)
+        for f in dependence.findings(rows, "glibc"):
+            n += 1
+            alarms += f.slope.depends
+            drifts += f.drifted
+            ys = [np.log(y) for _x, y in f.points]  # the same log ratios against the baseline's own speed
+            base = [np.log(r.ops_per_s) for r in sorted(rows, key=lambda r: r.repeat) if r.allocator == "glibc"]
+            s = dependence.slope(ys, list(np.array(base) - np.median(base)))
+            naive += s.depends
+    assert n == 3000
+    assert alarms / n <= 0.065, alarms / n
+    assert drifts / n <= 0.065, drifts / n
+    assert naive / n > 0.08, naive / n  # the baseline's own noise in both: a slope of nothing (9.6 %)
+
+
+def test_a_planted_dependence_is_found_and_said_with_both_regimes():
+    rng = np.random.default_rng(5)
+    found, slopes = 0, []
+    for _ in range(200):
+        fs = {f.variant: f for f in dependence.findings(_study_rows(rng, beta={"jemalloc": 1.0}), "glibc")}
+        found += fs["jemalloc"].slope.depends
+        slopes.append(fs["jemalloc"].slope.slope)
+    assert found / 200 >= 0.9, found / 200  # 95.5 %
+    assert 0.8 < np.mean(slopes) < 1.1  # the planted 1.0, a little attenuated by the state's own noise
+    # in a study's answers: one line with the slow and the fast regime
+    rows = _study_rows(np.random.default_rng(8), rounds=16, beta={"jemalloc": 2.0}, host_sd=0.15)
+    s = analyse.Study(root=Path("/nonexistent"), rows=rows, plan={"baseline": "glibc", "runs": 16,
+                      "allocators": [{"name": a} for a in SIGMA]}, machine={})
+    text = " ".join(answers.build(s).sentences)
+    assert "jemalloc vs glibc" in text and "while the host was slow" in text and "depends on the host's load" in text
+    f = next(f for f in s.findings() if f.variant == "jemalloc")
+    assert f.slow < 1 < f.fast  # it loses while the host is slow and wins while it is fast
+
+
+def test_a_drift_between_the_halves_is_said():
+    rows = _study_rows(np.random.default_rng(9), rounds=12, drift={"mimalloc": 0.08})
+    f = next(f for f in dependence.findings(rows, "glibc") if f.variant == "mimalloc")
+    assert f.drifted and f.drift.ratio > 1.05
+    s = analyse.Study(root=Path("/nonexistent"), rows=rows, plan={"baseline": "glibc", "runs": 12,
+                      "allocators": [{"name": a} for a in SIGMA]}, machine={})
+    assert any("the effect drifted during the study" in x and "mimalloc vs glibc" in x
+               for x in answers.build(s).sentences)
+
+
+def test_two_allocators_use_the_busy_share_as_the_state():
+    rng = np.random.default_rng(1)
+    rows = []
+    for r in range(10):
+        busy = 0.8 if r % 2 else 0.0  # a CPU hog in half of the rounds
+        rows.append(_row(len(rows) + 1, "glibc", r + 1, np.exp(13 + rng.normal(0, 0.01)), busy))
+        rows.append(_row(len(rows) + 1, "jemalloc", r + 1, np.exp(13 - 0.1 * busy + rng.normal(0, 0.01)), busy))
+    f = dependence.findings(rows, "glibc")[0]
+    assert f.slope.state == "busy share" and f.slope.depends and f.slope.slope < 0
+    assert f.slow < f.fast  # slow: the busy rounds
