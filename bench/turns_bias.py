@@ -8,7 +8,8 @@ Each round measures one cell in three designs, in a seeded order per round:
   turns2  glibc with each other allocator, two at a time, in turns of 0.5 s
 Per allocator and design the round's log ratio against glibc; the bias of a design is the mean,
 over rounds, of its log ratio minus the alone design's in the same round (paired), with a 95 %
-t interval. Printed as a table, one line per cell, allocator and design.
+t interval; and four in turns against two in turns. Printed as a table, one line per cell,
+allocator and design.
 
     .venv/bin/python bench/turns_bias.py [--cells default,write,tpcc] [--rounds 20] [--seed 1]
 """
@@ -84,18 +85,19 @@ def main() -> int:
                                                                             for x in ALLOCATORS[1:]) for d in got),
                   file=sys.stderr, flush=True)
         for x in ALLOCATORS[1:]:
-            for d in ("turns4", "turns2"):
-                pairs = zip(logs[(d, x)], logs[("alone", x)])
+            for d, ref in (("turns4", "alone"), ("turns2", "alone"), ("turns4", "turns2")):
+                pairs = zip(logs[(d, x)], logs[(ref, x)])
                 diffs = [t - s for t, s in pairs if not (math.isnan(t) or math.isnan(s))]
                 n = len(diffs)
+                design = d if ref == "alone" else f"{d} vs {ref}"
                 if n < 2:
-                    print(f"{cell} | {x} | {d} | {n} | –")
+                    print(f"{cell} | {x} | {design} | {n} | –")
                     continue
                 m = sum(diffs) / n
                 sd = math.sqrt(sum((y - m) ** 2 for y in diffs) / (n - 1))
                 half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
                 pct = lambda v: 100 * (math.exp(v) - 1)  # noqa: E731
-                print(f"{cell} | {x} | {d} | {n} | {pct(m):+.1f} [{pct(m - half):+.1f}, {pct(m + half):+.1f}]")
+                print(f"{cell} | {x} | {design} | {n} | {pct(m):+.1f} [{pct(m - half):+.1f}, {pct(m + half):+.1f}]")
     return 0
 
 
