@@ -15,7 +15,6 @@ Pure: rows in, verdicts out; no I/O.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -235,9 +234,8 @@ def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = MET
         for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
             iv, word = compare(groups[bc][ba], groups[vc][va], m.higher_is_better, policy)
             todo = None
-            n = iv.n_pairs if iv.paired else min(iv.n_baseline, iv.n_variant)
             if word == "undecided":
-                todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, n, confidence=conf, margin=policy.margin)
+                todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf, margin=policy.margin)
             c = dict(zip(CELL_FIELDS, vc))
             base_label = {"allocators": ba, "engines": bc[0], "profiles": bc[CELL_FIELDS.index("profile")]}[kind]
             var_label = {"allocators": va, "engines": vc[0], "profiles": c["profile"]}[kind]
@@ -248,7 +246,7 @@ def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = MET
                 ci_low=iv.ci_low, ci_high=iv.ci_high, verdict=word, rounds_to_decide=todo, confidence=conf,
                 allocator=va, base_unit=(keys.get(bc, ""), ba), var_unit=(keys.get(vc, ""), va),
                 machine_fingerprint="+".join(sorted(machines[bc] | machines[vc])), mean_log=iv.mean_log,
-                se_log=iv.sd_log / math.sqrt(n) if iv.sd_log is not None and n > 1 else None, df=n - 1))
+                se_log=iv.se_log, df=iv.df))
     return out
 
 

@@ -150,12 +150,5 @@ def _drift(base: dict, var: dict, margin: float) -> tuple[RatioOfRatios | None, 
     for ks in (rounds[:half], rounds[half:]):
         b = {k: value(base[k], THROUGHPUT) for k in ks}
         v = {k: value(var[k], THROUGHPUT) for k in ks}
-        iv = stats.ratio_interval({k: x for k, x in b.items() if x}, {k: x for k, x in v.items() if x})
-        n = iv.n_pairs if iv.paired else min(iv.n_baseline, iv.n_variant)
-        halves.append(decide.Verdict(
-            comparison="allocators", engine="", workload="", threads=0, settings="", metric="throughput",
-            baseline="", variant="", n_baseline=iv.n_baseline, n_variant=iv.n_variant, n_pairs=iv.n_pairs,
-            ratio=iv.ratio, ci_low=iv.ci_low, ci_high=iv.ci_high, verdict="", rounds_to_decide=None,
-            confidence=iv.confidence, allocator="", base_unit=(), var_unit=(), mean_log=iv.mean_log,
-            se_log=iv.sd_log / math.sqrt(n) if iv.sd_log is not None and n > 1 else None, df=n - 1))
+        halves.append(stats.ratio_interval({k: x for k, x in b.items() if x}, {k: x for k, x in v.items() if x}))
     return ratio_of_ratios(halves[0], halves[1], margin), (halves[0].ratio, halves[1].ratio)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from scipy import stats as _scipy_stats
 
 from alloclab.answers.decide import Verdict
+from alloclab.answers.stats import RatioInterval
 from alloclab.plan.design import DEFAULT_MARGIN
 
 REPLICATES, DIFFERS, NOT_KNOWN = "replicates", "differs", "not known"
@@ -43,9 +44,10 @@ def key(v: Verdict) -> tuple:
     return (v.metric, v.comparison, v.engine, v.workload, v.threads, v.settings, v.baseline, v.variant)
 
 
-def ratio_of_ratios(a: Verdict, b: Verdict, margin: float = DEFAULT_MARGIN,
+def ratio_of_ratios(a: Verdict | RatioInterval, b: Verdict | RatioInterval, margin: float = DEFAULT_MARGIN,
                     confidence: float = 0.95) -> RatioOfRatios | None:
-    """b's ratio ÷ a's, with Welch's interval on the difference of their mean log ratios."""
+    """b's ratio ÷ a's, with Welch's interval on the difference of their mean log ratios (from
+    each one's mean log ratio, its standard error and degrees of freedom)."""
     if a.mean_log is None or b.mean_log is None:
         return None
     d = b.mean_log - a.mean_log

@@ -4,6 +4,7 @@ thread-sweep scaling. numpy only; no I/O."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Callable
@@ -281,6 +282,20 @@ class RatioInterval:
     mean_log: float | None  # mean log ratio and its standard deviation (per pair or pooled)
     sd_log: float | None
     confidence: float
+
+    @property
+    def n(self) -> int:
+        """The pairs it rests on, or the smaller group where it is not paired."""
+        return self.n_pairs if self.paired else min(self.n_baseline, self.n_variant)
+
+    @property
+    def se_log(self) -> float | None:
+        """The standard error of the mean log ratio (what replications combine)."""
+        return self.sd_log / math.sqrt(self.n) if self.sd_log is not None and self.n > 1 else None
+
+    @property
+    def df(self) -> int:
+        return self.n - 1
 
 
 def _t(confidence: float, df: float) -> float:
