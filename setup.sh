@@ -22,7 +22,7 @@ fi
 
 # --- system packages ------------------------------------------------------------------
 APT_PKGS=(build-essential cmake pkg-config clang libclang-dev librocksdb-dev liblz4-dev libzstd-dev
-          libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libgoogle-perftools4
+          libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libgoogle-perftools4 libtbbmalloc2 libclang-rt-16-dev
           libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libmariadb-dev libpq-dev debootstrap
           python3 python3-venv python3-pip binutils curl ca-certificates git procps linux-perf
           mariadb-server mariadb-client mariadb-plugin-rocksdb postgresql sysbench
@@ -93,6 +93,9 @@ if [ ! -x "$TOOLS/bin/inferno-flamegraph" ] || [ ! -x "$TOOLS/bin/inferno-diff-f
   cargo install --quiet --locked inferno --root "$TOOLS"
 fi
 ln -sf "$ROOT/driver/target/release/alloclab-driver" .venv/bin/alloclab-driver
+# the allocators built from crates' bundled sources (jemalloc@5.3.1, mimalloc@2/@3, Google's
+# TCMalloc, snmalloc, rpmalloc), once, into ~/.cache/alloclab/allocators (about 2.5 minutes)
+.venv/bin/alloclab setup allocators
 # HammerDB 4.12, the seeds' TPC-C client, from ../shared/vendor (checked), cached outside the checkout
 .venv/bin/alloclab setup hammerdb >/dev/null
 say "ready: $ROOT/.venv/bin/alloclab (add $ROOT/.venv/bin to PATH, or: source .venv/bin/activate)"

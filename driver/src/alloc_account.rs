@@ -1,7 +1,7 @@
 //! The allocator's own account of its memory, read inside this process through the
 //! allocator's own interface. The interface is looked up at run time (dlsym), so a preloaded
 //! and a linked allocator are read the same way: jemalloc's `mallctl` statistics, gperftools
-//! tcmalloc's `MallocExtension` numeric properties, mimalloc's process info (mimalloc 2.0 has
+//! tcmalloc's `MallocExtension` numeric properties (gperftools' and Google's), mimalloc's process info (mimalloc 2.0 has
 //! no count of live bytes: it says so), and glibc's `mallinfo2`.
 
 use serde_json::{json, Value};
@@ -10,6 +10,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 type Mallctl =
     unsafe extern "C" fn(*const c_char, *mut c_void, *mut usize, *mut c_void, usize) -> c_int;
 type TcProperty = unsafe extern "C" fn(*const c_char, *mut usize) -> c_int;
+type GoogleProperty = unsafe extern "C" fn(*const c_char, usize, *mut usize) -> bool;
 type MiProcessInfo = unsafe extern "C" fn(
     *mut usize,
     *mut usize,
@@ -34,6 +35,10 @@ pub fn read() -> Value {
     if let Some(f) = sym(c"mallctl") {
         // SAFETY: mallctl has this signature in every jemalloc that exports it unprefixed.
         return jemalloc(unsafe { std::mem::transmute::<*mut c_void, Mallctl>(f) });
+    }
+    if let Some(f) = sym(c"MallocExtension_Internal_GetNumericProperty") {
+        // SAFETY: Google's TCMalloc (internal_malloc_extension.h): name, its length, value.
+        return tcmalloc_google(unsafe { std::mem::transmute::<*mut c_void, GoogleProperty>(f) });
     }
     if let Some(f) = sym(c"MallocExtension_GetNumericProperty") {
         // SAFETY: gperftools' C interface (malloc_extension_c.h).
@@ -97,6 +102,23 @@ fn tcmalloc(prop: TcProperty) -> Value {
         "resident_bytes": heap.map(|h| h.saturating_sub(unmapped.unwrap_or(0))),
         "heap_size": heap, "pageheap_free_bytes": get(c"tcmalloc.pageheap_free_bytes"),
         "pageheap_unmapped_bytes": unmapped,
+    })
+}
+
+fn tcmalloc_google(prop: GoogleProperty) -> Value {
+    let get = |name: &str| -> Option<u64> {
+        let mut v: usize = 0;
+        // SAFETY: reads `name` (not NUL-terminated: its length is passed) and writes one size_t.
+        (unsafe { prop(name.as_ptr() as *const c_char, name.len(), &mut v) }).then_some(v as u64)
+    };
+    json!({
+        "allocator": "tcmalloc-google", "source": "MallocExtension numeric properties (Google's TCMalloc)",
+        "live_bytes": get("generic.current_allocated_bytes"),
+        "resident_bytes": get("generic.physical_memory_used"),
+        "heap_size": get("generic.heap_size"), "cpu_free": get("tcmalloc.cpu_free"),
+        "pageheap_free_bytes": get("tcmalloc.pageheap_free_bytes"),
+        // whether its per-CPU caches (rseq) are in use, by its own account
+        "per_cpu_caches_active": get("tcmalloc.per_cpu_caches_active").map(|v| v != 0),
     })
 }
 

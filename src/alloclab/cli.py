@@ -9,9 +9,10 @@ from pathlib import Path
 
 from alloclab import __version__, doctor, report, study
 from alloclab import plan as plan_mod
-from alloclab.alloc import allocators
+from alloclab.alloc import build, listing
 from alloclab.answers import analyse
 from alloclab.catalog import tidesql
+from alloclab.catalog.allocators import SOURCE_BUILT
 from alloclab.catalog.names import HAMMERDB, SYSBENCH, TPCC
 from alloclab.clients import hammerdb
 from alloclab.core.errors import AlloclabError
@@ -189,18 +190,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_allocators(a: argparse.Namespace) -> int:
-    found = allocators.discover()
-    print(f"{'name':18s} {'version':32s} path")
-    for al in found.values():
-        print(f"{al.name:18s} {al.version:32s} {al.path or '(no preload: the C library)'}")
-    missing = allocators.missing()
-    if missing:
-        print("\nnot installed:")
-        for name, k in missing.items():
-            print(f"  {name:16s} apt-get install {k.package}")
-        print("\n" + allocators.install_hint(list(missing)))
-    print("\nalso: any library as name=/path/lib.so, and tuning variants as name+ENV=value "
-          "(e.g. jemalloc+MALLOC_CONF=narenas:2, glibc+MALLOC_ARENA_MAX=2)")
+    print("\n".join(listing.catalog()))
     return EXIT_OK
 
 
@@ -265,8 +255,16 @@ def cmd_setup(a: argparse.Namespace) -> int:
         rec = hammerdb.install(notify=lambda m: print(m, flush=True))
         print(f"HammerDB {rec['version']} ready at {rec['home']} (Tcl packages: {', '.join(rec['tcl_packages'])})")
         return EXIT_OK
+    if a.what == "allocators":
+        made = build.setup(a.names or None, force=a.force, notify=lambda m: print(m, flush=True))
+        print("\n".join(listing.built(made)))
+        return EXIT_OK
+    if a.names:
+        raise AlloclabError(f"alloclab setup {a.what} takes no names ({' '.join(a.names)})",
+                            "names are for alloclab setup allocators NAME...")
     if a.what != "stack":
-        raise AlloclabError(f"unknown setup target '{a.what}'", "use: alloclab setup stack, or alloclab setup hammerdb")
+        raise AlloclabError(f"unknown setup target '{a.what}'",
+                            "use: alloclab setup stack, alloclab setup hammerdb or alloclab setup allocators")
     builds = [tidesql.build(b).name for b in a.tidesql or ()]  # an unknown build is refused before any work
     st = stack.setup(notify=lambda m: print(m, flush=True), force=a.force, builds=builds)
     c = st["steps"]["check"]
@@ -341,7 +339,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="plain lines, no live display")
     r.add_argument("--resume", metavar="DIR", help="finish a study that was interrupted: finished runs are kept")
     r.set_defaults(fn=cmd_run)
-    al = sub.add_parser("allocators", help="list the allocators found and what to install for the rest")
+    al = sub.add_parser("allocators", help="list the allocator catalog: version, source, usable here or why "
+                        "not, proved in the last run, tunings")
     al.set_defaults(fn=cmd_allocators)
     rp = sub.add_parser("report", help="rebuild the report of a results folder from its files")
     rp.add_argument("dir")
@@ -365,10 +364,12 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="what on this machine can move the numbers, and what it means")
     d.set_defaults(fn=cmd_doctor)
     su = sub.add_parser("setup", help="build and cache what some studies need: the stack (MariaDB 11.8.6 with "
-                        "TideSQL), HammerDB")
-    su.add_argument("what", choices=["stack", HAMMERDB],
+                        "TideSQL), HammerDB, the allocators built from sources")
+    su.add_argument("what", choices=["stack", HAMMERDB, "allocators"],
                     help="stack: the studies' MariaDB 11.8.6 + TideSQL in a Debian root; hammerdb: HammerDB 4.12, "
-                         "the seeds' TPC-C client")
+                         "the seeds' TPC-C client; allocators: the allocators built from crates' sources "
+                         f"({', '.join(SOURCE_BUILT)})")
+    su.add_argument("names", nargs="*", metavar="NAME", help="allocators: only these (default: all)")
     su.add_argument("--force", action="store_true", help="start again from nothing")
     su.add_argument("--tidesql", action="append", metavar="BUILD",
                     help=f"also build this TideSQL build ({', '.join(tidesql.BUILDS)}; repeatable)")

@@ -103,7 +103,8 @@ class ServerAccount:
 
 
 def summed(accounts: list[dict], expected: int) -> dict:
-    """One account for a server of several processes (PostgreSQL): byte counts added up."""
+    """One account for a server of several processes (PostgreSQL): byte counts added up, a yes/no
+    (e.g. Google TCMalloc's per-CPU caches active) true only where every process says so."""
     first = accounts[0]
     out = {"allocator": first.get("allocator"), "source": first.get("source"), "processes": len(accounts),
            "processes_expected": expected}
@@ -113,5 +114,8 @@ def summed(accounts: list[dict], expected: int) -> dict:
         if k in ("allocator", "source", "note", "pid"):
             continue
         vals = [a.get(k) for a in accounts]
+        if all(isinstance(x, bool) for x in vals):
+            out[k] = all(vals)
+            continue
         out[k] = sum(vals) if all(isinstance(x, int) for x in vals) else None
     return out

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sysconfig
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from alloclab.catalog.allocators import KNOWN, Known
+from alloclab.alloc import build, tuning
+from alloclab.catalog.allocators import BY_NAME, CATALOG, CRATE, KNOWN
 from alloclab.core import environment
 from alloclab.core.errors import AlloclabError
 
 # Basenames that mean "some allocator other than glibc is mapped".
 FOREIGN_ALLOCATOR = re.compile(
     r"lib(jemalloc|mimalloc|tcmalloc|hoard|tbbmalloc|snmalloc|rpmalloc|scalloc|supermalloc|lockless)[^/]*\.so"
+    r"|libclang_rt\.scudo[^/]*\.so"
 )
 
 # Environment variables that tune an allocator (see environment.py)
@@ -30,7 +33,7 @@ TUNING_PREFIXES = environment.TUNING_PREFIXES
 LINK_SUFFIX = "@link"
 LINKABLE = ("jemalloc", "mimalloc", "tcmalloc")
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -45,8 +48,8 @@ def library_dirs() -> list[str]:
 
 def _find_library(sonames: tuple[str, ...]) -> str | None:
     for soname in sonames:
-        for d in library_dirs():
-            p = os.path.join(d, soname)
+        for d in ([""] if os.path.isabs(soname) else library_dirs()):
+            p = os.path.join(d, soname) if d else soname
             if os.path.exists(p):
                 return p
     return None
@@ -78,14 +81,16 @@ def _version_of(base: str, path: str | None) -> str:
 
 @dataclass(frozen=True)
 class Allocator:
-    """One allocator as a run uses it: a label, a library (None for glibc) and tuning env."""
+    """One allocator as a run uses it: a label, a library (None for glibc) and its environment
+    (the catalog's, e.g. tcmalloc-google's, then the variant's tuning)."""
 
     name: str
-    base: str
+    base: str  # the catalog name (or the label of a library given by path)
     path: str | None
     env: tuple[tuple[str, str], ...] = ()
     version: str = ""
     link: bool = False  # linked into a separate driver binary (name@link), never preloaded
+    source: str = ""  # where it came from: the Debian package, or the crate built and the library's SHA-256
 
     def target_env(self, base_env: dict[str, str]) -> dict[str, str]:
         """The environment of the process under test: the caller's, cleaned of any preload and
@@ -94,12 +99,12 @@ class Allocator:
 
     def to_json(self) -> dict:
         return {"name": self.name, "base": self.base, "path": self.path, "env": dict(self.env),
-                "version": self.version, "link": self.link}
+                "version": self.version, "link": self.link, "source": self.source}
 
     @classmethod
     def from_json(cls, a: dict) -> Allocator:
         return cls(name=a["name"], base=a["base"], path=a.get("path"), env=tuple((a.get("env") or {}).items()),
-                   version=a.get("version", ""), link=a.get("link", False))
+                   version=a.get("version", ""), link=a.get("link", False), source=a.get("source", ""))
 
 
 @dataclass
@@ -112,15 +117,30 @@ class Proof:
         return {"verified": self.verified, "reason": self.reason, "mapped_libraries": self.mapped}
 
 
+def _built_allocator(name: str, m: dict) -> Allocator:
+    e = BY_NAME[name]
+    return Allocator(name=name, base=name, path=m["path"], env=e.env, version=m.get("upstream", e.crate.upstream),
+                     source=f"built from crate {m['crate']} {m['crate_version']}, sha256 {m['sha256']}")
+
+
 def discover(versions: bool = False) -> dict[str, Allocator]:
-    """Every known allocator installed on this machine, by name (its library found by soname).
-    Package versions (dpkg-query) only when asked: that is preflight's work (`checked`)."""
+    """Every catalog allocator usable on this machine, by name: Debian's found by soname, the
+    source-built ones in alloclab's cache (alloclab setup allocators). Package versions
+    (dpkg-query) only when asked: that is preflight's work (`checked`)."""
     found = {}
-    for name, k in KNOWN.items():
-        path = None if name == "glibc" else _find_library(k.sonames)
-        if name == "glibc" or path:
-            found[name] = Allocator(name=name, base=name, path=path,
-                                    version=_version_of(name, path) if versions else "")
+    made = build.built()
+    for e in CATALOG:
+        if e.refused:
+            continue
+        if e.source == CRATE:
+            if e.name in made:
+                found[e.name] = _built_allocator(e.name, made[e.name])
+            continue
+        path = None if e.name == "glibc" else _find_library(e.sonames)
+        if e.name == "glibc" or path:
+            found[e.name] = Allocator(name=e.name, base=e.name, path=path, env=e.env,
+                                      version=_version_of(e.name, path) if versions else "",
+                                      source=f"Debian package {e.package}")
     return found
 
 
@@ -135,84 +155,47 @@ def checked(alloc: Allocator) -> Allocator:
         if not looks_like_allocator(alloc.path):
             raise AlloclabError(f"allocator '{spec}': {alloc.path} does not export malloc and free, so it is not "
                                 "an allocator", "name the allocator's shared library (e.g. libjemalloc.so.2)")
-    return replace(alloc, version=alloc.version or _version_of(alloc.base, alloc.path))
+    made = build.built().get(alloc.base)
+    if made and alloc.path and build.sha256(Path(alloc.path)) != made["sha256"]:
+        raise AlloclabError(f"allocator '{spec}': {alloc.path} changed since it was built (its SHA-256 is not the "
+                            "one recorded)", f"rebuild it: alloclab setup allocators {alloc.base} --force")
+    return replace(alloc, version=alloc.version or _version_of(alloc.base, alloc.path),
+                   source=alloc.source or ("" if alloc.base in BY_NAME else f"given by path {alloc.path}"))
 
 
-def missing() -> dict[str, Known]:
-    """Known allocators that are not installed, with what to install."""
+def unavailable() -> dict[str, str]:
+    """Catalog allocators that cannot be used here, with why and what to do."""
     have = discover()
-    return {n: k for n, k in KNOWN.items() if n not in have}
-
-
-# The tuning each allocator documents, by environment variable (the values of MALLOC_CONF and
-# GLIBC_TUNABLES are checked below; jemalloc checks its own and says what it rejects, which
-# fails the run: `complaints`). An allocator given by path (name=/lib.so) is not checked.
-GLIBC_TUNING = ("MALLOC_ARENA_MAX", "MALLOC_ARENA_TEST", "MALLOC_CHECK_", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
-                "MALLOC_PERTURB_", "MALLOC_TOP_PAD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
-GLIBC_TUNABLES = ("arena_max", "arena_test", "check", "hugetlb", "mmap_max", "mmap_threshold", "mxfast", "perturb",
-                  "tcache_count", "tcache_max", "tcache_unsorted_limit", "top_pad", "trim_threshold")
-GPERFTOOLS_TUNING = ("TCMALLOC_SAMPLE_PARAMETER", "TCMALLOC_RELEASE_RATE", "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD",
-                     "TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES", "TCMALLOC_AGGRESSIVE_DECOMMIT", "TCMALLOC_HEAP_LIMIT_MB",
-                     "TCMALLOC_DISABLE_MEMORY_RELEASE", "TCMALLOC_SKIP_SBRK", "TCMALLOC_SKIP_MMAP",
-                     "TCMALLOC_TRANSFER_NUM_OBJ", "TCMALLOC_OVERRIDE_PAGESIZE", "TCMALLOC_MEMFS_MALLOC_PATH",
-                     "TCMALLOC_MEMFS_LIMIT_MB", "TCMALLOC_MEMFS_ABORT_ON_FAIL", "TCMALLOC_MEMFS_IGNORE_MMAP_FAIL",
-                     "TCMALLOC_MEMFS_MAP_PRIVATE")
-MIMALLOC_OPTIONS = ("show_errors", "show_stats", "verbose", "eager_commit", "large_os_pages", "reserve_huge_os_pages",
-                    "reserve_huge_os_pages_at", "reserve_os_memory", "abandoned_page_decommit", "abandoned_page_reset",
-                    "eager_commit_delay", "reset_delay", "use_numa_nodes", "limit_os_alloc", "os_tag", "max_errors",
-                    "max_warnings", "max_segment_reclaim", "allow_decommit", "segment_decommit_delay",
-                    "decommit_extend_delay", "destroy_on_exit", "arena_eager_commit", "purge_decommits",
-                    "purge_delay", "arena_purge_mult", "purge_extend_delay", "page_reset", "segment_reset")
-DOCUMENTED_TUNING = {
-    "glibc": GLIBC_TUNING,
-    "jemalloc": ("MALLOC_CONF",),
-    "tcmalloc": GPERFTOOLS_TUNING,
-    "tcmalloc-minimal": GPERFTOOLS_TUNING,
-    "mimalloc": tuple(f"MIMALLOC_{o.upper()}" for o in MIMALLOC_OPTIONS),
-}
-NUMERIC_TUNING = set(GLIBC_TUNING[:-1]) | set(GPERFTOOLS_TUNING[:7]) | {"TCMALLOC_TRANSFER_NUM_OBJ"} | {
-    f"MIMALLOC_{o.upper()}" for o in MIMALLOC_OPTIONS if o != "reserve_os_memory"}
-
-
-def check_tuning(spec: str, base: str, env: list[tuple[str, str]]) -> None:
-    """Refuse a tuning the allocator does not document, or a value it cannot take, before any
-    run: most allocators ignore what they do not know without a word."""
-    documented = DOCUMENTED_TUNING.get(base)
-    if documented is None:
-        return
-    for k, v in env:
-        if k not in documented:
-            raise AlloclabError(f"allocator '{spec}': {k} is not an option {base} documents, so it would be ignored "
-                                "without a word", f"{base}'s options: " + ", ".join(documented))
-        if k in NUMERIC_TUNING and not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", v):
-            raise AlloclabError(f"allocator '{spec}': {k}={v!r} is not a number", f"give {k} a number, e.g. {k}=2")
-        if k == "GLIBC_TUNABLES":
-            for item in v.split(":"):
-                name, sep, val = item.partition("=")
-                if not sep or not name.startswith("glibc.malloc.") or name[13:] not in GLIBC_TUNABLES \
-                        or not re.fullmatch(r"[0-9]+", val):
-                    raise AlloclabError(f"allocator '{spec}': GLIBC_TUNABLES item {item!r} is not a glibc.malloc "
-                                        "tunable with a number", "glibc.malloc tunables: " +
-                                        ", ".join(GLIBC_TUNABLES) + ", e.g. GLIBC_TUNABLES=glibc.malloc.arena_max=2")
-        if k == "MALLOC_CONF":
-            bad = [p for p in v.split(",") if not re.fullmatch(r"[a-z_0-9.]+:[^,:]*", p)]
-            if bad or not v:
-                raise AlloclabError(f"allocator '{spec}': MALLOC_CONF={v!r} is not a list of key:value",
-                                    "write e.g. MALLOC_CONF=narenas:2,dirty_decay_ms:1000")
-
-
-# What an allocator writes when it rejects its tuning (found in the process's own log)
-COMPLAINTS = re.compile(r"<jemalloc>: .*|mimalloc: .*(?:invalid value|unknown option).*", re.I)
-
-
-def complaints(log_text: str) -> list[str]:
-    """The lines in which an allocator said it rejected its tuning, each once."""
-    return list(dict.fromkeys(m.group(0).strip() for m in COMPLAINTS.finditer(log_text)))
+    refused = build.refusals()
+    out = {}
+    for e in CATALOG:
+        if e.name in have:
+            continue
+        if e.refused or e.name in refused:
+            out[e.name] = e.refused or refused[e.name]
+        elif e.source == CRATE:
+            out[e.name] = f"not built yet: alloclab setup allocators {e.name}"
+        else:
+            out[e.name] = f"not installed: apt-get install {e.package}"
+    return out
 
 
 def install_hint(names: list[str]) -> str:
     pkgs = " ".join(KNOWN[n].package for n in names if n in KNOWN)
     return f"install with: sudo apt-get install -y {pkgs}" if pkgs else ""
+
+
+def _not_here(name: str) -> AlloclabError:
+    e = BY_NAME[name]
+    why = e.refused or build.refusals().get(name)
+    if why:
+        return AlloclabError(f"allocator '{name}' is refused here: {why}",
+                             "leave it out, or see alloclab allocators for what can run")
+    if e.source == CRATE:
+        return AlloclabError(f"allocator '{name}' is not built yet",
+                             f"build it (offline, from crate {e.crate.name} {e.crate.version}): "
+                             f"alloclab setup allocators {name}")
+    return AlloclabError(f"allocator '{name}' is not installed", install_hint([name]))
 
 
 def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
@@ -222,7 +205,7 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
     """
     spec = spec.strip()
     if not spec:
-        raise AlloclabError("empty allocator name", "name one of: " + ", ".join(KNOWN))
+        raise AlloclabError("empty allocator name", "name one of: " + ", ".join(BY_NAME))
     head, *tunings = spec.split("+")
     if LINK_SUFFIX + "=" in head:
         raise AlloclabError(f"allocator '{spec}': a link-time allocator takes no library path (nothing is preloaded "
@@ -237,7 +220,7 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
             raise AlloclabError(f"allocator '{spec}': {base} is not installed", install_hint([base]))
         linked = parse("+".join([base, *tunings]), found)
         return Allocator(name=f"{base}{LINK_SUFFIX}" + spec[len(head):], base=base, path=found[base].path,
-                         env=linked.env, version=found[base].version, link=True)
+                         env=linked.env, version=found[base].version, link=True, source=found[base].source)
     env = []
     for t in tunings:
         k, sep, v = t.partition("=")
@@ -248,7 +231,7 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
     name, sep, path = head.partition("=")
     if not NAME_RE.match(name):
         raise AlloclabError(f"allocator '{spec}': '{name}' is not a valid name",
-                            "use letters, digits, '.', '_' or '-', e.g. jemalloc or mylib=/opt/lib/libmy.so")
+                            "use letters, digits, '.', '_', '@' or '-', e.g. jemalloc or mylib=/opt/lib/libmy.so")
     found = discover() if found is None else found
     if sep:
         if not path or not os.path.isabs(path):
@@ -257,15 +240,15 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
         alloc = Allocator(name=name, base=name, path=path)  # checked by the preflight (`checked`)
     elif name in found:
         alloc = found[name]
-    elif name in KNOWN:
-        raise AlloclabError(f"allocator '{name}' is not installed", install_hint([name]))
+    elif name in BY_NAME:
+        raise _not_here(name)
     else:
         raise AlloclabError(f"unknown allocator '{name}'",
-                            "name one of: " + ", ".join(KNOWN) + ", or give a library: name=/path/lib.so")
+                            "name one of: " + ", ".join(BY_NAME) + ", or give a library: name=/path/lib.so")
     if not sep:
-        check_tuning(spec, alloc.base, env)
+        tuning.check(spec, alloc.base, env)
     label = spec if env else alloc.name
-    return Allocator(name=label, base=alloc.base, path=alloc.path, env=tuple(env), version=alloc.version)
+    return replace(alloc, name=label, env=alloc.env + tuple(env))
 
 
 # ---------------------------------------------------------------------------------------
@@ -292,6 +275,15 @@ def read_maps(pid: int) -> list[str] | None:
     return mapped_files(text) if text.strip() else None
 
 
+LIBC = re.compile(r"/libc(\.so\.6|-[0-9.]+\.so)$")
+
+
+def whole(files: list[str] | None) -> bool:
+    """True if a read of a process's maps shows the C library: a read without it caught the
+    process before its loader ran or while it exited."""
+    return bool(files) and any(LIBC.search(f) for f in files)
+
+
 def _same_file(a: str, b: str) -> bool:
     if os.path.realpath(a) == os.path.realpath(b):
         return True
@@ -313,7 +305,7 @@ def prove(alloc: Allocator, files: list[str] | None, pid: int | str = "?") -> Pr
         if foreign:
             return Proof(False, f"glibc run, but another allocator is mapped in PID {pid}: {', '.join(foreign)}",
                          libs)
-        if not any(re.search(r"/libc(\.so\.6|-[0-9.]+\.so)$", f) for f in libs):
+        if not whole(libs):
             return Proof(False, f"libc is not mapped in PID {pid}", libs)
         return Proof(True, f"PID {pid}: libc mapped, no other allocator mapped", libs)
     if not os.path.exists(alloc.path):
@@ -322,38 +314,51 @@ def prove(alloc: Allocator, files: list[str] | None, pid: int | str = "?") -> Pr
     if not hit:
         return Proof(False, f"{alloc.path} is not mapped in PID {pid}: LD_PRELOAD did not reach the process "
                             "or the loader refused the library", libs)
-    others = [f for f in libs if FOREIGN_ALLOCATOR.search(os.path.basename(f)) and not _same_file(f, alloc.path)]
+    companions = BY_NAME[alloc.base].companions if alloc.base in BY_NAME else ()
+    others = [f for f in libs if FOREIGN_ALLOCATOR.search(os.path.basename(f)) and not _same_file(f, alloc.path)
+              and not os.path.basename(f).startswith(companions)]
     if others:
         return Proof(False, f"{alloc.name} is mapped in PID {pid}, but so is {', '.join(others)}", libs)
     return Proof(True, f"PID {pid}: {hit[0]} mapped", libs)
 
 
 def library_version_list() -> list[dict]:
-    """For `alloclab allocators` and the study metadata."""
-    rows = [a.to_json() | {"installed": True} for a in discover(versions=True).values()]
-    for name, k in missing().items():
-        rows.append({"name": name, "installed": False, "package": k.package})
+    """Every catalog allocator, usable here or not (and why not): for `alloclab allocators` and
+    the study's machine.json."""
+    have = discover(versions=True)
+    why_not = unavailable()
+    refused = build.refusals()
+    rows = []
+    for e in CATALOG:
+        row = {"name": e.name, "about": e.about, "from": e.source, "tuning": list(e.tuning)}
+        if e.name in have:
+            row |= have[e.name].to_json() | {"installed": True}
+            if e.crate:
+                row["probe"] = (build.manifest(e.name) or {}).get("probe", {})
+        else:
+            row |= {"installed": False, "why_not": why_not.get(e.name, ""), "package": e.package,
+                    "refused": bool(e.refused or e.name in refused),
+                    "crate": f"{e.crate.name} {e.crate.version}" if e.crate else ""}
+        rows.append(row)
     return rows
 
 
 def looks_like_allocator(path: str) -> bool:
     """True if the shared object exports malloc and free (what a preload needs to replace)."""
-    try:
-        out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
+    if shutil.which("nm") is None:
         return True  # cannot tell without binutils; the maps proof and the run decide
-    if out.returncode != 0:
-        return False  # not an ELF shared object at all
-    syms = {line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if line.strip()}
-    return {"malloc", "free"} <= syms
-
+    return {"malloc", "free"} <= build.exported(path)
 
 
 def allocator_of(path: str) -> str | None:
-    """The known allocator a mapped library belongs to (None for anything else)."""
+    """The catalog allocator a mapped library belongs to (None for anything else)."""
     name = os.path.basename(path)
+    for n, m in build.built().items():
+        if _same_file(path, m["path"]):
+            return n
     for base, k in KNOWN.items():
-        if any(name == so or name.startswith(so.split(".so")[0] + ".so") for so in k.sonames):
+        if any(name == os.path.basename(so) or name.startswith(os.path.basename(so).split(".so")[0] + ".so")
+               for so in k.sonames):
             if base == "tcmalloc" and "minimal" in name:
                 continue
             return base

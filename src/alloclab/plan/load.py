@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 from alloclab.alloc import allocators as alloc_mod
+from alloclab.catalog.allocators import DEFAULT_SET
 from alloclab.catalog import targets, tidesql
 from alloclab.catalog.names import (
     DEFAULT_ENGINES,
@@ -69,7 +70,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         raise AlloclabError("the plan has no workloads",
                             "add [[workloads]] tables, name a --preset, or pass --workloads")
     found = alloc_mod.discover() if found_allocators is None else found_allocators
-    names = d.get("allocators") or list(found)
+    names = d.get("allocators") or [n for n in DEFAULT_SET if n in found]
     allocs = [alloc_mod.parse(n, found) for n in names]
     labels = [a.name for a in allocs]
     if len(set(labels)) != len(labels):
@@ -83,7 +84,12 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             raise AlloclabError(f"workloads[{i}]: missing key 'workload'", "allowed values: " + ", ".join(WORKLOADS))
         if "ops" in w and "duration_s" in w:
             raise AlloclabError(f"workloads[{i}]: give either ops or duration_s, not both")
-        workloads.check(i, w, d.get("engines", list(DEFAULT_ENGINES)))
+        plan_engines = d.get("engines", list(DEFAULT_ENGINES))
+        alien = [e for e in w.get("engines", ()) if e not in plan_engines]
+        if alien:
+            raise AlloclabError(f"workloads[{i}].engines: {', '.join(alien)} is not among the plan's engines",
+                                "allowed values: " + ", ".join(plan_engines))
+        workloads.check(i, w, w.get("engines") or plan_engines)
     scale = d.get("scale", "quick")
     floor = d.get("min_window_s", MIN_WINDOW_S[scale])
     for i, w in enumerate(d["workloads"]):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from alloclab.catalog import tidesql
+from alloclab.catalog.allocators import SHOOTOUT
 from alloclab.catalog.names import SYSBENCH, SYSBENCH_TESTS, TPCC
 from alloclab.core.errors import AlloclabError
 from alloclab.plan.workloads import OLTP_WORKLOAD
@@ -171,7 +172,8 @@ def engines_tpcc(scale: str) -> dict:
 
 def sysbench_scaling(scale: str) -> dict:
     """Study 3 (seed 002): does throughput collapse at high concurrency, and is the allocator the
-    cause? sysbench OLTP against MariaDB, threads doubling up to 1024, every allocator found."""
+    cause? sysbench OLTP against MariaDB, threads doubling up to 1024, the seeds' allocators (those of
+    catalog DEFAULT_SET installed)."""
     threads = {"smoke": [1, 4], "quick": [1, 8, 64, 256], "full": [2**i for i in range(11)]}[scale]
     tests = ["oltp_read_only"] if scale == "quick" else list(SYSBENCH_TESTS)  # quick: the study's headline test
     return {
@@ -190,6 +192,36 @@ def sysbench_scaling(scale: str) -> dict:
     }
 
 
+
+
+def allocator_shootout(scale: str) -> dict:
+    """The engineer's question, which allocator to ship: every allocator of the catalog (alloclab
+    allocators; the source-built ones by alloclab setup allocators) against glibc, for speed and
+    for memory (peak RSS), on the default study's read cell (TidesDB point reads from a 100,000-key
+    memtable, 2 threads) and a write cell (random 100-row batches, 2 threads), all of a cell's
+    allocators measured in turns of 0.5 s; `full` adds TPC-C on InnoDB (the host's MariaDB)."""
+    read = {"part": "read_random", "workload": "read", "pattern": "random", "batch": 1, "threads": 2,
+            "keyspace": 100_000}
+    write = {"part": "write_random", "workload": "write", "pattern": "random", "batch": 100, "threads": 2}
+    if scale == "smoke":
+        parts = [{**read, "ops": 2_000}, {**write, "ops": 2_000}]
+    else:
+        window = 6.0 if scale == "quick" else 12.0
+        parts = [{**read, "duration_s": window}, {**write, "duration_s": window}]
+    if scale == "full":
+        parts = [{**p, "engines": ["tidesdb"]} for p in parts] + [
+            {"part": TPCC, "workload": TPCC, "mix": "spec", "engines": ["mariadb-innodb"], **_tpcc_size("quick")}]
+    return {
+        "name": "allocator-shootout",
+        "engines": ["tidesdb"] if scale != "full" else ["tidesdb", "mariadb-innodb"],
+        "allocators": list(SHOOTOUT),
+        **_rounds(scale, "30m"),
+        **({"margin_pct": 4.0, "slice_s": 0.5} if scale != "smoke" else {}),
+        "warmup_s": {"smoke": 0.0, "quick": 1.0, "full": 2.0}[scale],
+        "engine_options": {"memtable_bytes": "64MiB", "block_cache_bytes": "64MiB", "sync": "none",
+                           "compression": "none"},
+        "workloads": parts,
+    }
 
 
 def _cpu_range(lo: int, hi: int) -> str:
@@ -254,6 +286,8 @@ PRESETS = {
     "engines-tpcc": (engines_tpcc, "study 4: engines under TPC-C with small and large settings"),
     "sysbench-scaling": (sysbench_scaling, "study 3: sysbench OLTP thread scaling on MariaDB, by allocator"),
     "sysbench-allocators": (sysbench_allocators, "study 5: sysbench read/write on constrained MariaDB shapes"),
+    "allocator-shootout": (allocator_shootout, "every catalog allocator against glibc: speed and peak RSS, "
+                           "TidesDB reads and writes (full: and TPC-C on InnoDB)"),
 }
 
 

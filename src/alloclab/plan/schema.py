@@ -163,6 +163,8 @@ ENGINE_OPTIONS = {
 WORKLOAD_SCHEMA = {
     "part": _text,
     "workload": _choice(WORKLOADS),
+    # the plan's engines this workload runs on (default: all of them)
+    "engines": _list_of(_engine),
     "pattern": _list_of(_choice(PATTERNS)),
     "key_bytes": _list_of(_size(8)),
     "value_bytes": _list_of(_size(1)),

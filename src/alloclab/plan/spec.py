@@ -66,6 +66,8 @@ class Plan:
         for engine in self.engines:
             for profile, shape in itertools.product(self.profiles or {"default": {}}, self.shapes or {"default": {}}):
                 for w in self.workloads:
+                    if engine not in w.get("engines", (engine,)):
+                        continue
                     w = {**WORKLOAD_DEFAULTS, **w}
                     wl = workloads.of(w["workload"])
                     for pattern, kb, vb, batch, threads, wh, test, client, mode in itertools.product(

@@ -71,6 +71,6 @@ def environment(study: analyse.Study) -> list[str]:
                      "no proved run")
         env = " ".join(f"{k}={v}" for k, v in (a.get("env") or {}).items())
         how = "linked into the driver" if a.get("link") else (a.get("path") or "no preload")
-        lines.append(f"allocator {a['name']}: {a.get('version')}, {how}"
+        lines.append(f"allocator {a['name']}: {a.get('version')}{', ' + a['source'] if a.get('source') else ''}, {how}"
                      f"{' ' + env if env else ''}; proved in {ok}/{len(runs)} runs, e.g. {proof}")
     return lines

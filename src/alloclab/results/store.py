@@ -106,6 +106,10 @@ class RunRow:
     # pair runs within a node and never pool machines of different fingerprints silently
     node: str = ""
     machine_fingerprint: str = ""
+    # added in 0.6: the allocator's version and where it came from (Debian package, or the crate
+    # whose sources were built and the library's SHA-256)
+    allocator_version: str = ""
+    allocator_source: str = ""
 
     @classmethod
     def columns(cls) -> list[str]:

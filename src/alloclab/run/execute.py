@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from alloclab.alloc import account, allocators
+from alloclab.alloc import account, allocators, build, tuning
 from alloclab.catalog.names import HAMMERDB, SYSBENCH, TPCC
 from alloclab.clients import sysbench
 from alloclab.core import events
@@ -207,7 +207,8 @@ def build_row(spec: RunSpec, study: str, *, status: str, reason: str, verified: 
             **dict.fromkeys(USAGE, 0), **kinds.of(c).row_fields(spec)}
     return RunRow(
         run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine, allocator=spec.allocator.name,
-        allocator_base=spec.allocator.base, allocator_verified=verified, workload=c.workload, part=c.part,
+        allocator_base=spec.allocator.base, allocator_verified=verified, allocator_version=spec.allocator.version,
+        allocator_source=spec.allocator.source, workload=c.workload, part=c.part,
         threads=c.threads, repeat=spec.repeat, seed=spec.seed, status=status, reason=reason,
         started_at=started_at or datetime.now(timezone.utc).isoformat(timespec="seconds"), profile=c.profile,
         warehouses=c.warehouses, shape=c.shape, purpose=spec.purpose, tpcc_mode=c.tpcc_mode,
@@ -367,11 +368,13 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
             failure = f"sysbench exited with code {exit_code}"
     if failure is None and unclean:
         failure = unclean
-    said = allocators.complaints(target.own_log_text())
+    said = tuning.complaints(target.own_log_text())
     if said:  # in the allocator's own words: the run measured an allocator not tuned as named
         failure = f"{spec.allocator.base} rejected its tuning: {'; '.join(said[:3])}" + (
             f" (and then: {failure})" if failure else "")
     verified, why, proof_json = target.proof(watch)
+    if verified:
+        build.remember_proof(spec.allocator.base, spec.cell.engine, str(proof_json.get("reason") or why))
     status, reason = (STATUS_FAILED, failure) if failure else (STATUS_OK, "")
     if not verified:
         reason = f"allocator not proved: {why}" + (f"; {reason}" if reason else "")

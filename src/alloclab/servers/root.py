@@ -15,7 +15,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from alloclab.catalog.allocators import KNOWN
+from alloclab.catalog.allocators import KNOWN, SOURCE_BUILT
 from alloclab.catalog.tidesql import BUILDS, build
 from alloclab.core.errors import AlloclabError
 from alloclab.host.processes import kill_group
@@ -209,12 +209,16 @@ def root_library(base: str) -> str | None:
 
 def allocator(alloc):
     """The run's allocator as a stack server uses it: the root's own library of that allocator
-    (its host path, which /proc/PID/maps shows), with the root's package version."""
+    (its host path, which /proc/PID/maps shows), with the root's package version; a source-built
+    allocator is copied into the root (`place`)."""
     st = info()
     have = st["steps"]["check"]["allocators"]
     if alloc.link:
         raise AlloclabError(f"allocator {alloc.name}: link-time allocators do not apply to stack servers",
                             "use the preloaded allocator (the studies preloaded the server too)")
+    if alloc.base in SOURCE_BUILT and alloc.path:
+        # built on this host against an older glibc than the root's, which loads it: copied in
+        return replace(alloc, path=str(place(Path(alloc.path))))
     if alloc.base not in have:
         raise AlloclabError(f"allocator {alloc.name}: the {SUITE} stack has no {alloc.base}",
                             "use one of: " + ", ".join(sorted(have)))
