@@ -46,7 +46,7 @@ def test_a_second_setup_builds_nothing():
     assert out.returncode == 0, out.stderr
     assert "building" not in out.stdout
     assert {n: (m["sha256"], os.stat(m["path"]).st_mtime_ns) for n, m in build.built().items()} == before
-    for n, m in build.built().items():
+    for m in build.built().values():
         assert build.sha256(m["path"]) == m["sha256"] and {"malloc", "free", "realloc", "calloc"} <= set(m["exports"])
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import random
 
 from alloclab.alloc import allocators as alloc_mod
-from alloclab.catalog.allocators import DEFAULT_SET
 from alloclab.catalog import targets, tidesql
+from alloclab.catalog.allocators import DEFAULT_SET
 from alloclab.catalog.names import (
     DEFAULT_ENGINES,
     ENGINES,
