@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from test_faults import _env, alloclab, interrupt
 
+from alloclab.answers import analyse, replicate
 from alloclab.results.store import RunRow, Store
 from alloclab.study import fleet
 
@@ -131,3 +132,39 @@ def test_a_cluster_without_slots_or_unreachable_is_refused_before_any_folder(tmp
     assert p.returncode != 0
     assert "cannot reach the Ray cluster at 127.0.0.1:1" in p.stderr, p.stderr
     assert not out.exists()
+
+
+def test_a_ray_study_over_machines_that_differ_answers_per_machine(tmp_path):
+    """Two worker nodes labelled as two machines (ALLOCLAB_MACHINE_LABEL): the runs carry two
+    fingerprints, pairs stay within a machine, every comparison is answered on each machine
+    first, and only those that do not differ between them are pooled."""
+    c = fleet.LocalCluster(workers=2, log_dir=tmp_path / "ray", labels=["rack-a", "rack-b"])
+    try:
+        out = tmp_path / "res"
+        plan = ["--engines", "sqlite", "--allocators", "glibc,jemalloc,mimalloc", "--workloads", "write",
+                "--runs", "6", "--duration", "2s", "--scale", "smoke", "--seed", "3", "--quiet"]
+        p = alloclab("run", *plan, "--ray", c.address, "--out", str(out))
+        assert p.returncode == 0, p.stderr
+    finally:
+        c.stop()
+    got = rows(out)
+    assert all(r["status"] == "ok" and r["allocator_verified"] == "true" for r in got), got
+    fps = {r["machine_fingerprint"] for r in got}
+    assert len(fps) == 2, fps  # two labels: two machines, though one host
+    by_round = {}
+    for r in got:  # a cell's runs of a round ran back to back on one node: pairs within a machine
+        by_round.setdefault(r["repeat"], set()).add(r["machine_fingerprint"])
+    assert all(len(m) == 1 for m in by_round.values()), by_round
+    s = analyse.load(out)
+    assert s.fingerprints() == sorted(fps)
+    thr = [v for v in s.verdicts() if v.metric == "throughput"]
+    per = s.per_machine()
+    assert set(per) == fps and all(len([v for v in vs if v.metric == "throughput"]) == 2 for vs in per.values())
+    outcomes = {x.key: x.outcome for x in s.between_machines()}
+    for v in thr:  # pooled only where the machines do not differ; where they differ, answered apart
+        assert bool(v.machine) == (outcomes[replicate.key(v)] == replicate.DIFFERS), (v, outcomes)
+    md = (out / "report" / "report.md").read_text()
+    head = md.split("## Answers")[1].split("\n## ")[0]
+    assert "Measured on 2 machines (rack-a: " in head and "; rack-b: " in head
+    svg = next((out / "report" / "charts").glob("verdicts_throughput.svg")).read_text()
+    assert "on rack-a: " in svg and "on rack-b: " in svg

@@ -95,6 +95,25 @@ def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
     return f"{v.variant} {d:+.1f} % [{lo:+.1f}, {hi:+.1f}] {word}".replace("-", "−")
 
 
+def _top(vs: list[decide.Verdict], better: str, sign: int) -> str:
+    """The allocator with the best decided ratio, and those whose intervals overlap its own (not
+    told apart from it); the baseline when none is decided better."""
+    won = [v for v in vs if v.verdict == better and v.ci_low is not None]
+    if not won:
+        return f"{vs[0].baseline} (none is decided {better} than it)"
+    first = max(won, key=lambda v: sign * v.ratio)
+    ties = [v.variant for v in won if v is not first and v.ci_low <= first.ci_high and first.ci_low <= v.ci_high]
+    lo, hi = (first.ci_low - 1) * 100, (first.ci_high - 1) * 100
+    said = f"{first.variant} {first.delta_pct:+.1f} % [{lo:+.1f}, {hi:+.1f}]".replace("-", "−")
+    return said + (f", not told apart from {', '.join(sorted(ties))}" if ties else "")
+
+
+def best(speed: list[decide.Verdict], memory: list[decide.Verdict]) -> str:
+    """"fastest: … ; leanest: …" of one cell: the allocator decided fastest against the baseline
+    and the one decided leanest on peak RSS, each with the others its interval cannot tell apart."""
+    return f"fastest: {_top(speed, 'faster', 1)}; leanest (peak RSS): {_top(memory, 'lower', -1)}"
+
+
 def _question(v: decide.Verdict) -> tuple:
     return (v.comparison, v.engine if v.comparison == "allocators" else "", v.workload, v.threads, v.settings,
             v.allocator if v.comparison != "allocators" else "", v.machine)
@@ -126,12 +145,21 @@ def build(study: analyse.Study) -> Answers:
     for r in study.valid() + study.profiled():
         by_unit[(r.cell, r.allocator)].append(r)
     lines = []
+    memory = defaultdict(list)  # the same questions on peak RSS: the memory answer beside the speed one
+    for v in vs:
+        if v.metric == "peak_rss" and v.ratio is not None:
+            memory[_question(v)].append(v)
     for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
         items = sorted(by_q[q], key=lambda v: -_effect(v))
         what = workloads.of(items[0].workload).headline_words
         sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) + _why(by_unit, v) for v in items) + ".")
         lines.append(f"{cell_label(items[0])}, {what} vs {items[0].baseline}: "
                      + "; ".join(short(v, 100 * pol.margin) for v in items))
+        mem = sorted(memory.get(q, []), key=lambda v: -_effect(v))
+        if mem and items[0].comparison == "allocators" and len(items) > 1:  # several allocators: which to ship
+            lines.append(f"{cell_label(mem[0])}, {metrics.words('peak_rss')} vs {mem[0].baseline}: "
+                         + "; ".join(short(v, 100 * pol.margin) for v in mem))
+            lines.append(f"{cell_label(items[0])}: " + best(items, mem))
     # latency and memory: a sentence where something is decided (the table holds the rest)
     for metric in ("p99_latency", "peak_rss"):
         by_m: dict[tuple, list[decide.Verdict]] = defaultdict(list)

@@ -58,8 +58,14 @@ def _git_commit() -> str | None:
         return None
 
 
+# A machine's own name for what no file shows (a rack, a host generation, a cloud placement):
+# two machines that differ in it never pair and their answers are given apart
+LABEL_ENV = "ALLOCLAB_MACHINE_LABEL"
+
+
 def describe(data_dir: Path, driver_info: dict | None) -> dict:
     return {
+        **({"label": os.environ[LABEL_ENV]} if os.environ.get(LABEL_ENV) else {}),
         "hostname": socket.gethostname(),
         "cpu_model": _cpu_model(),
         "cores": os.cpu_count(),
@@ -97,9 +103,12 @@ def fingerprint(described: dict) -> str:
     ident = {k: described.get(k) for k in FINGERPRINT_KEYS}
     ident["memory_gib"] = round((ident.pop("memory_bytes") or 0) / 2**30)  # the kernel's reserve varies
     ident["driver_version"] = (described.get("driver") or {}).get("driver_version")
+    if described.get("label"):  # only where set: the fingerprints of unlabelled machines stay as they were
+        ident["label"] = described["label"]
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def in_words(m: dict) -> str:
     """A machine in a few words, as an answer names where it holds: CPU model, cores, kernel."""
-    return f"{m.get('cpu_model') or 'an unknown CPU'}, {m.get('cores') or '?'} cores, kernel {m.get('kernel') or '?'}"
+    words = f"{m.get('cpu_model') or 'an unknown CPU'}, {m.get('cores') or '?'} cores, kernel {m.get('kernel') or '?'}"
+    return f"{m['label']}: {words}" if m.get("label") else words

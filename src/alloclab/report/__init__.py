@@ -104,6 +104,8 @@ def build(root: Path) -> Path:
         atomic_write(out / "tables" / f"{t.name}.md", f"## {t.title}\n\n{to_markdown(t)}\n")
 
     forest = draw_verdicts(ans, out / "charts")  # the main question's answer, on the first screen
+    # the memory answer beside it, where the study compares several allocators
+    memory = draw_verdicts(ans, out / "charts", "peak_rss") if len(study.allocators) > 2 else None
     charts = [c for c in (draw_host_state(study, out / "charts"), draw_cell_bars(study, out / "charts")) if c]
     tp = tpcc_valid(study)
     charts += [(png, svg, caption(name, tp)) for (png, svg), name in
@@ -121,6 +123,6 @@ def build(root: Path) -> Path:
     warns = analyse.warnings(study)  # after the tables and charts: they note files they could not read
     later = main_tables + shaped + other + ([excluded] if excluded.rows else [])
     md_path = out / "report.md"
-    atomic_write(md_path, markdown.page(title, ans, verdicts, charts, warns, env, later, forest))
-    atomic_write(out / "report.html", html.page(title, ans, verdicts, charts, warns, env, later, cells, forest))
+    atomic_write(md_path, markdown.page(title, ans, verdicts, charts, warns, env, later, forest, memory))
+    atomic_write(out / "report.html", html.page(title, ans, verdicts, charts, warns, env, later, cells, forest, memory))
     return md_path

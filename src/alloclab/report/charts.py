@@ -83,7 +83,8 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     n = [v.n_pairs or min(v.n_baseline, v.n_variant) for v in vs]
     units = sorted({workloads.of(v.workload).headline_unit or
                     (metrics.BY_NAME[metric].unit if metric in metrics.BY_NAME else "") for v in vs})
-    cap = (f"{what.capitalize()} ({', '.join(units)}): each comparison's ratio variant ÷ baseline from paired runs "
+    title = what[:1].upper() + what[1:]
+    cap = (f"{title} ({', '.join(units)}): each comparison's ratio variant ÷ baseline from paired runs "
            f"(dot) with its 95 % CI (bar), n = {min(n)}{'–' + str(max(n)) if max(n) != min(n) else ''} rounds per "
            f"row; line at 1 = no difference; shaded band = equivalence margin ±{ans.margin_pct:g} %; colour = verdict "
            f"(green better, red worse, blue equivalent, grey undecided; hollow: no interval yet). Measured on "

@@ -45,9 +45,11 @@ def _headline(text: str) -> str:
 
 
 def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[Path, Path, str]], warns: list[str],
-         env: list[str], later: list[Table], cells: Table, forest: tuple[Path, Path, str] | None = None) -> str:
+         env: list[str], later: list[Table], cells: Table, forest: tuple[Path, Path, str] | None = None,
+         memory: tuple[Path, Path, str] | None = None) -> str:
     """report.html: the first screen holds the answer (the headline and the forest plot of the
-    main question's verdicts, one line per cell under it); then why, the verdicts, what
+    main question's verdicts, one line per cell under it, then the forest plot of peak RSS: the
+    memory answer beside the speed answer); then why, the verdicts, what
     report.md holds with the charts inlined as SVG, and the per-cell statistics folded away."""
     h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
          f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
@@ -57,7 +59,11 @@ def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[P
                  "</figure>")
     h += ["<ul class='answers'>"] + ([f"<li>{html.escape(x)}</li>" for x in ans.lines]
                                      or ["<li>(no comparison)</li>"])
-    h += [f"</ul><p class='note'>{html.escape(ans.note)}</p>", "<h2>Why: each answer in full</h2><ul class='answers'>"]
+    h.append("</ul>")
+    if memory:
+        h.append(f"<figure id='memory'>{_inline_svg(memory[1])}<figcaption>{html.escape(memory[2])}</figcaption>"
+                 "</figure>")
+    h += [f"<p class='note'>{html.escape(ans.note)}</p>", "<h2>Why: each answer in full</h2><ul class='answers'>"]
     h += [f"<li>{html.escape(x)}</li>" for x in ans.sentences] + ["</ul>"]
     h += [f"<h2>{html.escape(verdicts.title)}</h2>", to_html(verdicts), "<h2>Charts</h2>"]
     h += [f"<figure>{_inline_svg(svg)}<figcaption>{html.escape(cap)}</figcaption></figure>"

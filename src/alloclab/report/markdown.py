@@ -16,7 +16,8 @@ def to_markdown(t: Table) -> str:
 
 
 def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[Path, Path, str]], warns: list[str],
-         env: list[str], later: list[Table], forest: tuple[Path, Path, str] | None = None) -> str:
+         env: list[str], later: list[Table], forest: tuple[Path, Path, str] | None = None,
+         memory: tuple[Path, Path, str] | None = None) -> str:
     """report.md: the answers (the forest plot of the main question right under the headline),
     why, the verdicts, the other charts (as PNG, with captions), warnings, environment, then every
     other table."""
@@ -24,7 +25,10 @@ def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[P
     md = [f"# {title}", ""] + short[:4]
     if forest:
         md += [f"![{forest[0].stem}](charts/{forest[0].name})", "", f"_{forest[2]}_", ""]
-    md += short[4:] + [answers.details_markdown(ans), f"## {verdicts.title}", "", to_markdown(verdicts), ""]
+    md += short[4:]
+    if memory:  # the memory answer beside the speed answer
+        md += [f"![{memory[0].stem}](charts/{memory[0].name})", "", f"_{memory[2]}_", ""]
+    md += [answers.details_markdown(ans), f"## {verdicts.title}", "", to_markdown(verdicts), ""]
     md += ["## Charts", ""]
     for png, _svg, cap in charts:
         md += [f"![{png.stem}](charts/{png.name})", "", f"_{cap}_", ""]

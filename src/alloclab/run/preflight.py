@@ -14,6 +14,7 @@ from alloclab.core.errors import AlloclabError
 from alloclab.plan import Plan
 from alloclab.run import profiling
 from alloclab.servers import stack
+from alloclab.servers.server import check_reachable
 from alloclab.servers.stack import check_available
 
 
@@ -36,6 +37,12 @@ def preflight(plan: Plan, progress) -> Path:
     servers = [targets.parse(e) for e in plan.engines if e not in ENGINES]
     for t in servers:
         check_available(t)
+        if t.kind == "postgres":  # its backends load the preload as the user postgres
+            for a in plan.allocators:
+                if a.path and not a.link:
+                    check_reachable(Path(a.path), "postgres", "move the allocator where other users can pass: for "
+                                    "the source-built ones ALLOCLAB_ALLOCATORS=/opt/alloclab/allocators, then "
+                                    "alloclab setup allocators")
     if servers:
         sysbench.binary()
     if any(c.client == HAMMERDB for c in plan.cells()):

@@ -50,7 +50,10 @@ def mariadb_plugin_dir() -> Path | None:
 
 # --- a running server ----------------------------------------------------------------------
 
-def check_reachable(path: Path, user: str = "postgres") -> None:
+SCRATCH_HINT = "put alloclab's scratch folder where other users can pass, e.g. ALLOCLAB_SCRATCH=/var/tmp (the default is /tmp)"
+
+
+def check_reachable(path: Path, user: str = "postgres", hint: str = SCRATCH_HINT) -> None:
     """Raise unless the server's own user can pass through every directory down to `path`.
     alloclab never changes permissions outside its own folders: it only checks here."""
     import pwd
@@ -65,9 +68,7 @@ def check_reachable(path: Path, user: str = "postgres") -> None:
             continue  # not created yet: it will be alloclab's own
         if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
             raise AlloclabError(f"the server runs as user {user}, who cannot pass through {d} "
-                                f"(mode {oct(st.st_mode & 0o777)}) to reach {path}",
-                                "put alloclab's scratch folder where other users can pass, e.g. "
-                                "ALLOCLAB_SCRATCH=/var/tmp (the default is /tmp)")
+                                f"(mode {oct(st.st_mode & 0o777)}) to reach {path}", hint)
 
 
 def _host_env(t: ServerTarget, env: dict[str, str]) -> dict[str, str]:

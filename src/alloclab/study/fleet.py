@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from alloclab.core.errors import AlloclabError
+from alloclab.host.machine import LABEL_ENV
 from alloclab.host.processes import kill_group, stop_groups
 from alloclab.plan import Plan, RunSpec
 from alloclab.results.store import RunRow, Store, atomic_write, write_json
@@ -340,7 +341,8 @@ class LocalCluster:
     on one machine, for the tests and for bench/ray_dispatch.py; a real cluster starts the same
     commands on its machines."""
 
-    def __init__(self, workers: int = 2, port: int | None = None, log_dir: Path | None = None):
+    def __init__(self, workers: int = 2, port: int | None = None, log_dir: Path | None = None,
+                 labels: list[str] | None = None):
         if port is None:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
@@ -352,8 +354,9 @@ class LocalCluster:
         self.ray_bin = str(Path(sys.executable).parent / "ray")
         try:
             self._start(["--head", f"--port={port}", "--include-dashboard=false"], "head")
-            for i in range(workers):
-                self._start([f"--address={self.address}", f"--resources={{\"{SLOT}\": 1}}"], f"worker{i}")
+            for i in range(workers):  # a label per worker makes it another machine (host.machine.LABEL_ENV)
+                env = {LABEL_ENV: labels[i]} if labels else {}
+                self._start([f"--address={self.address}", f"--resources={{\"{SLOT}\": 1}}"], f"worker{i}", env=env)
         except BaseException:
             self.stop()
             raise
@@ -364,11 +367,11 @@ class LocalCluster:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         return set(out.stdout.split())
 
-    def _start(self, args: list[str], name: str, deadline_s: float = 120) -> None:
+    def _start(self, args: list[str], name: str, deadline_s: float = 120, env: dict | None = None) -> None:
         """One node, started and waited for (nodes start one after another: two raylets starting at
         once on one machine can collide on their sockets)."""
         before = self._alive() if self.groups else set()
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **(env or {}))
         with open(self.log_dir / f"{name}.log", "wb") as log:
             p = subprocess.Popen([self.ray_bin, "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1",
                                         "--object-store-memory=80000000", "--disable-usage-stats", *args],
