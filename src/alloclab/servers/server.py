@@ -50,7 +50,8 @@ def mariadb_plugin_dir() -> Path | None:
 
 # --- a running server ----------------------------------------------------------------------
 
-SCRATCH_HINT = "put alloclab's scratch folder where other users can pass, e.g. ALLOCLAB_SCRATCH=/var/tmp (the default is /tmp)"
+SCRATCH_HINT = ("put alloclab's scratch folder where other users can pass, e.g. ALLOCLAB_SCRATCH=/var/tmp "
+                "(the default is /tmp)")
 
 
 def check_reachable(path: Path, user: str = "postgres", hint: str = SCRATCH_HINT) -> None:
