@@ -12,11 +12,12 @@ import sys
 
 import pytest
 
-from alloclab import plan, study
+from alloclab import plan, report, study
 from alloclab.alloc import allocators, build, listing, tuning
 from alloclab.catalog.allocators import CATALOG, CRATE, SOURCE_BUILT, TUNING
 from alloclab.core.errors import AlloclabError
 from alloclab.results.store import Store
+from alloclab.run.preflight import preflight
 from alloclab.study.progress import Progress
 
 # the issue's list: at least 12 allocators besides glibc, each proved in both kinds of process
@@ -113,6 +114,11 @@ def test_every_catalog_allocator_is_proved_by_its_own_library(engine, workload, 
             assert j["alloc_account"]["per_cpu_caches_active"] is True, j["alloc_account"]
     proved = build.last_proofs()
     assert all(proved[n]["engine"] == engine for n in usable)
+    env = report.build(out).read_text().split("## Environment")[1]
+    for r in rows:  # the report names each allocator's version and where it came from
+        assert f"allocator {r.allocator}: {r.allocator_version}, {r.allocator_source}" in env
+    if "tcmalloc-google" in usable:
+        assert "per-CPU caches (rseq) active in 1/1 runs, by its own MallocExtension" in env
 
 
 def test_a_tuning_the_allocator_rejects_fails_the_run_in_its_own_words(tmp_path, found):
@@ -120,3 +126,16 @@ def test_a_tuning_the_allocator_rejects_fails_the_run_in_its_own_words(tmp_path,
     (r,) = rows
     assert r.status == "failed" and "scudo rejected its tuning: Scudo WARNING" in r.reason, r.reason
     assert "no_such_flag=1" in r.reason
+
+
+def test_postgres_refuses_a_preload_its_user_cannot_reach(tmp_path, found):
+    """PostgreSQL's backends load the preload as the user postgres: a library behind a private
+    folder (as ~/.cache is under /root) would never load there; refused before any work."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    lib = private / "libmimalloc.so.3"
+    lib.write_bytes(open(found["mimalloc@3"].path, "rb").read())
+    p = plan.load({"engines": ["postgres"], "allocators": ["glibc", f"mine={lib}"], "runs": 1, "scale": "smoke",
+                   "profiles": {"sysbench": {}}, "workloads": [SYSBENCH]}, default_seed=1)
+    with pytest.raises(AlloclabError, match="the server runs as user postgres, who cannot pass through"):
+        preflight(p, None)

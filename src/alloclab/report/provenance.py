@@ -71,6 +71,11 @@ def environment(study: analyse.Study) -> list[str]:
                      "no proved run")
         env = " ".join(f"{k}={v}" for k, v in (a.get("env") or {}).items())
         how = "linked into the driver" if a.get("link") else (a.get("path") or "no preload")
+        # Google's TCMalloc says in its own account whether its per-CPU caches were in use
+        said = [acc["per_cpu_caches_active"] for r in runs
+                if "per_cpu_caches_active" in (acc := study.run_json(r.run_id).get("alloc_account") or {})]
+        percpu = (f"; per-CPU caches (rseq) active in {sum(map(bool, said))}/{len(said)} runs, by its own "
+                  "MallocExtension" if said else "")
         lines.append(f"allocator {a['name']}: {a.get('version')}{', ' + a['source'] if a.get('source') else ''}, {how}"
-                     f"{' ' + env if env else ''}; proved in {ok}/{len(runs)} runs, e.g. {proof}")
+                     f"{' ' + env if env else ''}; proved in {ok}/{len(runs)} runs, e.g. {proof}{percpu}")
     return lines
