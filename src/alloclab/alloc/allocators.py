@@ -18,6 +18,7 @@ from pathlib import Path
 from alloclab.alloc import build, tuning
 from alloclab.catalog.allocators import BY_NAME, CATALOG, CRATE, KNOWN
 from alloclab.core import environment
+from alloclab.core.digest import sha256_file
 from alloclab.core.errors import AlloclabError
 
 # Basenames that mean "some allocator other than glibc is mapped".
@@ -156,7 +157,7 @@ def checked(alloc: Allocator) -> Allocator:
             raise AlloclabError(f"allocator '{spec}': {alloc.path} does not export malloc and free, so it is not "
                                 "an allocator", "name the allocator's shared library (e.g. libjemalloc.so.2)")
     made = build.built().get(alloc.base)
-    if made and alloc.path and build.sha256(Path(alloc.path)) != made["sha256"]:
+    if made and alloc.path and sha256_file(alloc.path) != made["sha256"]:
         raise AlloclabError(f"allocator '{spec}': {alloc.path} changed since it was built (its SHA-256 is not the "
                             "one recorded)", f"rebuild it: alloclab setup allocators {alloc.base} --force")
     return replace(alloc, version=alloc.version or _version_of(alloc.base, alloc.path),

@@ -19,7 +19,6 @@ recipe's revision; a library whose SHA-256 changed is rebuilt).
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from alloclab.catalog.allocators import SOURCE_BUILT, Entry
+from alloclab.core.digest import sha256_file
 from alloclab.core.errors import AlloclabError
 
 RECIPE_REVISION = 1  # bump when a recipe changes what it builds
@@ -98,14 +98,6 @@ def last_proofs() -> dict[str, dict]:
         return json.loads((home() / PROVED).read_text())
     except (OSError, ValueError):
         return {}
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def exported(path: str | Path) -> set[str]:
@@ -280,7 +272,7 @@ def probe(path: Path, env: dict[str, str] | None = None) -> dict:
 def _current(e: Entry, m: dict | None) -> bool:
     return bool(m and not m.get("refused") and m.get("crate_version") == e.crate.version
                 and m.get("recipe_revision") == RECIPE_REVISION and Path(m.get("path", "")).is_file()
-                and sha256(Path(m["path"])) == m.get("sha256"))
+                and sha256_file(m["path"]) == m.get("sha256"))
 
 
 def setup(names: list[str] | None = None, force: bool = False, notify=print) -> dict[str, dict]:
@@ -338,7 +330,7 @@ def _build_one(e: Entry, src: Path | None, log: Path, why_not: str | None) -> di
         if not from_probe["loads"]:
             raise AlloclabError(f"the built library does not load here: {from_probe['reason']}", "")
         syms = exported(out)
-        rec |= {"path": str(out), "upstream": upstream, "sha256": sha256(out), "bytes": out.stat().st_size,
+        rec |= {"path": str(out), "upstream": upstream, "sha256": sha256_file(out), "bytes": out.stat().st_size,
                 "exports": [s for s in ALLOC_SYMBOLS if s in syms], "probe": from_probe,
                 "source_dir": str(src)}
     except (AlloclabError, OSError, subprocess.SubprocessError) as err:

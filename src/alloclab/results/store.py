@@ -13,7 +13,6 @@ Every file is written whole to a temporary name and renamed into place.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -21,6 +20,7 @@ import shutil
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
+from alloclab.core.digest import sha256_file
 from alloclab.core.errors import AlloclabError
 
 MANIFEST = "MANIFEST.sha256"
@@ -151,14 +151,6 @@ def atomic_write(path: Path, data: bytes | str) -> None:
 
 def write_json(path: Path, obj) -> None:
     atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def check_can_make(folder: Path, flag: str = "--out") -> None:
