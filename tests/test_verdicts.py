@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from alloclab.answers import decide, stats
+from alloclab.answers import decide, sentences, stats
 from alloclab.plan import design, presets
 from alloclab.results.store import RunRow
 
@@ -226,3 +226,15 @@ def test_runs_pair_within_a_node_and_mixed_machines_are_said():
     assert decide.mixed_machines(on) == {}
     mixed = [replace(r, machine_fingerprint="f2") if r.node == "b" else r for r in on]
     assert decide.mixed_machines(mixed) == {"null/c": {"f1": ["a"], "f2": ["b"]}}
+
+
+def test_a_negative_answer_keeps_the_hyphens_of_the_allocators_name():
+    """Minus signs go to the numbers only: 'tcmalloc-google −3.1 %', never 'tcmalloc−google'."""
+    def verdict(variant, ratio, lo, hi, word):
+        return decide.Verdict("allocators", "tidesdb", "read", 2, "", "throughput", "glibc", variant, 9, 9, 9, ratio,
+                              lo, hi, word, None, 0.95, variant, ("c", "glibc"), ("c", variant))
+
+    slow = verdict("tcmalloc-google", 0.969, 0.949, 0.989, "slower")
+    assert sentences.short(slow) == "tcmalloc-google −3.1 % [−5.1, −1.1] slower"
+    fast = verdict("tcmalloc-minimal", 0.96, 0.94, 0.98, "lower")
+    assert sentences.best([slow], [fast]).count("tcmalloc-minimal −4.0 % [−6.0, −2.0]") == 1

@@ -35,6 +35,11 @@ def _pct(x: float) -> str:
     return f"{x:.1f}".replace("-", "−")
 
 
+def _signed(x: float) -> str:
+    """+3.2 or −3.2 (a minus sign): numbers only, never the names beside them (tcmalloc-google)."""
+    return f"{x:+.1f}".replace("-", "−")
+
+
 def _ci_pct(v: decide.Verdict) -> str:
     lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
     return f"{_pct(lo)} to +{_pct(hi)} %" if lo < 0 < hi else f"{_pct(lo)}–{_pct(hi)} %"
@@ -87,12 +92,12 @@ def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
         return f"{v.variant}: no valid runs"
     d = v.delta_pct
     if v.ci_low is None:
-        return f"{v.variant} {d:+.1f} % (no interval yet)"
+        return f"{v.variant} {_signed(d)} % (no interval yet)"
     lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
     word = v.verdict
     if word == "undecided" and lo < 0 < hi:  # no difference shown: say how large one could still be
         word = f"equivalent within ±{max(-lo, hi):.1f} % (undecided at the ±{margin_pct:g} % margin)"
-    return f"{v.variant} {d:+.1f} % [{lo:+.1f}, {hi:+.1f}] {word}".replace("-", "−")
+    return f"{v.variant} {_signed(d)} % [{_signed(lo)}, {_signed(hi)}] {word}"
 
 
 def _top(vs: list[decide.Verdict], better: str, sign: int) -> str:
@@ -104,7 +109,7 @@ def _top(vs: list[decide.Verdict], better: str, sign: int) -> str:
     first = max(won, key=lambda v: sign * v.ratio)
     ties = [v.variant for v in won if v is not first and v.ci_low <= first.ci_high and first.ci_low <= v.ci_high]
     lo, hi = (first.ci_low - 1) * 100, (first.ci_high - 1) * 100
-    said = f"{first.variant} {first.delta_pct:+.1f} % [{lo:+.1f}, {hi:+.1f}]".replace("-", "−")
+    said = f"{first.variant} {_signed(first.delta_pct)} % [{_signed(lo)}, {_signed(hi)}]"
     return said + (f", not told apart from {', '.join(sorted(ties))}" if ties else "")
 
 

@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "alloclab"  # stable ids: the same data gives the same SVG
 matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever fetched
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import transforms  # noqa: E402
 
 from alloclab.answers import analyse, metrics, stats  # noqa: E402
 from alloclab.answers import sentences as answers  # noqa: E402
@@ -50,7 +51,8 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     highs = [v.ci_high for v in vs if v.ci_high] + [v.ratio for v in vs]
     lo, hi = min(lows + [1 - 2 * m]), max(highs + [1 + 2 * m])
     pad = 0.06 * (hi - lo)
-    ax.set_xlim(lo - pad, hi + pad + 0.42 * (hi - lo))  # room on the right for the numbers
+    ax.set_xlim(lo - pad, hi + pad)
+    beside = transforms.blended_transform_factory(ax.transAxes, ax.transData)  # the numbers right of the axes
     labels = []
     for i, (kind, item) in enumerate(rows):
         y = len(rows) - 1 - i
@@ -67,7 +69,7 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
         else:
             ax.plot([v.ratio], [y], "o", mfc="none", color="#888")
             text = f"{v.ratio:.3f} (no interval yet) {v.verdict}"
-        ax.text(hi + pad * 1.5, y, text, va="center", fontsize=8, color=colour)
+        ax.text(1.02, y, text, va="center", fontsize=8, color=colour, transform=beside, clip_on=False)
         labels.append(f"    {v.variant} vs {v.baseline}")
     ax.set_yticks(range(len(rows) - 1, -1, -1))
     ax.set_yticklabels(labels, fontsize=8)
