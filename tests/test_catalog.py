@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -140,3 +141,25 @@ def test_postgres_refuses_a_preload_its_user_cannot_reach(tmp_path, found):
                    "profiles": {"sysbench": {}}, "workloads": [SYSBENCH]}, default_seed=1)
     with pytest.raises(AlloclabError, match="the server runs as user postgres, who cannot pass through"):
         preflight(p, None)
+
+
+def test_proofs_noted_at_once_by_many_runs_are_all_kept(tmp_path, monkeypatch):
+    """The runs of a group in turns end together: their notes of the last proof (threads of one
+    process and other processes) must all be kept, in a file that stays JSON."""
+    monkeypatch.setenv("ALLOCLAB_ALLOCATORS", str(tmp_path))
+    (tmp_path / build.PROVED).write_text('{"glibc": {"at": "x"')  # a torn note from before: started again
+    names = [f"a{i}" for i in range(24)]
+    threads = [threading.Thread(target=build.remember_proof, args=(n, "tidesdb", f"PID {i}: mapped"))
+               for i, n in enumerate(names[:16])]
+    code = ("import sys; from alloclab.alloc import build\n"
+            "[build.remember_proof(n, 'mariadb-innodb', 'mapped') for n in sys.argv[1:]]")
+    procs = [subprocess.Popen([sys.executable, "-c", code, *names[16 + 4 * k:20 + 4 * k]], env=os.environ)
+             for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(p.wait(60) == 0 for p in procs)
+    seen = json.loads((tmp_path / build.PROVED).read_text())
+    assert set(seen) == set(names), sorted(set(names) - set(seen))
+    assert seen["a0"]["engine"] == "tidesdb" and seen["a20"]["engine"] == "mariadb-innodb"

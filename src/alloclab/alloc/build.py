@@ -19,12 +19,14 @@ recipe's revision; a library whose SHA-256 changed is rebuilt).
 from __future__ import annotations
 
 import concurrent.futures
+import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,17 +81,21 @@ PROVED = "proved.json"
 
 def remember_proof(name: str, engine: str, reason: str) -> None:
     """Note the latest run in which catalog allocator `name` was proved (`alloclab allocators`
-    shows it). A note that cannot be written loses nothing measured."""
+    shows it). The runs of a group end together, in threads and in processes: one writer at a
+    time (a lock beside the file), each through its own temporary file; an unreadable note is
+    started again. A note that cannot be written loses nothing measured."""
     p = home() / PROVED
     try:
-        seen = json.loads(p.read_text()) if p.exists() else {}
-        seen[name] = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "engine": engine,
-                      "proof": reason}
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(seen, indent=1) + "\n")
-        os.replace(tmp, p)
-    except (OSError, ValueError):
+        with open(p.with_name(f".{p.name}.lock"), "w") as lock:  # each open its own lock: threads too
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            seen = last_proofs()
+            seen[name] = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "engine": engine,
+                          "proof": reason}
+            tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_text(json.dumps(seen, indent=1) + "\n")
+            os.replace(tmp, p)
+    except OSError:
         pass
 
 
