@@ -256,13 +256,16 @@ class Store:
             raise AlloclabError(f"{self.root} has no {RUNS_CSV}", "point at a folder written by `alloclab run`")
         rows = []
         with open(p, newline="", errors="replace") as f:
-            for n, rec in enumerate(csv.DictReader(f), 2):
-                try:
-                    rows.append(RunRow.from_csv(rec))
-                except (ValueError, TypeError) as e:
-                    raise AlloclabError(f"{p} line {n} is damaged ({e})",
-                                        f"repair it (damaged runs are run again): alloclab run --resume {self.root}"
-                                        ) from e
+            recs = list(csv.DictReader(f))
+        for n, rec in enumerate(recs, 2):
+            try:
+                if n == len(recs) + 1 and _torn(p):
+                    raise ValueError("its line was cut off before its end")
+                rows.append(RunRow.from_csv(rec))
+            except (ValueError, TypeError) as e:
+                raise AlloclabError(f"{p} line {n} is damaged ({e})",
+                                    f"repair it (damaged runs are run again): alloclab run --resume {self.root}"
+                                    ) from e
         return rows
 
     def rows_repaired(self) -> tuple[list[RunRow], int]:
@@ -274,13 +277,17 @@ class Store:
             return [], 0
         good, dropped = [], 0
         with open(p, newline="", errors="replace") as f:
-            for rec in csv.DictReader(f):
-                try:
-                    if None in rec or any(v is None for v in rec.values()):
-                        raise ValueError("short line")
-                    good.append(RunRow.from_csv(rec))
-                except (ValueError, TypeError, AlloclabError):
-                    dropped += 1
+            recs = list(csv.DictReader(f))
+        torn = _torn(p)
+        for i, rec in enumerate(recs):
+            try:
+                if None in rec or any(v is None for v in rec.values()):
+                    raise ValueError("short line")
+                if torn and i == len(recs) - 1:
+                    raise ValueError("cut off before its end")
+                good.append(RunRow.from_csv(rec))
+            except (ValueError, TypeError, AlloclabError):
+                dropped += 1
         seen, rows = set(), []
         for r in good:  # a run listed twice keeps its first row
             if r.run_id not in seen:
@@ -348,3 +355,14 @@ class Store:
             if rel not in listed:
                 problems.append(f"not in manifest: {rel}")
         return problems
+
+
+def _torn(p: Path) -> bool:
+    """Whether a file's last line was cut off: every whole line of runs.csv ends with a newline
+    (a cut inside the last field still parses as a row)."""
+    with open(p, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"

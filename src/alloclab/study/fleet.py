@@ -15,6 +15,7 @@ row carries its `node` and `machine_fingerprint`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -38,6 +39,8 @@ from alloclab.run.preflight import preflight
 from alloclab.study.progress import Progress
 
 SLOT = "alloclab_slot"
+# a worker node's machine label: ray start --resources='{"alloclab_slot": 1, "alloclab_label_rack-a": 1}'
+LABEL_RESOURCE = "alloclab_label_"
 NAMESPACE = "alloclab"
 WORKER_START_S = 1800.0  # a worker's preflight may build the studies' stack (minutes)
 NO_NODE_WAIT_S = 300.0  # every worker lost: how long to wait for a node to come back
@@ -61,6 +64,11 @@ class NodeWorker:
 
         self.node_id = ray.get_runtime_context().get_node_id()
         self.error = None
+        # a node's machine label comes as a resource (Ray's workers do not see `ray start`'s env)
+        for n in ray.nodes():
+            for k in (n.get("Resources") or {}) if n.get("NodeID") == self.node_id else ():
+                if k.startswith(LABEL_RESOURCE):
+                    os.environ[LABEL_ENV] = k[len(LABEL_RESOURCE):]
         self.root = make_scratch(kind=_NODE_KIND)
         try:
             exe = preflight(Plan.from_json(plan_json), None)
@@ -355,8 +363,8 @@ class LocalCluster:
         try:
             self._start(["--head", f"--port={port}", "--include-dashboard=false"], "head")
             for i in range(workers):  # a label per worker makes it another machine (host.machine.LABEL_ENV)
-                env = {LABEL_ENV: labels[i]} if labels else {}
-                self._start([f"--address={self.address}", f"--resources={{\"{SLOT}\": 1}}"], f"worker{i}", env=env)
+                res = {SLOT: 1, **({LABEL_RESOURCE + labels[i]: 1} if labels else {})}
+                self._start([f"--address={self.address}", f"--resources={json.dumps(res)}"], f"worker{i}")
         except BaseException:
             self.stop()
             raise
