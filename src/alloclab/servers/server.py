@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -67,9 +68,13 @@ def check_reachable(path: Path, user: str = "postgres", hint: str = SCRATCH_HINT
             st = d.stat()
         except OSError:
             continue  # not created yet: it will be alloclab's own
-        if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
-            raise AlloclabError(f"the server runs as user {user}, who cannot pass through {d} "
-                                f"(mode {oct(st.st_mode & 0o777)}) to reach {path}", hint)
+        if stat.S_ISDIR(st.st_mode):  # a directory is passed through (x), a file is read (r)
+            if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
+                raise AlloclabError(f"the server runs as user {user}, who cannot pass through {d} "
+                                    f"(mode {oct(st.st_mode & 0o777)}) to reach {path}", hint)
+        elif not (st.st_mode & 0o004 or (st.st_uid == uid and st.st_mode & 0o400)):
+            raise AlloclabError(f"the server runs as user {user}, who cannot read {d} "
+                                f"(mode {oct(st.st_mode & 0o777)})", hint)
 
 
 def _host_env(t: ServerTarget, env: dict[str, str]) -> dict[str, str]:
