@@ -255,11 +255,9 @@ class Store:
         if not p.exists():
             raise AlloclabError(f"{self.root} has no {RUNS_CSV}", "point at a folder written by `alloclab run`")
         rows = []
-        with open(p, newline="", errors="replace") as f:
-            recs = list(csv.DictReader(f))
-        for n, rec in enumerate(recs, 2):
+        for n, (rec, whole) in enumerate(_records(p), 2):
             try:
-                if n == len(recs) + 1 and _torn(p):
+                if not whole:
                     raise ValueError("its line was cut off before its end")
                 rows.append(RunRow.from_csv(rec))
             except (ValueError, TypeError) as e:
@@ -276,14 +274,11 @@ class Store:
             self._write_rows([])
             return [], 0
         good, dropped = [], 0
-        with open(p, newline="", errors="replace") as f:
-            recs = list(csv.DictReader(f))
-        torn = _torn(p)
-        for i, rec in enumerate(recs):
+        for rec, whole in _records(p):
             try:
                 if None in rec or any(v is None for v in rec.values()):
                     raise ValueError("short line")
-                if torn and i == len(recs) - 1:
+                if not whole:
                     raise ValueError("cut off before its end")
                 good.append(RunRow.from_csv(rec))
             except (ValueError, TypeError, AlloclabError):
@@ -357,12 +352,12 @@ class Store:
         return problems
 
 
-def _torn(p: Path) -> bool:
-    """Whether a file's last line was cut off: every whole line of runs.csv ends with a newline
-    (a cut inside the last field still parses as a row)."""
+def _records(p: Path) -> list[tuple[dict, bool]]:
+    """The records of a CSV file, each with whether its line is whole: every whole line of
+    runs.csv ends with a newline (a cut inside the last field still parses as a row)."""
+    with open(p, newline="", errors="replace") as f:
+        recs = list(csv.DictReader(f))
     with open(p, "rb") as f:
         f.seek(0, os.SEEK_END)
-        if f.tell() == 0:
-            return False
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) != b"\n"
+        torn = f.tell() > 0 and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b"\n"
+    return [(rec, not (torn and i == len(recs) - 1)) for i, rec in enumerate(recs)]
