@@ -22,11 +22,21 @@ fi
 
 # --- system packages ------------------------------------------------------------------
 APT_PKGS=(build-essential cmake pkg-config clang libclang-dev librocksdb-dev liblz4-dev libzstd-dev
-          libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libgoogle-perftools4 libtbbmalloc2 libclang-rt-16-dev
-          libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libmariadb-dev libpq-dev debootstrap
+          libmariadb-dev libpq-dev debootstrap
           python3 python3-venv python3-pip binutils curl ca-certificates git procps linux-perf
           mariadb-server mariadb-client mariadb-plugin-rocksdb postgresql sysbench
           tcl8.6 tcl8.6-dev tcl-thread libsqlite3-tcl)
+# the allocators' packages (and the -dev ones of the link-time builds) are the catalog's
+# (src/alloclab/catalog/allocators.py): read with the system's Python, installed first if missing
+catalog() { python3 -c "import sys; sys.path.insert(0, 'src'); from alloclab.catalog import allocators as c; $1"; }
+if ! command -v python3 >/dev/null 2>&1; then
+  say "installing python3 (to read the allocator catalog)"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq python3 >/dev/null
+fi
+read -r -a ALLOC_PKGS <<< "$(catalog 'print(" ".join(c.debian_packages()))')"
+APT_PKGS+=("${ALLOC_PKGS[@]}")
 # the tests also open the HTML report in a real headless browser
 [ "$MODE" = test ] && APT_PKGS+=(chromium chromium-driver)
 missing=()
@@ -79,7 +89,7 @@ export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/x86_64-linux-gnu}
 # link-time allocators (jemalloc@link, ...): the same driver with the allocator linked in,
 # one binary each; the plain driver is built last so that target/release/alloclab-driver is it
 REL=driver/target/release
-for a in jemalloc mimalloc tcmalloc; do
+for a in $(catalog 'print(" ".join(c.LINKABLE))'); do
   cargo build --release --quiet --manifest-path driver/Cargo.toml --features "link-$a"
   cp "$REL/alloclab-driver" "$REL/alloclab-driver-$a.tmp" && mv "$REL/alloclab-driver-$a.tmp" "$REL/alloclab-driver-$a"
 done

@@ -12,19 +12,18 @@ while each client ran, and their ratios native ÷ sysbench.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from _common import arguments, started_server  # noqa: E402
 
 from alloclab.answers import stats  # noqa: E402
 from alloclab.catalog import targets  # noqa: E402
@@ -99,25 +98,12 @@ def paired(got: dict[str, list[dict]], metric: str) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--servers", default="mariadb-innodb,postgres")
-    ap.add_argument("--tests", default=",".join(SYSBENCH_TESTS))
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--seconds", type=int, default=20)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--tables", type=int, default=4)
-    ap.add_argument("--table-size", type=int, default=10000)
-    a = ap.parse_args()
+    a = arguments(__doc__, servers="mariadb-innodb,postgres", tests=",".join(SYSBENCH_TESTS), threads=2, seconds=20,
+                  repeats=3, tables=4, table_size=10000).parse_args()
     exe = driver.locate()
     lines = []
     for name in a.servers.split(","):
-        t = targets.parse(name)
-        work = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
-        os.chmod(work, 0o711)
-        srv = Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "sysbench"))
-        srv.initialise()
-        srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
-        try:
+        with started_server(targets.parse(name), "sysbench") as (srv, work):
             srv.sql(f"CREATE DATABASE {sysbench.DATABASE}")
             t0 = time.monotonic()
             subprocess.run(sysbench.prepare_argv(srv, a.tables, a.table_size), check=True, capture_output=True)
@@ -140,9 +126,6 @@ def main() -> int:
                              f"{paired(got, 'tps')} | {n['cpu_us']:.2f} | {s['cpu_us']:.2f} | "
                              f"{n['cpu_us'] / s['cpu_us']:.3f}× | {paired(got, 'cpu_us')} | {n['server_us']:.2f} | "
                              f"{s['server_us']:.2f} | {paired(got, 'server_us')} |")
-        finally:
-            srv.stop()
-            shutil.rmtree(work, ignore_errors=True)
     print(f"\nmedians of {a.repeats} interleaved runs, {a.threads} threads, {a.seconds} s each, "
           f"{a.tables} x {a.table_size} rows")
     print("ratio: of the medians; paired: geometric mean of the per-repeat ratios (native ÷ the sysbench run beside it)"

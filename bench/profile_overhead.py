@@ -11,7 +11,6 @@ runs (and every verdict) pay none of it.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from dataclasses import replace
@@ -20,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # helpers: one run outside a study
 
+from _common import arguments  # noqa: E402
 from helpers import execute  # noqa: E402
 
 from alloclab import plan  # noqa: E402
@@ -31,12 +31,7 @@ KINDS = ("measure", "profile", "calls")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--engine", default="tidesdb")
-    ap.add_argument("--triples", type=int, default=6)
-    ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--threads", type=int, default=2)
-    a = ap.parse_args()
+    a = arguments(__doc__, engine="tidesdb", triples=6, seconds=4.0, threads=2).parse_args()
     if profiling.unavailable():
         raise SystemExit(profiling.unavailable())
     p = plan.load({"engines": [a.engine], "allocators": ["glibc"], "runs": 1, "scale": "smoke",

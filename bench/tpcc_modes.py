@@ -16,11 +16,9 @@ The baseline driver is built once from the checkout's history (git archive of th
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from _common import arguments, started_server  # noqa: E402
 
 from alloclab.answers import stats  # noqa: E402
 from alloclab.catalog import targets  # noqa: E402
@@ -104,16 +104,8 @@ def load(exe: Path, srv: Server, db: str, warehouses: int, loaders: int) -> dict
 
 def fresh_load(exe: Path, t: targets.ServerTarget, a) -> dict:
     """A load timed on a server of its own (nothing else in its buffer pool or its logs)."""
-    work = Path(tempfile.mkdtemp(prefix="alloclab-bench-load-"))
-    os.chmod(work, 0o711)
-    srv = Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "small"))
-    srv.initialise()
-    srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
-    try:
+    with started_server(t, "small", prefix="alloclab-bench-load-") as (srv, _):
         return load(exe, srv, "tpcc", a.warehouses, a.loaders)
-    finally:
-        srv.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def run(exe: Path, srv: Server, db: str, mode: str | None, a) -> dict:
@@ -138,14 +130,8 @@ def run(exe: Path, srv: Server, db: str, mode: str | None, a) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--servers", default="mariadb-innodb,postgres")
-    ap.add_argument("--warehouses", type=int, default=4)
-    ap.add_argument("--loaders", type=int, default=2)
-    ap.add_argument("--vus", type=int, default=2)
-    ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--load-repeats", type=int, default=2)
+    ap = arguments(__doc__, servers="mariadb-innodb,postgres", warehouses=4, loaders=2, vus=2, seconds=60.0, repeats=2,
+                   load_repeats=2)
     ap.add_argument("--modes", default="statements,procedures", help="the new driver's modes beside today's")
     ap.add_argument("--base", default=BASE, help="the commit whose driver is the baseline")
     ap.add_argument("--base-mode", default="", help="the baseline driver's --tpcc-mode (none: its default)")
@@ -155,12 +141,7 @@ def main() -> int:
         [(m, new, m) for m in a.modes.split(",") if m]
     for name in a.servers.split(","):
         t = targets.parse(name)
-        work = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
-        os.chmod(work, 0o711)
-        srv = Server(t, work / "data", work / "server.log", settings=targets.load_profile(t, "small"))
-        srv.initialise()
-        srv.start({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
-        try:
+        with started_server(t, "small") as (srv, _):
             # the loads timed, each on a fresh server, alternating which goes first
             timed: dict[str, list[dict]] = {"today": [], "bulk": []}
             for r in range(a.load_repeats):
@@ -176,9 +157,6 @@ def main() -> int:
                 for label, exe, mode in modes[r % len(modes):] + modes[:r % len(modes)]:  # interleaved, rotating
                     got[label].append(run(exe, srv, "tpcc_old" if exe == old else "tpcc_new", mode, a))
                     print(f"  {name} {label} #{r + 1}: {got[label][-1]}", flush=True)
-        finally:
-            srv.stop()
-            shutil.rmtree(work, ignore_errors=True)
         lt, lb = loads["today"], loads["bulk"]
         print(f"\n{name}: load {a.warehouses} WH with {a.loaders} loaders: today {lt['wh_per_min']:.1f} WH/min, "
               f"{lt['client_cpu_per_wh']:.2f} s client CPU/WH; bulk {lb['wh_per_min']:.1f} WH/min "

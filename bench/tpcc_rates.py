@@ -7,7 +7,6 @@ load rate in warehouses per minute, and driver CPU seconds per committed New-Ord
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -16,6 +15,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _common import arguments  # noqa: E402
 
 from alloclab.clients import driver  # noqa: E402
 from alloclab.core import events  # noqa: E402
@@ -28,13 +29,7 @@ def run(cmd: list[str]) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--engines", default="tidesdb,rocksdb,sqlite")
-    ap.add_argument("--warehouses", type=int, default=2)
-    ap.add_argument("--loaders", type=int, default=2)
-    ap.add_argument("--vus", type=int, default=4)
-    ap.add_argument("--seconds", type=float, default=20.0)
-    a = ap.parse_args()
+    a = arguments(__doc__, engines="tidesdb,rocksdb,sqlite", warehouses=2, loaders=2, vus=4, seconds=20.0).parse_args()
     exe = str(driver.locate())
     print(f"{'engine':10s} {'load WH/min':>12s} {'NOPM':>10s} {'CPU s / new order':>18s} {'CPU ms / txn':>13s}")
     for engine in a.engines.split(","):

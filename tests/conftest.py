@@ -8,6 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import alloclab.workloads  # noqa: E402, F401  (registers the workloads, as every entry point does)
 from alloclab.alloc import allocators  # noqa: E402
 from alloclab.clients import driver  # noqa: E402
 

@@ -12,7 +12,7 @@ from alloclab.run import execute as _execute
 def expand(p: plan.Plan) -> list[plan.RunSpec]:
     """Every run of a fixed study (`runs` rounds of every unit), in the order they run."""
     specs: list[plan.RunSpec] = []
-    for rnd in range(1, (p.runs or p.min_runs) + 1):
+    for rnd in range(1, (p.runs or p.design.min_runs) + 1):
         specs += p.round_specs(rnd, None, len(specs) + 1)
     return specs
 

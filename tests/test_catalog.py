@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +164,25 @@ def test_proofs_noted_at_once_by_many_runs_are_all_kept(tmp_path, monkeypatch):
     seen = json.loads((tmp_path / build.PROVED).read_text())
     assert set(seen) == set(names), sorted(set(names) - set(seen))
     assert seen["a0"]["engine"] == "tidesdb" and seen["a20"]["engine"] == "mariadb-innodb"
+
+
+def test_allocator_facts_live_in_the_catalog():
+    """Tuning prefixes, the foreign libraries, the linkable allocators and setup.sh's packages
+    are the catalog's: every family's documented variable starts with a tuning prefix, every
+    catalog library is foreign to glibc, and setup.sh installs what the catalog names."""
+    from alloclab.alloc import allocators as alloc_mod
+    from alloclab.alloc import environment
+    from alloclab.catalog import allocators as cat
+    for fam, names in cat.TUNING.items():
+        assert all(n.startswith(cat.TUNING_PREFIXES) for n in names), fam
+    for e in cat.CATALOG:
+        for so in e.sonames + ((e.crate.library,) if e.crate else ()):
+            assert alloc_mod.FOREIGN_ALLOCATOR.search(so.rsplit("/", 1)[-1]), so
+    assert cat.LINKABLE == ("jemalloc", "mimalloc", "tcmalloc")
+    assert environment.clean({"MALLOC_CONF": "x", "TBB_MALLOC_USE_HUGE_PAGES": "1", "HOME": "/"}) == {"HOME": "/"}
+    pkgs = cat.debian_packages()
+    assert {"libjemalloc2", "libtbbmalloc2", "libclang-rt-16-dev", "libgoogle-perftools-dev"} <= set(pkgs)
+    setup = (Path(__file__).resolve().parents[1] / "setup.sh").read_text()
+    assert "debian_packages()" in setup and "LINKABLE" in setup
+    for p in pkgs:  # no allocator package written into setup.sh by hand
+        assert f" {p} " not in setup and f"({p} " not in setup, p

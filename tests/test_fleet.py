@@ -165,6 +165,6 @@ def test_a_ray_study_over_machines_that_differ_answers_per_machine(tmp_path):
         assert bool(v.machine) == (outcomes[replicate.key(v)] == replicate.DIFFERS), (v, outcomes)
     md = (out / "report" / "report.md").read_text()
     head = md.split("## Answers")[1].split("\n## ")[0]
-    assert "Measured on 2 machines (rack-a: " in head and "; rack-b: " in head
+    assert "; on 2 machines (rack-a: " in head and "; rack-b: " in head
     svg = next((out / "report" / "charts").glob("verdicts_throughput.svg")).read_text()
     assert "on rack-a: " in svg and "on rack-b: " in svg

@@ -11,7 +11,7 @@ from test_plan import FOUND
 from alloclab import plan
 from alloclab.core.errors import AlloclabError
 
-KEYS = sorted(plan.TOP_SCHEMA) + sorted(plan.WORKLOAD_SCHEMA) + sorted(plan.ENGINE_OPTIONS) + ["bogus", ""]
+KEYS = sorted(plan.TOP_SCHEMA) + sorted(plan.schema.workload_schema()) + sorted(plan.ENGINE_OPTIONS) + ["bogus", ""]
 WORDS = list(plan.ENGINES + plan.WORKLOADS + plan.PATTERNS + plan.SYNC + plan.COMPRESSION + plan.TPCC_MIXES) + [
     "glibc", "jemalloc", "mimalloc", "jemalloc+MALLOC_CONF=narenas:2", "x=/nonexistent.so", "64MiB", "10s", "-1",
     "1e999", "nan", "", " ", "small"]
@@ -24,7 +24,7 @@ values = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=4),
                             st.dictionaries(st.sampled_from(KEYS), inner, max_size=5)),
     max_leaves=12)
-workload = st.dictionaries(st.sampled_from(sorted(plan.WORKLOAD_SCHEMA) + ["bogus"]), values, max_size=6)
+workload = st.dictionaries(st.sampled_from(sorted(plan.schema.workload_schema()) + ["bogus"]), values, max_size=6)
 plans = st.fixed_dictionaries(
     {},
     optional={

@@ -123,3 +123,89 @@ def test_the_turn_protocol_has_the_same_words_in_the_driver_and_in_python():
     words = dict(re.findall(r'pub const ([A-Z]+): &str = "(\w+)";', rust))
     assert words and words == {k: getattr(gate, k) for k in words}
     assert set(words) == {"READY", "GO", "PAUSED", "FULL", "DONE", "END"}
+
+
+# --- one workload in one place -----------------------------------------------------------
+WORKLOAD_CONSTANTS = {"TPCC", "SYSBENCH", "KV_WORKLOADS", "WORKLOADS"}  # catalog.names' workload names
+
+
+def _mentions_workload(node: ast.AST) -> bool:
+    """An expression that reads a workload's name: x.workload, workload, w["workload"],
+    w.get("workload"), or a driver summary's workload "kind"."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr == "workload":
+            return True
+        if isinstance(n, ast.Name) and n.id == "workload":
+            return True
+        if isinstance(n, ast.Constant) and n.value in ("workload", "kind"):
+            return True
+    return False
+
+
+def _names_a_workload(node: ast.AST, names: set[str]) -> bool:
+    """A catalog workload name: a string literal, or one of catalog.names' constants."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names:
+            return True
+        if isinstance(n, ast.Name) and n.id in WORKLOAD_CONSTANTS:
+            return True
+    return False
+
+
+def test_no_module_outside_the_workloads_package_compares_a_workload_name():
+    from alloclab.catalog.names import WORKLOADS
+    names = set(WORKLOADS)
+    found = []
+    for name, path in _modules().items():
+        if name.startswith("alloclab.workloads") or name == "alloclab.catalog.names":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            if any(_names_a_workload(s, names) for s in sides) and any(_mentions_workload(s) for s in sides):
+                found.append(f"{name}:{node.lineno}")
+    assert found == [], "ask the workload object (plan.workload.of(name)), never compare its name"
+
+
+def test_an_unknown_workload_is_refused_never_taken_for_another():
+    import alloclab.workloads  # noqa: F401
+    from alloclab.core.errors import AlloclabError
+    from alloclab.plan import workload
+    with pytest.raises(AlloclabError, match="unknown workload 'churn'"):
+        workload.of("churn")
+
+
+def test_the_cells_fields_have_one_definition():
+    """results.store.CELL_FIELDS is the one list: decide keys cells by it, the runner copies it
+    from the cell into the row; each is a field of Cell and a column of RunRow; no other module
+    spells the list again."""
+    from dataclasses import fields
+
+    from alloclab.answers import decide
+    from alloclab.plan import Cell
+    from alloclab.results.store import CELL_FIELDS, RunRow
+    assert decide.CELL_FIELDS is CELL_FIELDS
+    assert set(CELL_FIELDS) <= set(RunRow.columns())
+    assert set(CELL_FIELDS) <= {f.name for f in fields(Cell)} | {"tpcc_mode"}
+    spelled = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) >= 8:
+                words = {e.value for e in node.elts if isinstance(e, ast.Constant)}
+                if len(words & set(CELL_FIELDS)) >= 8:
+                    spelled.append(f"{name}:{node.lineno}")
+    assert spelled == ["alloclab.results.store:" + str(_line_of_cell_fields())]
+
+
+def _line_of_cell_fields() -> int:
+    text = (PKG / "results" / "store.py").read_text().splitlines()
+    return next(i for i, line in enumerate(text, 1) if line.startswith("CELL_FIELDS = "))
+
+
+def test_one_comparison_rule():
+    """Every comparison is decide's paired rule: no unpaired bootstrap under the name compare."""
+    from alloclab.answers import stats
+    assert not hasattr(stats, "compare")
+    for name, path in _modules().items():
+        assert "stats.compare(" not in path.read_text(), name

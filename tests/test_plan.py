@@ -101,7 +101,7 @@ def test_quick_kv_preset_asks_the_main_question_in_windows_of_at_least_5s():
     assert {c.engine for c in p.cells()} == {"tidesdb"}
     assert [(c.part, c.workload, c.threads, c.batch) for c in p.cells()] == [("read_random", "read", 2, 1)]
     assert all(c.duration_s >= 5 and c.ops is None for c in p.cells())
-    assert p.adaptive and p.budget == 600 and p.min_window_s == 5 and p.margin_pct == 4 and p.slice_s == 0.5
+    assert p.adaptive and p.budget == 600 and p.min_window_s == 5 and p.design.margin == 0.04 and p.slice_s == 0.5
     assert all(s.slice_s == 0.5 for s in p.round_specs(1, None, 1))
     assert preset("kv-allocators", "quick")["allocators"] == ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 
@@ -135,7 +135,7 @@ def test_bad_round_settings_are_refused(raw, words):
 
 def test_adaptive_rounds_cover_only_the_active_units_in_a_fresh_order_per_round():
     p = load(minimal(allocators=["glibc", "jemalloc", "mimalloc"]))
-    assert p.adaptive and p.runs is None and p.min_runs == 3
+    assert p.adaptive and p.runs is None and p.design.min_runs == 3
     units = p.units()
     assert len(units) == 2 * 3
     active = {units[0], units[4]}
@@ -167,9 +167,9 @@ def test_every_preset_rounds_until_decided_in_windows_above_the_floor(name, scal
     assert (p.budget is not None) == (scale == "quick")
     assert all(c.duration_s is None or c.duration_s >= p.min_window_s for c in p.cells())
     if name == "engines-tpcc":
-        assert p.questions == ["engines", "profiles"] and p.baseline_engine == "mariadb-innodb"
+        assert p.design.questions == ("engines", "profiles") and p.design.baseline_engine == "mariadb-innodb"
     if name == "sysbench-allocators":
-        assert p.min_runs == 4
+        assert p.design.min_runs == 4
 
 
 def test_a_link_time_allocator_stays_linked_through_a_stored_plan():
@@ -238,8 +238,8 @@ def test_one_environment_policy_for_every_process_alloclab_starts(monkeypatch):
     import inspect
     import os
 
+    from alloclab.alloc import environment
     from alloclab.catalog import targets
-    from alloclab.core import environment
     from alloclab.run import datasets, golden
     from alloclab.servers.server import _host_env
     monkeypatch.setenv("LD_PRELOAD", "/stray.so")

@@ -67,7 +67,7 @@ def test_report_holds_the_study_shapes_and_blocks(v1):
     assert text.index("## Answers") < text.index("charts/verdicts_throughput.png") < text.index("## Verdicts") < \
         text.index("## Charts") < text.index("## Environment")
     for needle in ("## Environment", "## Warnings", "proved in 18/18 runs", "[95% CI]", "undecided",
-                   "Nothing is decided yet on throughput", "run it again without --runs",
+                   "None of 6 decided yet on throughput", "run it again without --runs",
                    "charts/verdicts_throughput.png", "## Why: each answer in full",
                    "y axis starts at 0",
                    "Thread scaling", "Engine ratios", "Best-to-worst", "charts/rss_timeline.png",
@@ -148,11 +148,11 @@ def test_compare_refuses_other_machines_unless_forced(v1, tmp_path):
     (other / "machine.json").write_text(json.dumps(m))
     a, b = analyse.load(v1), analyse.load(other)
     with pytest.raises(AlloclabError, match="cpu_model"):
-        compare.compare(a, b)
-    tables = compare.compare(a, b, force=True)
+        compare.before_after(a, b)
+    tables = compare.before_after(a, b, force=True)
     thr = tables[0]
     assert len(thr.rows) == 12
-    # identical data: every ratio is exactly 1
+    # identical data: every ratio is exactly 1 (decide's rule; runs of two folders do not pair)
     assert all(abs(r[6] - 1.0) < 1e-12 for r in thr.raw)
     assert {r[9] for r in thr.raw} <= {"undecided", "equivalent"}
 
@@ -183,7 +183,7 @@ def test_the_answer_names_the_machine_it_holds_on(v1):
     report.build(v1)
     where = "AMD EPYC, 2 cores, kernel 6.18.44-fc-v657, runs one after another"
     answers = json.loads((v1 / "report" / "verdicts.json").read_text())
-    assert f"Measured on {where}" in answers["headline"]
+    assert answers["headline"].endswith(f"; on {where}.")
     page = (v1 / "report" / "report.html").read_text()
     first = page[page.index("id='answer'"):page.index("</figure>")]  # the first screen: headline and forest plot
     assert first.count(where) == 2 and "<a href='#environment'>versions under Environment</a>" in first
@@ -307,7 +307,8 @@ def test_a_study_over_machines_that_differ_answers_per_machine_and_pools_only_wh
     md = (out / "report" / "report.md").read_text()
     assert "differs between the machines" in md and "answered per machine, not pooled" in md
     assert "2 of 6 throughput comparison(s) differ between them" in md
-    assert "Another CPU, 2 cores" in md and "on 2 machines" not in md.split("Measured on ")[0]
+    head = md.split("## Answers")[1].split("\n\n")[1]
+    assert "; on 2 machines (AMD EPYC, 2 cores, kernel 6.18.44-fc-v657; Another CPU, 2 cores" in head
     assert "Measured on 2 machines (AMD EPYC, 2 cores, kernel 6.18.44-fc-v657; Another CPU, 2 cores" in md
     # the forest plot: every comparison on each machine first, then the pooled ones
     svg = next((out / "report" / "charts").glob("verdicts_throughput.svg")).read_text()

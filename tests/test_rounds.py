@@ -9,7 +9,7 @@ import sys
 
 from conftest import ROOT, need
 
-from alloclab.plan.design import taken_looks
+from alloclab.plan.design import Design, taken_looks
 from alloclab.results.store import Store
 
 
@@ -212,7 +212,6 @@ def test_a_budget_stop_after_the_second_to_last_look_takes_the_last_look_at_the_
     """The budget ran out in round 17 of a study whose last look was planned at 18: its verdicts
     come from the 17 rounds it ran (the same number of looks, so the same level), not from the
     look at round 6. Any other stop, or a stop before the second-to-last look, keeps the design."""
-    from alloclab.answers import decide
     design = {"looks": [4, 6, 18]}
     assert taken_looks(design, {"reason": "budget"}, 17) == (4, 6, 17)
     assert taken_looks(design, {"reason": "budget"}, 5) == (4, 6, 18)
@@ -220,6 +219,6 @@ def test_a_budget_stop_after_the_second_to_last_look_takes_the_last_look_at_the_
     assert taken_looks(design, None, 17) == (4, 6, 18)
     plan = {"allocators": [{"name": "glibc"}, {"name": "jemalloc"}], "engines": ["tidesdb"], "budget": 600}
     rounds = [{"round": i} for i in range(1, 18)]
-    policy = decide.Policy.from_plan(plan, {"design": design, "stop": {"reason": "budget"}, "rounds": rounds})
+    policy = Design.from_plan(plan, {"design": design, "stop": {"reason": "budget"}, "rounds": rounds})
     assert policy.planned_looks == (4, 6, 17) and policy.last_look(17) == 17
-    assert policy.confidence == decide.Policy.from_plan(plan, {"design": design}).confidence
+    assert policy.confidence == Design.from_plan(plan, {"design": design}).confidence

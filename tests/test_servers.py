@@ -16,7 +16,7 @@ import pytest
 from conftest import need
 from helpers import kill_servers_mid_run
 
-from alloclab import plan, study
+from alloclab import plan, study, workloads
 from alloclab.catalog import targets
 from alloclab.core.errors import AlloclabError
 from alloclab.host import noise
@@ -332,7 +332,7 @@ def test_a_procedure_that_cannot_be_created_stops_the_run_before_it_measures(rea
         srv.start(dict(os.environ))
         try:
             srv.sql("CREATE DATABASE tpcc")
-            target = driver.client_target(srv)
+            target = workloads.of("tpcc").driver_reach(None, srv)
             load = subprocess.run([str(exe), "tpcc-load", *target, "--warehouses", "1", "--loaders", "2", "--events",
                                    str(work / "load.jsonl")],
                                   capture_output=True, text=True, timeout=600)

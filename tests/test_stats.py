@@ -74,8 +74,6 @@ def test_nan_raises_everywhere():
     with pytest.raises(ValueError):
         stats.bootstrap_ci([1.0, nan, 3.0])
     with pytest.raises(ValueError):
-        stats.compare([1.0, 2.0, 3.0], [1.0, nan, 3.0])
-    with pytest.raises(ValueError):
         stats.spread_pct({"a": nan, "b": 1.0})
     with pytest.raises(ValueError):
         stats.scaling({1: 1.0, 2: nan})
@@ -136,58 +134,6 @@ def test_modified_z_score_mean_ad_variant_when_mad_is_zero():
     assert z[4] == pytest.approx(4 / (1.253314 * 0.8))
     assert list(z[:4]) == [0.0] * 4
     assert stats.describe([5, 5, 5, 5, 9]).outliers == (4,)
-
-
-# --- compare --------------------------------------------------------------------
-
-LOW = [100.0, 101.0, 99.0, 100.5, 99.5]
-HIGH = [120.0, 121.0, 119.0, 120.5, 119.5]
-
-
-def test_compare_identical_constant_groups():
-    c = stats.compare([3.0] * 4, [3.0] * 4)
-    assert c.ratio == 1.0 and (c.ci_low, c.ci_high) == (1.0, 1.0)
-    assert c.verdict == "equivalent"
-    assert c.delta_pct == 0.0
-
-
-def test_compare_separated_groups_throughput():
-    up = stats.compare(LOW, HIGH)
-    assert up.verdict == "faster"
-    assert up.ratio == pytest.approx(120.0 / 100.0)
-    assert up.delta_pct == pytest.approx(20.0)
-    assert 1 < up.ci_low <= up.ratio <= up.ci_high
-    assert stats.compare(HIGH, LOW).verdict == "slower"
-
-
-def test_compare_separated_groups_lower_is_better():
-    assert stats.compare(LOW, HIGH, higher_is_better=False).verdict == "higher"
-    assert stats.compare(HIGH, LOW, higher_is_better=False).verdict == "lower"
-
-
-def test_compare_overlapping_noisy_groups():
-    rng = np.random.default_rng(7)
-    a, b = rng.normal(100, 15, 8), rng.normal(101, 15, 8)
-    c = stats.compare(a, b)
-    assert c.verdict == "undecided"
-    assert c.ci_low < 1 < c.ci_high
-
-
-def test_compare_deterministic_for_seed():
-    assert stats.compare(LOW, HIGH, seed=5) == stats.compare(LOW, HIGH, seed=5)
-
-
-@pytest.mark.parametrize("base, var", [([1.0], LOW), (LOW, [1.0, 2.0])])
-def test_compare_insufficient_data(base, var):
-    c = stats.compare(base, var)
-    assert c.verdict == "insufficient data"
-    assert c.ci_low is None and c.ci_high is None
-    assert c.ratio == pytest.approx(statistics.median(var) / statistics.median(base))
-
-
-def test_compare_zero_baseline_median_raises():
-    with pytest.raises(ValueError):
-        stats.compare([0.0, 0.0, 1.0], LOW)
 
 
 # --- spread ---------------------------------------------------------------------

@@ -3,6 +3,7 @@ corrupted district fails condition 2, the drawn inputs follow the specification'
 and NOPM from the database agrees with the client's count."""
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -28,6 +29,18 @@ def check(driver_exe, engine, db, tmp_path, name):
     return next(e.data for e in read_events(ev) if e.type == "check")
 
 
+def run_on_a_copy(driver_exe, loaded, tmp_path, *args):
+    """`run --workload tpcc` with `args` on a copy of the loaded database: the process, the copy and
+    the events file."""
+    engine, pristine = loaded
+    db = tmp_path / "run"
+    shutil.copytree(pristine, db)
+    ev = tmp_path / "run.jsonl"
+    p = drv(driver_exe, "run", "--workload", "tpcc", "--engine", engine, "--db-path", str(db), *args, "--events",
+            str(ev))
+    return p, db, ev
+
+
 @pytest.fixture(scope="module", params=ENGINES)
 def loaded(request, driver_exe, tmp_path_factory):
     engine = request.param
@@ -51,13 +64,9 @@ def test_fresh_load_is_consistent_and_complete(loaded, driver_exe, tmp_path):
 
 
 def test_run_keeps_consistency_and_nopm_agrees_with_the_client(loaded, driver_exe, tmp_path):
-    engine, pristine = loaded
-    import shutil
-    db = tmp_path / "run"
-    shutil.copytree(pristine, db)
-    ev = tmp_path / "run.jsonl"
-    p = drv(driver_exe, "run", "--workload", "tpcc", "--engine", engine, "--db-path", str(db), "--threads", "4",
-            "--warmup-s", "1", "--duration-s", "6", "--check", "--events", str(ev))
+    engine = loaded[0]
+    p, db, ev = run_on_a_copy(driver_exe, loaded, tmp_path, "--threads", "4", "--warmup-s", "1", "--duration-s", "6",
+                              "--check")
     assert p.returncode == 0, p.stderr
     evs = read_events(ev)
     c = next(e.data for e in evs if e.type == "check")
@@ -82,13 +91,9 @@ def test_statements_mode_keeps_consistency_on_sqlite_and_is_refused_on_key_value
                                                                                         tmp_path):
     """SQLite may run TPC-C as prepared, set-based statements; key-value engines speak no SQL and
     say so before any transaction."""
-    engine, pristine = loaded
-    import shutil
-    db = tmp_path / "run"
-    shutil.copytree(pristine, db)
-    ev = tmp_path / "run.jsonl"
-    p = drv(driver_exe, "run", "--workload", "tpcc", "--engine", engine, "--db-path", str(db), "--threads", "2",
-            "--duration-s", "5", "--check", "--tpcc-mode", "statements", "--events", str(ev))
+    engine = loaded[0]
+    p, _, ev = run_on_a_copy(driver_exe, loaded, tmp_path, "--threads", "2", "--duration-s", "5", "--check",
+                             "--tpcc-mode", "statements")
     if engine != "sqlite":
         assert p.returncode != 0 and "runs on SQL engines only" in p.stderr, p.stderr
         assert '"phase":"measure"' not in ev.read_text()
@@ -127,7 +132,6 @@ def test_a_study_runs_sqlite_in_the_tpcc_mode_its_cell_names(tmp_path):
 
 def test_corrupted_district_fails_condition_2(loaded, driver_exe, tmp_path):
     engine, pristine = loaded
-    import shutil
     db = tmp_path / "bad"
     shutil.copytree(pristine, db)
     p = drv(driver_exe, "tpcc-corrupt", "--engine", engine, "--db-path", str(db), "--warehouse", "2",
@@ -173,8 +177,6 @@ def test_20000_drawn_transactions_follow_the_specification(mix, shares, driver_e
 
 def test_study_run_from_a_corrupted_copy_fails_naming_the_condition(loaded, driver_exe, tmp_path, found):
     """Through the executor: the run starts from a copy, runs, checks, and is recorded failed."""
-    import shutil
-
     from helpers import execute, specs
     engine, pristine = loaded
     bad = tmp_path / "bad-pristine"

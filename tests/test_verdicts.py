@@ -54,9 +54,9 @@ def test_verdict_words(lo, hi, higher, word):
 
 
 def test_look_alpha_follows_pocock_and_shrinks_with_looks():
-    assert stats.look_alpha(1) == pytest.approx(0.05)
-    assert stats.look_alpha(5) == pytest.approx(0.0158)
-    alphas = [stats.look_alpha(k) for k in (1, 2, 5, 10, 28, 50, 100, 400)]
+    assert design.look_alpha(1) == pytest.approx(0.05)
+    assert design.look_alpha(5) == pytest.approx(0.0158)
+    alphas = [design.look_alpha(k) for k in (1, 2, 5, 10, 28, 50, 100, 400)]
     assert alphas == sorted(alphas, reverse=True) and alphas[-1] > 0.001
 
 
@@ -71,14 +71,14 @@ def test_rounds_to_decide_is_enough_rounds_for_the_interval_to_decide():
 
 # --- calibration of the adaptive rule ------------------------------------------------------
 
-POLICY = decide.Policy(questions=("allocators",), baseline="base", margin=0.02, target_ci=0.02, min_runs=3,
+POLICY = design.Design(questions=("allocators",), baseline="base", margin=0.02, target_ci=0.02, min_runs=3,
                        max_rounds=30, adaptive=True)
 # a budgeted study that affords 9 rounds: looks after 4, 6, 9
-BUDGETED = decide.Policy(**{**POLICY.__dict__, "looks": design.plan_looks(9)})
+BUDGETED = design.Design(**{**POLICY.__dict__, "looks": design.plan_looks(9)})
 # the design the default study uses: its margin, and the looks its 10 minutes afford at about 30 s
 # a round (4, 6, 9, 14, 20), or at twice that pace (4, 6, 9)
 _QUICK = presets.preset("kv-allocators", "quick")
-DEFAULT = {n: decide.Policy(**{**POLICY.__dict__, "margin": _QUICK["margin_pct"] / 100,
+DEFAULT = {n: design.Design(**{**POLICY.__dict__, "margin": _QUICK["margin_pct"] / 100,
                                "looks": design.plan_looks(n)}) for n in (20, 9)}
 
 
@@ -123,7 +123,7 @@ CASES = [(policy, diff, cv) for policy in ("budgeted", "max_rounds", "default20"
 # study 1's design (tpcc-allocators, quick): its margin, and the looks its 40 minutes afford at
 # 4-6 minutes a round (4, 6, 9; or 4, 7)
 _STUDY1 = presets.preset("tpcc-allocators", "quick")
-STUDY1 = {n: decide.Policy(**{**POLICY.__dict__, "margin": _STUDY1["margin_pct"] / 100,
+STUDY1 = {n: design.Design(**{**POLICY.__dict__, "margin": _STUDY1["margin_pct"] / 100,
                               "looks": design.plan_looks(n)}) for n in (9, 7)}
 
 
@@ -161,7 +161,7 @@ def test_adaptive_verdicts_are_calibrated(which, diff, cv):
 
 
 def test_fewer_looks_give_narrower_intervals_than_looking_after_every_round():
-    every_round = 1 - stats.look_alpha(28, overall=design.OVERALL_ALPHA)
+    every_round = 1 - design.look_alpha(28, overall=design.OVERALL_ALPHA)
     assert BUDGETED.planned_looks == (4, 6, 9) and POLICY.planned_looks == (4, 6, 9, 14, 21, 30)
     assert BUDGETED.confidence < POLICY.confidence < every_round
     t = [sps.t.ppf(1 - (1 - c) / 2, 8) for c in (BUDGETED.confidence, every_round)]
@@ -221,7 +221,7 @@ def test_runs_pair_within_a_node_and_mixed_machines_are_said():
     rows = _rows([100.0, 100.0, 100.0], [110.0, 111.0, 109.0], 3)
     on = [replace(r, node="a" if r.allocator == "base" or r.repeat < 3 else "b", machine_fingerprint="f1")
           for r in rows]
-    v = next(x for x in decide.verdicts(on, decide.Policy(baseline="base")) if x.metric == "throughput")
+    v = next(x for x in decide.verdicts(on, design.Design(baseline="base")) if x.metric == "throughput")
     assert v.n_pairs == 2  # round 3 ran its variant on node b: not paired with node a's baseline
     assert decide.mixed_machines(on) == {}
     mixed = [replace(r, machine_fingerprint="f2") if r.node == "b" else r for r in on]

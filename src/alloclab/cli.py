@@ -7,37 +7,24 @@ import signal
 import sys
 from pathlib import Path
 
-from alloclab import __version__, doctor, report, study
+from alloclab import __version__, doctor, report, study, workloads
 from alloclab import plan as plan_mod
 from alloclab.alloc import build, listing
 from alloclab.answers import analyse
 from alloclab.catalog import tidesql
 from alloclab.catalog.allocators import SOURCE_BUILT
-from alloclab.catalog.names import HAMMERDB, SYSBENCH, TPCC
+from alloclab.catalog.names import HAMMERDB
 from alloclab.clients import hammerdb
 from alloclab.core.errors import AlloclabError
-from alloclab.core.units import fmt_duration, parse_duration
+from alloclab.core.units import csv_list, fmt_duration, parse_duration
 from alloclab.plan import presets
+from alloclab.plan import workload as workload_mod
 from alloclab.report import compare, to_markdown
 from alloclab.results.store import Store, check_can_make
 from alloclab.servers import stack
 from alloclab.study.progress import Progress
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE = 0, 3, 2
-
-
-def _csv(kind):
-    def parse(text: str):
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError("expected a comma-separated list")
-        if kind is int:
-            try:
-                return [int(t) for t in items]
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-        return items
-    return parse
 
 
 def build_plan_dict(a: argparse.Namespace) -> dict:
@@ -47,14 +34,13 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
         if "preset" in raw:
             base = presets.preset(raw["preset"], raw.get("scale", a.scale or "quick"))
             raw = {**base, **raw}
-    elif a.preset or not a.workloads or not set(a.workloads) <= set(plan_mod.WORKLOADS + plan_mod.SYSBENCH_TESTS):
+    elif a.preset or not a.workloads or not all(_table_of(w) for w in a.workloads):
         # no preset named: the default one (parts of it may be picked with --workloads)
         raw = presets.preset(a.preset or "kv-allocators", a.scale or "quick")
     else:
-        # workload kinds, and sysbench's tests by their own names (oltp_read_only, ...)
-        raw = {"name": "custom", "workloads": [
-            {"workload": SYSBENCH, "test": w, "part": w} if w in plan_mod.SYSBENCH_TESTS else
-            {"workload": w, "part": w} for w in a.workloads]}
+        # workloads by name (write, tpcc, ...), and what a workload knows by other names
+        # (sysbench's tests: oltp_read_only, ...)
+        raw = {"name": "custom", "workloads": [_table_of(w) for w in a.workloads]}
         a.workloads = None
     if a.scale and "preset" not in raw:  # a plan file or flags: --scale applies to them too
         raw["scale"] = a.scale
@@ -91,10 +77,11 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
                 raise AlloclabError(f"--workloads {','.join(a.workloads)} matches nothing in the plan",
                                     "allowed values: " + ", ".join(names + list(plan_mod.WORKLOADS)))
             wls = keep
-        tpcc_flags = [f"--{f}" for f in ("warehouses", "loaders", "rampup") if getattr(a, f) is not None]
-        if tpcc_flags and not any(isinstance(w, dict) and w.get("workload") == TPCC for w in wls):
-            raise AlloclabError(f"{', '.join(tpcc_flags)} only apply to TPC-C, and this study has no tpcc workload",
-                                "add --workloads tpcc (or --preset tpcc-allocators), or drop them")
+        for wl in workloads.every():  # a workload's own flags need a table of that workload
+            own = [f"--{f}" for f in wl.flags if getattr(a, f) is not None]
+            if own and not any(_of(w) is wl for w in wls):
+                raise AlloclabError(f"{', '.join(own)} only apply to {wl.title}, and this study has no "
+                                    f"{wl.names[0]} workload", wl.flags_hint)
         new = []
         for w in wls:
             if isinstance(w, dict):
@@ -109,23 +96,30 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
                 if a.ops is not None:
                     w.pop("duration_s", None)
                     w["ops"] = a.ops
-                if w.get("workload") == TPCC:
-                    for flag, key in (("warehouses", "warehouses"), ("loaders", "loaders"), ("rampup", "rampup_s")):
-                        if getattr(a, flag) is not None:
-                            w[key] = getattr(a, flag)
                 if a.client is not None:  # refused by the plan where no client applies
                     w["client"] = a.client
-                    if a.client == HAMMERDB and w.get("workload") == TPCC:
-                        w["mix"] = HAMMERDB  # HammerDB's own mix and procedures: as the seeds ran it
-                        w.pop("mode", None)
+                if _of(w) is not None:
+                    _of(w).apply_flags(a, w)
             new.append(w)
         raw["workloads"] = new
     return raw
 
 
+def _table_of(word: str) -> dict | None:
+    """The [[workloads]] table a word of --workloads names (a workload, or a name a workload knows)."""
+    return next((t for wl in workloads.every() if (t := wl.table_of(word))), None)
+
+
+def _of(w) -> workload_mod.Workload | None:
+    """The workload of a [[workloads]] table, None where it names none (the plan refuses it)."""
+    name = w.get("workload") if isinstance(w, dict) else None
+    return next((wl for wl in workloads.every() if name in wl.names), None)
+
+
 PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "client", "threads", "batch", "runs",
-              "duration", "ops", "warmup", "slice", "seed", "baseline", "name", "warehouses", "loaders", "rampup",
-              "out", "server_cpus", "client_cpus", "server_memory", "target_ci", "margin", "max_rounds", "profile")
+              "duration", "ops", "warmup", "slice", "seed", "baseline", "name", "out", "server_cpus", "client_cpus",
+              "server_memory", "target_ci", "margin", "max_rounds", "profile",
+              *(f for wl in workloads.every() for f in wl.flags))
 
 
 def _percent(text: str) -> float:
@@ -135,7 +129,7 @@ def _percent(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a percentage such as 2 or 2.5, got {text!r}") from None
 
 
-def _finish(result: study.StudyResult, out: Path, baseline: str) -> int:
+def _finish(result: study.StudyResult, out: Path) -> int:
     md = report.build(out)
     answers = md.parent / "answers.md"
     if answers.exists():
@@ -160,8 +154,7 @@ def cmd_resume(a: argparse.Namespace) -> int:
     live = False if a.quiet else None
     budget = parse_duration(a.budget, "--budget") if a.budget is not None else None
     result = study.resume(out, Progress(0, live=live), budget=budget, ray_address=a.ray)
-    plan_json = Store(out).read_json("plan.json")
-    return _finish(result, out, plan_json.get("baseline", "glibc"))
+    return _finish(result, out)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -176,7 +169,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     units = len(plan.units())
     if plan.adaptive:
         how = (f"rounds until every comparison is decided (faster, slower or equivalent within "
-               f"±{plan.margin_pct:g} %), at least {plan.min_runs} and at most {plan.max_rounds} rounds"
+               f"±{plan.design.margin_pct:g} %), at least {plan.design.min_runs} and at most "
+               f"{plan.design.max_rounds} rounds"
                + (f", budget {fmt_duration(plan.budget)}" if plan.budget else ", no time budget"))
     else:
         how = f"exactly {plan.runs} round(s) = {units * (plan.runs or 0)} runs"
@@ -186,7 +180,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                      f"workload cell(s) = {units} cell x allocator; {how}; seed {plan.seed}")
     progress.message(f"results: {out}")
     result = study.run(plan, out, progress)
-    return _finish(result, out, plan.baseline)
+    return _finish(result, out)
 
 
 def cmd_allocators(a: argparse.Namespace) -> int:
@@ -202,7 +196,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    problems = Store(Path(a.dir)).verify()
+    problems = Store(Path(a.dir)).verify()  # a folder that is no results folder is refused (rc 2)
     if problems:
         for p in problems:
             print(p)
@@ -213,18 +207,21 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    """Replication of two or more folders (machines may differ); for two folders from one machine
-    (or --force), also the before/after of their medians."""
+    """Replication of two or more folders (machines may differ) and what to expect on a new
+    machine; for two folders from one machine (or --force), also their before/after."""
     if len(a.dirs) < 2:
         raise AlloclabError("compare needs two results folders or more", "alloclab compare BEFORE AFTER [MORE...]")
     studies = [analyse.load(Path(d)) for d in a.dirs]
     diff = compare.machine_differences(studies)
-    tables = [compare.replication(studies)]
+    lines, expect = compare.new_machine_of(studies)
+    tables = [compare.replication(studies), expect]
     if len(studies) == 2 and not a.replicate and (a.force or not diff):
-        tables += compare.compare(studies[0], studies[1], force=a.force)
+        tables += compare.before_after(studies[0], studies[1], force=a.force)
     head = ("The machines differ (the answers say where each holds):\n" + "\n".join(f"- {d}" for d in diff) + "\n\n"
             if diff else "")
-    text = head + "\n\n".join(f"## {t.title}\n\n{to_markdown(t)}" for t in tables) + "\n"
+    head += "".join(f"{x}\n" for x in lines) + ("\n" if lines else "")
+    text = head + "\n\n".join(f"## {t.title}\n\n" + (f"_{t.note}_\n\n" if t.note else "") + to_markdown(t)
+                                for t in tables) + "\n"
     print(text)
     if a.out:
         Path(a.out).write_text(text)
@@ -291,15 +288,15 @@ def parser() -> argparse.ArgumentParser:
     src.add_argument("--preset", help="a preset name (see `alloclab presets`)")
     src.add_argument("--plan", help="a TOML plan file")
     r.add_argument("--scale", choices=presets.SCALES, help="size of a preset (default quick)")
-    r.add_argument("--engines", type=_csv(str), help="e.g. tidesdb,rocksdb,sqlite")
-    r.add_argument("--allocators", type=_csv(str),
+    r.add_argument("--engines", type=csv_list(str), help="e.g. tidesdb,rocksdb,sqlite")
+    r.add_argument("--allocators", type=csv_list(str),
                    help="e.g. glibc,jemalloc,mimalloc=/opt/lib.so,jemalloc+MALLOC_CONF=narenas:2 (default: all found)")
-    r.add_argument("--workloads", type=_csv(str),
+    r.add_argument("--workloads", type=csv_list(str),
                    help="workload kinds, preset parts or sysbench tests, e.g. write,read or oltp_read_only")
     r.add_argument("--client", help="the client of a server workload: sysbench or native for sysbench's tests; "
                                     "native or hammerdb (the seeds' HammerDB 4.12) for TPC-C")
-    r.add_argument("--threads", type=_csv(int), help="e.g. 1,4,8")
-    r.add_argument("--batch", type=_csv(int), help="e.g. 1,100,1000")
+    r.add_argument("--threads", type=csv_list(int), help="e.g. 1,4,8")
+    r.add_argument("--batch", type=csv_list(int), help="e.g. 1,100,1000")
     r.add_argument("--runs", type=int, help="exactly this many runs of every cell (default: rounds until decided)")
     r.add_argument("--target-ci", type=_percent, metavar="PCT",
                    help="a cell that takes part in no comparison stops once its 95%% CI half-width is within PCT "
@@ -317,9 +314,8 @@ def parser() -> argparse.ArgumentParser:
                    help="measure a cell's allocators in turns of DURATION, e.g. 500ms (0: one after another): "
                         "their drivers stay up and take turns, so that a machine whose speed drifts slows each "
                         "alike (embedded key-value cells; default in the default study)")
-    r.add_argument("--warehouses", type=_csv(int), help="TPC-C warehouses, e.g. 40 or 10,40")
-    r.add_argument("--loaders", type=int, help="TPC-C loader threads")
-    r.add_argument("--rampup", help="TPC-C ramp-up before the measured window, e.g. 1m")
+    for wl in workloads.every():  # each workload's own flags (TPC-C's warehouses, ...)
+        wl.add_flags(r)
     r.add_argument("--server-cpus", help="CPU set of the process under test (a server, or the driver), e.g. 0-3")
     r.add_argument("--client-cpus", help="CPU set of the client of a server, e.g. 4-7")
     r.add_argument("--server-memory", help="memory limit of a server (a cgroup), e.g. 2GiB")
@@ -348,9 +344,10 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="check a results folder against its MANIFEST.sha256")
     v.add_argument("dir")
     v.set_defaults(fn=cmd_verify)
-    for name, what in (("compare", "replication of two or more results folders (do their verdicts agree?) and, "
-                                   "for two from one machine, before/after of their medians"),
-                       ("replicate", "replication only: do the folders' verdicts agree (machines may differ)?")):
+    for name, what in (("compare", "replication of two or more results folders (do their verdicts agree?), what "
+                                   "to expect on a new machine and, for two from one machine, their before/after"),
+                       ("replicate", "replication only: do the folders' verdicts agree (machines may differ), and "
+                                     "what to expect on a new machine?")):
         c = sub.add_parser(name, help=what)
         c.add_argument("dirs", nargs="+", metavar="DIR",
                        help="results folders of the same plan, the first the reference")

@@ -32,14 +32,25 @@ class Finding:
 
 
 class Check:
+    """A check; `class X(Check, good=(...))` names the values that are fine for benchmarking, `good_start`
+    how a fine value begins. A check with neither cannot tell, unless its own `ok` can."""
+
     name = ""
     meaning = ""
+    good: tuple[str, ...] = ()
+    good_start: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, good: tuple[str, ...] = (), good_start: tuple[str, ...] = (), **kw):
+        super().__init_subclass__(**kw)
+        cls.good, cls.good_start = good, good_start
 
     def read(self) -> str | None:
         raise NotImplementedError
 
     def ok(self, value: str) -> bool | None:
-        return None
+        if not (self.good or self.good_start):
+            return None
+        return value in self.good or value.startswith(self.good_start)
 
     def find(self) -> Finding:
         v = self.read()
@@ -47,7 +58,7 @@ class Check:
                        self.meaning)
 
 
-class Governor(Check):
+class Governor(Check, good=("performance",)):
     name = "CPU frequency governor"
     meaning = ("'performance' keeps clocks steady; 'powersave'/'ondemand'/'schedutil' let them vary with load, "
                "which adds run-to-run noise. Not exposed in most VMs (the hypervisor decides).")
@@ -57,11 +68,8 @@ class Governor(Check):
         govs.discard(None)
         return ",".join(sorted(govs)) if govs else None
 
-    def ok(self, value):
-        return value == "performance"
 
-
-class Turbo(Check):
+class Turbo(Check, good=("off",)):
     name = "turbo / boost"
     meaning = "Turbo makes clocks depend on temperature and on other cores' load: compare only runs made alike."
 
@@ -72,11 +80,8 @@ class Turbo(Check):
         boost = _read("/sys/devices/system/cpu/cpufreq/boost")
         return None if boost is None else ("on" if boost == "1" else "off")
 
-    def ok(self, value):
-        return value == "off"
 
-
-class TransparentHugePages(Check):
+class TransparentHugePages(Check, good=("madvise", "never")):
     name = "transparent huge pages"
     meaning = ("THP changes RSS and page-fault counts, and allocators differ in how they use huge pages "
                "(jemalloc and mimalloc can ask for them). Keep it the same across compared studies.")
@@ -87,11 +92,8 @@ class TransparentHugePages(Check):
             return None
         return next((w.strip("[]") for w in v.split() if w.startswith("[")), v)
 
-    def ok(self, value):
-        return value in ("madvise", "never")
 
-
-class Swap(Check):
+class Swap(Check, good=("none",)):
     name = "swap"
     meaning = "With swap in use, RSS undercounts memory and latency has swap-in spikes: peak RSS needs no swap."
 
@@ -99,11 +101,8 @@ class Swap(Check):
         lines = (_read("/proc/swaps") or "").splitlines()[1:]
         return "none" if not lines else f"{len(lines)} device(s)"
 
-    def ok(self, value):
-        return value == "none"
 
-
-class Perf(Check):
+class Perf(Check, good_start=("hardware", "software")):
     name = "perf"
     meaning = ("perf gives profiles and context-switch stacks (study 3); where hardware counters are missing "
                "(VMs) only software events such as cpu-clock and context-switches work.")
@@ -118,11 +117,8 @@ class Perf(Check):
             return "hardware and software events"
         return "software events only" if sw.returncode == 0 else "not usable here"
 
-    def ok(self, value):
-        return value.startswith(("hardware", "software"))
 
-
-class Uprobes(Check):
+class Uprobes(Check, good_start=("available",)):
     name = "uprobes"
     meaning = ("--profile counts the allocator's calls and sizes in a short separate run with uprobes on "
                "malloc/calloc/realloc/free (perf probe -x); they need root and a kernel with uprobe events.")
@@ -133,11 +129,8 @@ class Uprobes(Check):
                 return f"available ({d})"
         return "no uprobe_events in tracefs (mount tracefs, or a kernel with CONFIG_UPROBE_EVENTS)"
 
-    def ok(self, value):
-        return value.startswith("available")
 
-
-class AccountHelper(Check):
+class AccountHelper(Check, good_start=("built",)):
     name = "memory-account helper"
     meaning = ("liballoclab_account.so, preloaded beside the allocator into servers, reads the allocator's own "
                "account of memory at the end of each run's window (built by ./setup.sh beside the driver).")
@@ -145,9 +138,6 @@ class AccountHelper(Check):
     def read(self):
         lib = driver.account_library()
         return f"built ({lib})" if lib else "not built: run ./setup.sh"
-
-    def ok(self, value):
-        return value.startswith("built")
 
 
 class Cgroups(Check):
@@ -178,7 +168,7 @@ class Load(Check):
         return os.getloadavg()[0] < 0.5 * (os.cpu_count() or 1)
 
 
-class Stack(Check):
+class Stack(Check, good_start=("ready",)):
     name = "MariaDB 11.8.6 + TideSQL stack"
     meaning = ("The studies' own server (mariadb11-innodb, mariadb11-myrocks, mariadb11-tidesdb[@build] targets): a "
                "Debian trixie root with the vendored MariaDB 11.8.6, built by `alloclab setup stack`, cached outside "
@@ -186,9 +176,6 @@ class Stack(Check):
 
     def read(self):
         return root.describe()
-
-    def ok(self, value):
-        return value.startswith("ready")
 
 
 CHECKS = (Governor, Turbo, TransparentHugePages, Swap, Perf, Uprobes, AccountHelper, Cgroups, Load, Stack)

@@ -71,6 +71,9 @@ pub trait Engine: Send + Sync {
     fn session(&self) -> Result<Box<dyn Session + '_>>;
 }
 
+/// What `Session::scan` calls with each entry's key and value: true to go on.
+pub type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
+
 /// A connection-like handle used by one thread. Every operation runs inside
 /// `begin` .. `commit`/`rollback`; `write` tells engines with lock modes what is coming.
 pub trait Session {
@@ -86,12 +89,7 @@ pub trait Session {
     fn delete(&mut self, key: &[u8]) -> DbResult<()>;
     /// Visit up to `limit` entries with key >= `start`, in key order, until `visit` says stop.
     /// Returns how many were visited.
-    fn scan(
-        &mut self,
-        start: &[u8],
-        limit: usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> DbResult<usize>;
+    fn scan(&mut self, start: &[u8], limit: usize, visit: &mut Visit<'_>) -> DbResult<usize>;
     fn commit(&mut self) -> DbResult<()>;
     fn rollback(&mut self) -> DbResult<()>;
 }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{DbResult, Engine, Session};
+use super::{DbResult, Engine, Session, Visit};
 
 pub struct Null {
     latency: Duration,
@@ -60,12 +60,7 @@ impl Session for NullSession {
         self.wait();
         Ok(())
     }
-    fn scan(
-        &mut self,
-        _s: &[u8],
-        _l: usize,
-        _v: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> DbResult<usize> {
+    fn scan(&mut self, _s: &[u8], _l: usize, _v: &mut Visit<'_>) -> DbResult<usize> {
         self.wait();
         Ok(0)
     }

@@ -8,7 +8,7 @@ use rocksdb::{
 };
 
 use super::{
-    missing_txn, Compression, DbError, DbResult, Engine, EngineOptions, Session, SyncMode,
+    missing_txn, Compression, DbError, DbResult, Engine, EngineOptions, Session, SyncMode, Visit,
 };
 
 /// The rocksdb crate has no runtime version call; the driver reports the library it was
@@ -113,12 +113,7 @@ impl Session for RocksSession<'_> {
     fn delete(&mut self, key: &[u8]) -> DbResult<()> {
         self.txn()?.delete(key).map_err(map_err)
     }
-    fn scan(
-        &mut self,
-        start: &[u8],
-        limit: usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> DbResult<usize> {
+    fn scan(&mut self, start: &[u8], limit: usize, visit: &mut Visit<'_>) -> DbResult<usize> {
         let txn = self.txn()?;
         let mut it = txn.raw_iterator();
         it.seek(start);

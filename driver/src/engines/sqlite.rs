@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
-use super::{DbError, DbResult, Engine, EngineOptions, Session, SyncMode};
+use super::{DbError, DbResult, Engine, EngineOptions, Session, SyncMode, Visit};
 
 pub fn version() -> String {
     rusqlite::version().to_string()
@@ -118,12 +118,7 @@ impl Session for SqliteSession {
         st.execute(params![key]).map_err(map_err)?;
         Ok(())
     }
-    fn scan(
-        &mut self,
-        start: &[u8],
-        limit: usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> DbResult<usize> {
+    fn scan(&mut self, start: &[u8], limit: usize, visit: &mut Visit<'_>) -> DbResult<usize> {
         let mut st = self
             .c
             .prepare_cached("SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2")

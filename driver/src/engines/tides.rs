@@ -6,7 +6,7 @@ use tidesdb::{
 };
 
 use super::{
-    missing_txn, Compression, DbError, DbResult, Engine, EngineOptions, Session, SyncMode,
+    missing_txn, Compression, DbError, DbResult, Engine, EngineOptions, Session, SyncMode, Visit,
 };
 
 const CF: &str = "kv";
@@ -146,12 +146,7 @@ impl Session for TidesSession<'_> {
         let cf = &e.cf;
         self.txn()?.delete(cf, key).map_err(map_err)
     }
-    fn scan(
-        &mut self,
-        start: &[u8],
-        limit: usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> DbResult<usize> {
+    fn scan(&mut self, start: &[u8], limit: usize, visit: &mut Visit<'_>) -> DbResult<usize> {
         let e = self.e;
         let cf = &e.cf;
         let txn = self.txn()?;

@@ -150,22 +150,15 @@ impl SqlConn for MariaConn {
 
 /// Stored procedures called over one connection, each CALL prepared once: one round trip per
 /// call, every result set read.
-pub struct Calls {
-    pub conn: mysql::Conn,
-    calls: Vec<mysql::Statement>,
-}
+pub type Calls = super::Calls<mysql::Conn, mysql::Statement>;
 
 impl Calls {
     /// Prepare `calls` (CALL statements with `?` parameters) on `conn`; `what` says what they
     /// call, for the error when one cannot be prepared.
-    pub fn prepare(mut conn: mysql::Conn, calls: &[&str], what: &str) -> Result<Self> {
+    pub fn prepare(conn: mysql::Conn, calls: &[&str], what: &str) -> Result<Self> {
         use mysql::prelude::Queryable;
-        let calls = calls
-            .iter()
-            .map(|s| conn.prep(s))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .with_context(|| format!("cannot prepare the CALLs of {what} (were they created?)"))?;
-        Ok(Calls { conn, calls })
+        let failed = format!("cannot prepare the CALLs of {what} (were they created?)");
+        Self::prepared(conn, calls, failed, |c, s| c.prep(s))
     }
 
     /// Call number `k`; every result set read; the first column of the first row of the first set.

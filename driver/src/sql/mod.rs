@@ -11,7 +11,7 @@ pub mod sqlite;
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::engines::{DbError, DbResult};
 
@@ -135,6 +135,11 @@ impl From<&String> for V {
         V::T(x.clone())
     }
 }
+impl From<String> for V {
+    fn from(x: String) -> Self {
+        V::T(x)
+    }
+}
 impl From<&str> for V {
     fn from(x: &str) -> Self {
         V::T(x.to_string())
@@ -145,6 +150,13 @@ impl<T: Into<V>> From<Option<T>> for V {
         x.map_or(V::Null, Into::into)
     }
 }
+
+/// A statement's parameters, each made a `V`: `vals![w, d, &name]` is
+/// `[V::from(w), V::from(d), V::from(&name)]`.
+macro_rules! vals {
+    ($($x:expr),* $(,)?) => { [$($crate::sql::V::from($x)),*] };
+}
+pub(crate) use vals;
 
 impl V {
     pub(crate) fn i(&self) -> i64 {
@@ -173,6 +185,34 @@ impl V {
             V::I(x) => x.to_string(),
             V::Null => String::new(),
         }
+    }
+}
+
+/// A server's stored procedures called over one connection `C`, each call prepared once (`S`,
+/// the client library's prepared statement): `mariadb::Calls`, `postgres::Calls`.
+pub struct Calls<C, S> {
+    pub conn: C,
+    calls: Vec<S>,
+}
+
+impl<C, S> Calls<C, S> {
+    /// Prepare `calls` on `conn` by `prepare`, in order; `failed` is the error where one cannot
+    /// be prepared.
+    fn prepared<E>(
+        mut conn: C,
+        calls: &[&str],
+        failed: String,
+        mut prepare: impl FnMut(&mut C, &str) -> std::result::Result<S, E>,
+    ) -> Result<Self>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let calls = calls
+            .iter()
+            .map(|s| prepare(&mut conn, s))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .context(failed)?;
+        Ok(Calls { conn, calls })
     }
 }
 

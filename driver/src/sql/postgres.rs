@@ -143,21 +143,14 @@ impl SqlConn for PgConn {
 }
 
 /// Functions called over one connection, each call prepared once: one statement per call.
-pub struct Calls {
-    pub conn: postgres::Client,
-    calls: Vec<postgres::Statement>,
-}
+pub type Calls = super::Calls<postgres::Client, postgres::Statement>;
 
 impl Calls {
     /// Prepare `calls` (SELECTs of functions with `$n` parameters) on `conn`; `what` says what
     /// they call, for the error when one cannot be prepared.
-    pub fn prepare(mut conn: postgres::Client, calls: &[&str], what: &str) -> Result<Self> {
-        let calls = calls
-            .iter()
-            .map(|s| conn.prepare(s))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .with_context(|| format!("cannot prepare the calls of {what} (were they created?)"))?;
-        Ok(Calls { conn, calls })
+    pub fn prepare(conn: postgres::Client, calls: &[&str], what: &str) -> Result<Self> {
+        let failed = format!("cannot prepare the calls of {what} (were they created?)");
+        Self::prepared(conn, calls, failed, |c, s| c.prepare(s))
     }
 
     /// Call number `k`, its rows as the server returned them.

@@ -8,7 +8,7 @@ use rand_distr::{Distribution, Zipf};
 use serde::Serialize;
 use serde_json::json;
 
-use super::{transact, Step, Worker, Workload};
+use super::{on_threads, transact, Step, Worker, Workload};
 use crate::engines::{DbError, Engine, Session};
 use crate::events::EventSink;
 
@@ -185,37 +185,27 @@ impl Workload for KvWorkload<'_> {
             "phase",
             json!({"phase": "populate", "state": "begin", "keys": s.keyspace}),
         )?;
-        std::thread::scope(|scope| -> Result<()> {
-            let handles: Vec<_> = (0..threads as u64)
-                .map(|t| {
-                    scope.spawn(move || -> Result<()> {
-                        let mut session = engine.session()?;
-                        let mut rng = SmallRng::seed_from_u64(s.seed ^ 0xF00D ^ t);
-                        let pool = value_pool(s.value_bytes, &mut rng);
-                        let lo = s.keyspace * t / threads as u64;
-                        let hi = s.keyspace * (t + 1) / threads as u64;
-                        let mut key = Vec::with_capacity(s.key_bytes);
-                        let mut start = lo;
-                        while start < hi {
-                            let end = (start + per_txn).min(hi);
-                            let (_, r) = transact(&mut *session, true, 1000, &mut |sess| {
-                                for i in start..end {
-                                    encode_key(i, s.key_bytes, &mut key);
-                                    let off = (i as usize * 7919) % 4096;
-                                    sess.put(&key, &pool[off..off + s.value_bytes])?;
-                                }
-                                Ok(())
-                            });
-                            r.map_err(|e| anyhow::anyhow!("populate failed: {e}"))?;
-                            start = end;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            for h in handles {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("populate thread panicked"))??;
+        on_threads(threads, "populate thread panicked", |t| {
+            let t = t as u64;
+            let mut session = engine.session()?;
+            let mut rng = SmallRng::seed_from_u64(s.seed ^ 0xF00D ^ t);
+            let pool = value_pool(s.value_bytes, &mut rng);
+            let lo = s.keyspace * t / threads as u64;
+            let hi = s.keyspace * (t + 1) / threads as u64;
+            let mut key = Vec::with_capacity(s.key_bytes);
+            let mut start = lo;
+            while start < hi {
+                let end = (start + per_txn).min(hi);
+                let (_, r) = transact(&mut *session, true, 1000, &mut |sess| {
+                    for i in start..end {
+                        encode_key(i, s.key_bytes, &mut key);
+                        let off = (i as usize * 7919) % 4096;
+                        sess.put(&key, &pool[off..off + s.value_bytes])?;
+                    }
+                    Ok(())
+                });
+                r.map_err(|e| anyhow::anyhow!("populate failed: {e}"))?;
+                start = end;
             }
             Ok(())
         })?;

@@ -172,3 +172,20 @@ pub fn backoff(attempt: u64) {
     let us = rand::thread_rng().gen_range(0..=cap_us);
     std::thread::sleep(std::time::Duration::from_micros(us));
 }
+
+/// Run `work(t)` for t in 0..n, each on a thread of its own, and wait for them all: the first
+/// error in thread order, or `panicked` where a thread panicked (populating, loading).
+pub fn on_threads(
+    n: usize,
+    panicked: &str,
+    work: impl Fn(usize) -> Result<()> + Sync,
+) -> Result<()> {
+    std::thread::scope(|s| {
+        let work = &work;
+        let handles: Vec<_> = (0..n).map(|t| s.spawn(move || work(t))).collect();
+        for h in handles {
+            h.join().map_err(|_| anyhow!("{panicked}"))??;
+        }
+        Ok(())
+    })
+}

@@ -15,24 +15,17 @@ import sysconfig
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from alloclab.alloc import build, tuning
-from alloclab.catalog.allocators import BY_NAME, CATALOG, CRATE, KNOWN
-from alloclab.core import environment
+from alloclab.alloc import build, environment, tuning
+from alloclab.catalog.allocators import BY_NAME, CATALOG, CRATE, FOREIGN_LIBRARIES, KNOWN, LINKABLE
 from alloclab.core.digest import sha256_file
 from alloclab.core.errors import AlloclabError
 
 # Basenames that mean "some allocator other than glibc is mapped".
-FOREIGN_ALLOCATOR = re.compile(
-    r"lib(jemalloc|mimalloc|tcmalloc|hoard|tbbmalloc|snmalloc|rpmalloc|scalloc|supermalloc|lockless)[^/]*\.so"
-    r"|libclang_rt\.scudo[^/]*\.so"
-)
+FOREIGN_ALLOCATOR = re.compile(r"lib(" + "|".join(map(re.escape, FOREIGN_LIBRARIES)) + r")[^/]*\.so")
 
-# Environment variables that tune an allocator (see environment.py)
-TUNING_PREFIXES = environment.TUNING_PREFIXES
-
-# link-time builds of the driver: the tidesdb crate's allocator features (alloclab-driver-<base>)
+# link-time builds of the driver (catalog LINKABLE): the tidesdb crate's allocator features
+# (alloclab-driver-<base>)
 LINK_SUFFIX = "@link"
-LINKABLE = ("jemalloc", "mimalloc", "tcmalloc")
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -9,12 +9,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from alloclab.answers import decide, dependence, stats
+from alloclab.answers import causes, decide, dependence, stats
 from alloclab.answers.decide import CELL_FIELDS, cell_of, pair_key
 from alloclab.answers.metrics import THROUGHPUT, Metric
 from alloclab.answers.replicate import DIFFERS, Replication, key, replicate
 from alloclab.host import machine
 from alloclab.host.noise import BUSY_OTHER_CORES
+from alloclab.plan.design import Design
 from alloclab.results.store import RunRow, Store
 
 NOISY_CV = 0.10  # a cell whose coefficient of variation is above this is flagged
@@ -32,21 +33,23 @@ class Study:
     _verdicts: list | None = field(default=None, repr=False)
     _per_machine: dict | None = field(default=None, repr=False)
     _findings: list | None = field(default=None, repr=False)
+    _own: list | None = field(default=None, repr=False)
     problems: set = field(default_factory=set)  # stored files that could not be read
     # profiled runs (perf) and runs counting the allocator's calls (uprobes): separate runs,
     # slowed by their instruments, never in `rows` and so never in the statistics
     aux: list[RunRow] = field(default_factory=list)
 
     @property
-    def policy(self) -> decide.Policy:
-        return decide.Policy.from_plan(self.plan, self.schedule)
+    def design(self) -> Design:
+        """How the study decided (plan.json's design, with the looks rounds.json took)."""
+        return Design.from_plan(self.plan, self.schedule)
 
     def verdicts(self) -> list[decide.Verdict]:
         """Every comparison the study asks, decided as the study decided while it ran. On machines
         that differ (a Ray cluster), a comparison whose machines disagree (answers.replicate) is
         answered per machine, never pooled; the others are pooled over the machines."""
         if self._verdicts is None:
-            vs = decide.verdicts(self.rows, self.policy)
+            vs = decide.verdicts(self.rows, self.design)
             if self.machine.get("cpu_model"):  # rows from before fingerprints: the study's machine
                 fp = machine.fingerprint(self.machine)
                 vs = [v if v.machine_fingerprint else replace(v, machine_fingerprint=fp) for v in vs]
@@ -60,8 +63,15 @@ class Study:
     def findings(self) -> list[dependence.Finding]:
         """Each allocator comparison's dependence on the host's state, and its drift."""
         if self._findings is None:
-            self._findings = dependence.findings(self.rows, self.baseline, self.policy.margin)
+            self._findings = dependence.findings(self.rows, self.baseline, self.design.margin)
         return self._findings
+
+    def own_slopes(self) -> list[causes.OwnSlopes]:
+        """Per cell, each allocator's own speed against the host's state: whether the comparisons'
+        dependence is one fact about the baseline (answers.causes)."""
+        if self._own is None:
+            self._own = causes.own_slopes(self.rows, self.baseline)
+        return self._own
 
     def fingerprints(self) -> list[str]:
         """The machines whose runs count, by fingerprint."""
@@ -80,14 +90,14 @@ class Study:
             fps = self.fingerprints()
             self._per_machine = {} if len(fps) < 2 else {
                 fp: [replace(v, machine=self.machine_words(fp)) for v in
-                     decide.verdicts([r for r in self.rows if r.machine_fingerprint == fp], self.policy)]
+                     decide.verdicts([r for r in self.rows if r.machine_fingerprint == fp], self.design)]
                 for fp in fps}
         return self._per_machine
 
     def between_machines(self) -> list[Replication]:
         """Each comparison across the study's machines: replicates, differs or not known."""
         per = self.per_machine()
-        return replicate(list(per.values()), self.policy.margin) if per else []
+        return replicate(list(per.values()), self.design.margin) if per else []
 
     def where(self) -> str:
         """Where the answers hold: the machine(s) in a few words, and how the runs were measured."""
@@ -107,7 +117,7 @@ class Study:
 
     @property
     def baseline(self) -> str:
-        return self.plan.get("baseline", "glibc")
+        return self.design.baseline
 
     @property
     def allocators(self) -> list[str]:
@@ -122,6 +132,14 @@ class Study:
     def valid(self) -> list[RunRow]:
         """Rows that count: finished, and the allocator proved."""
         return [r for r in self.rows if r.status == "ok" and r.allocator_verified]
+
+    def rows_of(self, names: tuple[str, ...]) -> list[RunRow]:
+        """The rows of a workload (by its names)."""
+        return [r for r in self.rows if r.workload in names]
+
+    def valid_of(self, names: tuple[str, ...]) -> list[RunRow]:
+        """The valid rows of a workload (by its names)."""
+        return [r for r in self.valid() if r.workload in names]
 
     def profiled(self, purpose: str = "profile") -> list[RunRow]:
         """The valid runs of a purpose other than measuring: "profile" or "calls"."""
@@ -230,7 +248,7 @@ def paired(study: Study, base: dict[int, float] | None, var: dict[int, float] | 
     """variant/baseline paired by round, at the study's confidence, with its verdict word."""
     if not base or not var:
         return None
-    iv, word = decide.compare(base, var, higher_is_better, study.policy)
+    iv, word = decide.ratio_verdict(base, var, higher_is_better, study.design)
     return stats.Comparison(iv.ratio, iv.ci_low, iv.ci_high, word, (iv.ratio - 1) * 100)
 
 
@@ -288,7 +306,7 @@ def engine_ratios(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple
     engines = study.engines
     if len(engines) < 2:
         return []
-    ref = study.plan.get("baseline_engine") or engines[0]
+    ref = study.design.baseline_engine or engines[0]
     groups = by_cell_rounds(study.valid(), metric.column)
     out = []
     for cell in sorted(groups, key=sort_key):
@@ -335,6 +353,8 @@ def engine_notes(study: Study) -> list[str]:
 
 
 def warnings(study: Study) -> list[str]:
+    """What a report warns of about the study's runs (the files it could not read are the
+    study's `problems`, added by the report after it has read them all)."""
     out = [f"engine defect: {n}" for n in engine_notes(study)]
     bad_aux = [r for r in study.aux if not (r.status == "ok" and r.allocator_verified)]
     if bad_aux:
@@ -362,7 +382,7 @@ def warnings(study: Study) -> list[str]:
             out.append(f"outlier run(s) in {label}: repeat(s) {', '.join(str(i + 1) for i in s.stats.outliers)} "
                        "(kept, marked here)")
     stop = (study.schedule.get("stop") or {})
-    pol = study.policy
+    pol = study.design
     if pol.adaptive and stop.get("reason") in ("budget", None) and study.rows:
         counts: dict = defaultdict(int)
         for r in study.valid():
@@ -387,4 +407,4 @@ def warnings(study: Study) -> list[str]:
         worst = max(busy, key=lambda r: r.other_busy_cores)
         out.append(f"the machine was busy during {len(busy)} run(s): other processes used up to "
                    f"{worst.other_busy_cores:.2f} cores (during {worst.run_id})")
-    return out + sorted(study.problems)
+    return out

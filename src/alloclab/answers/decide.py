@@ -4,7 +4,8 @@ A study's questions are comparisons of two groups of runs that differ in one thi
 `allocators` (each allocator against the baseline allocator, same engine and cell),
 `engines` (each engine against the baseline engine, same cell and allocator) and `profiles`
 (each engine-settings profile against the first one). Each comparison is made on three
-metrics: throughput (NOPM for TPC-C), p99 latency per call and peak RSS. The ratio
+metrics: throughput (NOPM for TPC-C), p99 latency per call and peak RSS, and for a server's
+life also creep, given back and overhead (metrics.LIFE). The ratio
 variant / baseline gets an interval that pairs runs of the same round (see
 stats.ratio_interval) and one verdict word (stats.verdict_word).
 
@@ -20,37 +21,22 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from alloclab.answers import stats
-from alloclab.answers.metrics import METRICS, THROUGHPUT, Metric, value
-from alloclab.plan import workloads
-from alloclab.plan.design import (
-    DEFAULT_MARGIN,
-    DEFAULT_MAX_ROUNDS,
-    DEFAULT_MIN_RUNS,
-    DEFAULT_TARGET_CI,
-    OVERALL_ALPHA,
-    default_questions,
-    plan_looks,
-    taken_looks,
-)
-from alloclab.results.store import RunRow
-
-# What identifies a cell apart from the allocator and the repeat (threads last: sweeps drop it).
-CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "profile", "warehouses",
-               "shape", "client", "tpcc_mode", "threads")
-
-
+from alloclab.answers.metrics import LIFE, THROUGHPUT, Metric, for_rows, value
+from alloclab.plan import workload
+from alloclab.plan.design import FASTER, HIGHER, LOWER, SLOWER, UNDECIDED, Design
+from alloclab.results.store import CELL_FIELDS, RunRow
 
 
 def cell_of(r: RunRow) -> tuple:
-    """The row's cell: the common fields, as its workload identifies them (plan.workloads)."""
-    own = workloads.of(r.workload).identity(r)
+    """The row's cell: the common fields, as its workload identifies them (plan.workload)."""
+    own = workload.of(r.workload).identity(r)
     return tuple(own[f] if f in own else getattr(r, f) for f in CELL_FIELDS)
 
 
 def settings_of(cell: tuple) -> str:
     """The cell's parameters other than engine, part and threads, as a short label."""
     c = dict(zip(CELL_FIELDS, cell))
-    return workloads.of(c["workload"]).settings(c)
+    return workload.of(c["workload"]).settings(c)
 
 
 Unit = tuple  # (cell key as in runs.csv's `cell`, allocator): what one run of a round measures
@@ -100,55 +86,6 @@ CSV_COLUMNS = ("engine", "workload", "threads", "settings", "metric", "baseline"
                "confidence", "machine_fingerprint")
 
 
-@dataclass(frozen=True)
-class Policy:
-    """How a study decides: the questions it asks, the bar for an answer, and when it looks."""
-
-    questions: tuple[str, ...] = ("allocators",)
-    baseline: str = "glibc"
-    baseline_engine: str = ""
-    margin: float = DEFAULT_MARGIN
-    target_ci: float = DEFAULT_TARGET_CI
-    min_runs: int = DEFAULT_MIN_RUNS
-    max_rounds: int = DEFAULT_MAX_ROUNDS
-    adaptive: bool = True
-    profiles: tuple[str, ...] = ()
-    looks: tuple[int, ...] = ()  # the rounds after which comparisons may be decided (adaptive)
-
-    @property
-    def planned_looks(self) -> tuple[int, ...]:
-        return self.looks or plan_looks(self.max_rounds, self.min_runs)
-
-    @property
-    def confidence(self) -> float:
-        """Per-look confidence: Pocock's level for the study's number of looks, overall 4 %."""
-        if not self.adaptive:
-            return 0.95
-        return 1 - stats.look_alpha(len(self.planned_looks), overall=OVERALL_ALPHA)
-
-    def last_look(self, rounds_done: int) -> int | None:
-        """The latest look at or before this many finished rounds, if any."""
-        return max((x for x in self.planned_looks if x <= rounds_done), default=None)
-
-    @classmethod
-    def from_plan(cls, plan: dict, schedule: dict | None = None) -> Policy:
-        """From a plan's JSON (plan.json) and its rounds.json (the looks it planned), so that a
-        report decides as the study did."""
-        allocs = [a["name"] if isinstance(a, dict) else a.name for a in plan.get("allocators", [])]
-        engines = list(plan.get("engines", []))
-        design = (schedule or {}).get("design") or {}
-        return cls(questions=tuple(plan.get("questions") or default_questions(allocs, engines)),
-                   baseline=plan.get("baseline") or (allocs[0] if allocs else "glibc"),
-                   baseline_engine=plan.get("baseline_engine") or (engines[0] if engines else ""),
-                   margin=float(plan.get("margin_pct", 100 * DEFAULT_MARGIN)) / 100,
-                   target_ci=float(plan.get("target_ci_pct", 100 * DEFAULT_TARGET_CI)) / 100,
-                   min_runs=int(plan.get("min_runs") or DEFAULT_MIN_RUNS),
-                   max_rounds=int(plan.get("max_rounds") or DEFAULT_MAX_ROUNDS),
-                   adaptive=plan.get("runs") is None,
-                   profiles=tuple(plan.get("profiles") or ()),
-                   looks=taken_looks(design, (schedule or {}).get("stop"), len((schedule or {}).get("rounds") or ())))
-
-
 def pair_key(r: RunRow) -> tuple[int, str]:
     """Runs pair when they ran in the same round on the same node (a cell's runs of a round run
     back to back on one machine); on one machine, that is the round."""
@@ -182,7 +119,7 @@ def _cell_keys(rows: Iterable[RunRow]) -> dict[tuple, str]:
     return {cell_of(r): r.cell for r in rows}
 
 
-def _pairs_to_compare(policy: Policy, cells: Iterable[tuple], allocators_of: dict) -> list[tuple]:
+def _pairs_to_compare(policy: Design, cells: Iterable[tuple], allocators_of: dict) -> list[tuple]:
     """(kind, base cell, base allocator, variant cell, variant allocator) for every question."""
     cells = sorted(set(cells), key=lambda c: tuple(str(x) for x in c))
     cellset = set(cells)
@@ -210,17 +147,19 @@ def _pairs_to_compare(policy: Policy, cells: Iterable[tuple], allocators_of: dic
     return out
 
 
-def compare(base: dict, var: dict, higher_is_better: bool, policy: Policy) -> tuple[stats.RatioInterval, str]:
+def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design) -> tuple[stats.RatioInterval, str]:
     """The one rule for a comparison: variant / baseline, paired by round, at the policy's
     confidence, and its verdict word (faster, slower, equivalent or undecided)."""
     iv = stats.ratio_interval(base, var, confidence=policy.confidence)
     if iv.ci_low is None:
-        return iv, "undecided"
+        return iv, UNDECIDED
     return iv, stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, policy.margin)
 
 
-def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = METRICS) -> list[Verdict]:
-    """Every comparison the policy asks, on every metric, from the rows as they stand."""
+def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | None = None) -> list[Verdict]:
+    """Every comparison the policy asks, on every metric (by default: those the rows measured,
+    metrics.for_rows), from the rows as they stand."""
+    metrics = for_rows(rows) if metrics is None else metrics
     keys = _cell_keys(rows)
     machines: dict[tuple, set[str]] = defaultdict(set)
     for r in rows:
@@ -232,9 +171,11 @@ def verdicts(rows: list[RunRow], policy: Policy, metrics: Iterable[Metric] = MET
         groups = _groups(rows, m)
         allocators_of = {c: list(g) for c, g in groups.items()}
         for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
-            iv, word = compare(groups[bc][ba], groups[vc][va], m.higher_is_better, policy)
+            iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy)
+            if m.higher_is_better and m is not THROUGHPUT:  # more given back is higher, not faster
+                word = {FASTER: HIGHER, SLOWER: LOWER}.get(word, word)
             todo = None
-            if word == "undecided":
+            if word == UNDECIDED:
                 todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf, margin=policy.margin)
             c = dict(zip(CELL_FIELDS, vc))
             base_label = {"allocators": ba, "engines": bc[0], "profiles": bc[CELL_FIELDS.index("profile")]}[kind]
@@ -273,13 +214,19 @@ def unit_states(rows: list[RunRow]) -> dict[Unit, UnitState]:
     return out
 
 
-def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Policy) -> tuple[set, dict[Unit, str]]:
+def stopping(rows: list[RunRow]) -> tuple[Metric, ...]:
+    """The metrics besides throughput whose comparisons must be decided before a unit stops: a
+    life's memory metrics, where the rows measured them."""
+    return tuple(m for m in for_rows(rows) if m in LIFE)
+
+
+def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design) -> tuple[set, dict[Unit, str]]:
     """The units that get a run in the next round, and why each other unit does not.
 
     Comparisons are decided only at the policy's looks: until the first, every unit runs; after
-    it, a unit runs while any comparison it takes part in (on throughput) was undecided at the
-    latest look. Stopping and deciding agree: a unit stops for its comparisons' verdicts
-    (equivalent included), never for its own precision alone. A unit with no comparison runs
+    it, a unit runs while any comparison it takes part in (on throughput, and on a life's memory
+    metrics) was undecided at the latest look. Stopping and deciding agree: a unit stops for its
+    comparisons' verdicts (equivalent included), never for its own precision alone. A unit with no comparison runs
     until its own interval is within the target. A unit whose last two attempts failed gets no
     more runs."""
     units = list(units)
@@ -290,7 +237,8 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Policy) -> t
     if look is None:  # before the first look: everyone runs (but a unit that keeps failing)
         why = {u: "its last two runs failed or were not proved" for u in units if states.get(u, empty).failing}
         return {u for u in units if u not in why}, why
-    vs = verdicts([r for r in rows if r.repeat <= look], policy, (THROUGHPUT,))
+    # throughput's comparisons, and a life's memory comparisons where the study has lives
+    vs = verdicts([r for r in rows if r.repeat <= look], policy, (THROUGHPUT,) + stopping(rows))
 
     def precise(u: Unit) -> bool:
         hw = states.get(u, empty).half_width
@@ -316,14 +264,14 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Policy) -> t
             else:
                 active.add(u)
             continue
-        if any(v.verdict == "undecided" for v in comps):
+        if any(v.verdict == UNDECIDED for v in comps):
             active.add(u)
         else:
             why[u] = f"every comparison it takes part in was decided at the look after round {look}"
     # a comparison needs both sides in the same round: keep the partner of an active unit running
     for v in vs:
         if v.var_unit in active and v.base_unit in set(units) and not states.get(v.base_unit, empty).failing:
-            if v.verdict == "undecided" or states.get(v.base_unit, empty).n_valid < policy.min_runs:
+            if v.verdict == UNDECIDED or states.get(v.base_unit, empty).n_valid < policy.min_runs:
                 active.add(v.base_unit)
                 why.pop(v.base_unit, None)
     return active, why

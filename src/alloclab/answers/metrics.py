@@ -1,12 +1,14 @@
 """The one registry of metrics: what verdicts compare, what tables show and how sentences name
 them. A metric reads one runs.csv column; a verdict's throughput is the workload's headline
-column (NOPM for TPC-C, as HammerDB reports it; plan.workloads)."""
+column (NOPM for TPC-C, as HammerDB reports it; plan.workload). A server's life (issue 36) adds
+creep, given back and overhead, compared only in studies whose rows have them (`for_rows`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from alloclab.plan import workloads
+from alloclab.plan import workload
 from alloclab.results.store import RunRow
 
 
@@ -19,6 +21,10 @@ class Metric:
     higher_is_better: bool
     name: str = ""  # verdicts.csv's `metric` ("": never a verdict)
     words: str = ""  # in a sentence
+    # a ratio needs positive values: below `floor` (in `unit`) a value is taken as `floor`, the
+    # measurement's resolution, so that two runs with none of it compare as equal and one that
+    # went the other way is not dropped; without a floor a value of 0 or less is no value
+    floor: float | None = None
 
     def fmt(self, v: float | None) -> str:
         if v is None:
@@ -35,16 +41,38 @@ P99 = Metric("p99_ns", "p99 latency per call", "ms", 1e6, False, "p99_latency", 
 PEAK_RSS = Metric("peak_rss_bytes", "Peak RSS (VmHWM)", "MiB", 2**20, False, "peak_rss", "peak RSS")
 METRICS = (THROUGHPUT, P99, PEAK_RSS)  # what every comparison is made on
 NOPM = Metric("nopm", "TPC-C NOPM (from d_next_o_id)", "new orders/min", 1, True)
-BY_NAME = {m.name: m for m in METRICS}
+# a server's life: settled RSS's slope over cycles (under 1 MiB per cycle: none), the share of a
+# burst's excess given back while idle (under 5 %: nothing), RSS over the engine's own account at
+# the last idle end (none where the account is larger: it counts what it reserved)
+CREEP = Metric("creep_mib_per_cycle", "Creep (settled RSS per cycle)", "MiB/cycle", 1, False, "creep",
+               "creep of settled RSS", floor=1.0)
+GIVEN_BACK = Metric("given_back_share", "Given back after a burst", "share", 1, True, "given_back",
+                    "share of a burst given back", floor=0.05)
+OVERHEAD = Metric("overhead_bytes", "RSS over the engine's account", "MiB", 2**20, False, "overhead",
+                  "RSS over the engine's own account")
+LIFE = (CREEP, GIVEN_BACK, OVERHEAD)
+BY_NAME = {m.name: m for m in (*METRICS, *LIFE)}
+BY_COLUMN = {m.column: m for m in (*METRICS, NOPM)}  # a workload's headline column -> its metric
 
 
 def value(r: RunRow, m: Metric) -> float | None:
     """The row's value of a verdict's metric, None where the run has none (e.g. a client that
     printed no percentile). Throughput is the workload's headline column."""
-    v = getattr(r, workloads.of(r.workload).headline if m is THROUGHPUT else m.column)
+    v = getattr(r, workload.of(r.workload).headline if m is THROUGHPUT else m.column)
+    if v is None:
+        return None
     if m.scale != 1:
         v = v / m.scale
+    if m.floor is not None:
+        return float(max(v, m.floor))
     return float(v) if v and v > 0 else None
+
+
+def for_rows(rows: Iterable[RunRow]) -> tuple[Metric, ...]:
+    """The metrics a study's verdicts are made on: every study's, and a life's where its rows
+    measured one (a study without lives keeps its verdicts as they were)."""
+    rows = list(rows)
+    return METRICS + tuple(m for m in LIFE if any(getattr(r, m.column) is not None for r in rows))
 
 
 def words(name: str) -> str:

@@ -4,19 +4,29 @@ one's (the ratio of their ratios) with a 95 % interval: "replicates" when that i
 within the plan's margin, "differs" when it excludes 1, else "not known"; and Cochran's Q with
 I², the share of the spread between studies that their own noise does not explain.
 
+What to expect on a new machine (`new_machine`): per comparison, the studies' mean log ratios
+pooled with a random-effects model (DerSimonian & Laird), τ (the spread between machines) and a
+95 % prediction interval for one more machine of the kind the studies ran on (Higgins, Thompson
+& Spiegelhalter 2009), with a verdict on that interval at the plan's margin.
+
+Before/after of one cell and allocator in two folders (`between_folders`): decide's rule, once.
+
 Pure: studies' verdicts in, replications out (decide makes the verdicts, from stored rows).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from scipy import stats as _scipy_stats
 
+from alloclab.answers import decide
 from alloclab.answers.decide import Verdict
-from alloclab.answers.stats import RatioInterval
-from alloclab.plan.design import DEFAULT_MARGIN
+from alloclab.answers.metrics import BY_NAME
+from alloclab.answers.stats import RatioInterval, verdict_word
+from alloclab.plan.design import DEFAULT_MARGIN, UNDECIDED, Design
 
 REPLICATES, DIFFERS, NOT_KNOWN = "replicates", "differs", "not known"
 
@@ -94,3 +104,88 @@ def replicate(studies: list[list[Verdict]], margin: float = DEFAULT_MARGIN) -> l
             outcome = NOT_KNOWN
         out.append(Replication(k, vs, against, outcome, q, p, i2))
     return out
+
+
+# --- what to expect on a new machine ------------------------------------------------------
+
+PREDICTION = 0.95
+RULE_K2 = ("2 studies: Higgins' t with k − 2 = 0 degrees of freedom has no interval; shown: t with 1 degree of "
+           "freedom, wide because 2 machines say little about the spread between machines")
+
+
+@dataclass(frozen=True)
+class NewMachine:
+    """One comparison over k studies: the random-effects pooled ratio with its 95 % interval, τ
+    and the 95 % prediction interval of the ratio on one more machine, with its verdict."""
+
+    key: tuple  # as Replication.key
+    k: int  # the studies with an interval (those pooled)
+    ratio: float
+    ci_low: float
+    ci_high: float
+    tau: float  # between-study standard deviation of the log ratio (DerSimonian–Laird)
+    pi_low: float
+    pi_high: float
+    df: int  # of the prediction interval's t
+    outcome: str  # faster/slower (higher/lower), equivalent, or NOT_KNOWN
+    rule: str  # how the prediction interval was made where Higgins' formula has none ("": it has one)
+
+
+def random_effects(means: list[float], ses: list[float]) -> tuple[float, float, float]:
+    """DerSimonian–Laird: the pooled mean, its standard error and τ² from each study's mean and
+    standard error (every standard error > 0)."""
+    w = [1 / s ** 2 for s in ses]
+    sw = sum(w)
+    fixed = sum(wi * m for wi, m in zip(w, means)) / sw
+    q = sum(wi * (m - fixed) ** 2 for wi, m in zip(w, means))
+    c = sw - sum(wi ** 2 for wi in w) / sw
+    tau2 = max(0.0, (q - (len(means) - 1)) / c) if c > 0 else 0.0
+    ws = [1 / (s ** 2 + tau2) for s in ses]
+    mu = sum(wi * m for wi, m in zip(ws, means)) / sum(ws)
+    return mu, math.sqrt(1 / sum(ws)), tau2
+
+
+def predict(vs: list[Verdict], margin: float = DEFAULT_MARGIN, confidence: float = PREDICTION) -> NewMachine | None:
+    """One comparison's studies (the same key, one verdict each) -> what to expect on a new
+    machine; None with fewer than 2 studies that have an interval. The pooled interval is the
+    normal one of DerSimonian–Laird; the prediction interval is μ ± t(k − 2) · √(τ² + SE(μ)²)
+    (Higgins et al. 2009), with k = 2 the stated rule RULE_K2 (t with 1 degree of freedom)."""
+    have = [v for v in vs if v is not None and v.mean_log is not None and v.se_log]
+    if len(have) < 2:
+        return None
+    k = len(have)
+    mu, se, tau2 = random_effects([v.mean_log for v in have], [v.se_log for v in have])
+    z = float(_scipy_stats.norm.ppf(1 - (1 - confidence) / 2))
+    df = max(1, k - 2)
+    half = float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, df)) * math.sqrt(tau2 + se ** 2)
+    lo, hi = math.exp(mu - half), math.exp(mu + half)
+    metric = BY_NAME.get(have[0].metric)
+    word = verdict_word(lo, hi, metric.higher_is_better if metric else True, margin)
+    return NewMachine(key(have[0]), k, math.exp(mu), math.exp(mu - z * se), math.exp(mu + z * se), math.sqrt(tau2),
+                      lo, hi, df, NOT_KNOWN if word == UNDECIDED else word, RULE_K2 if k == 2 else "")
+
+
+def new_machine(studies: list[list[Verdict]], margin: float = DEFAULT_MARGIN) -> list[NewMachine]:
+    """Every comparison that at least two of the studies made with an interval, in key order."""
+    by_key = [{key(v): v for v in vs} for vs in studies]
+    keys = sorted({k for d in by_key for k in d}, key=lambda k: [str(x) for x in k])
+    out = [predict([d.get(k) for d in by_key], margin) for k in keys]
+    return [p for p in out if p is not None]
+
+
+# --- before/after of two folders ----------------------------------------------------------
+
+def between_folders(before: Mapping, after: Mapping, higher_is_better: bool,
+                    policy: Design) -> tuple[RatioInterval, str]:
+    """after ÷ before of one cell and allocator in two folders (runs keyed as decide keys them),
+    by decide's rule for one look (95 %) at the policy's margin. Runs of two folders never ran in
+    one round, so none pair: decide's rule then takes Welch's interval on the logs of each
+    folder's runs. (What the folders do share, each allocator's baseline in every round, makes
+    the ratio of ratios: `replicate`.)"""
+    b = {("before", *_as_tuple(k)): v for k, v in before.items()}
+    a = {("after", *_as_tuple(k)): v for k, v in after.items()}
+    return decide.ratio_verdict(b, a, higher_is_better, replace(policy, adaptive=False, looks=()))
+
+
+def _as_tuple(k) -> tuple:
+    return k if isinstance(k, tuple) else (k,)

@@ -9,10 +9,10 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from alloclab.answers import analyse, decide, metrics, replicate, stats
+from alloclab.answers import analyse, causes, decide, metrics, replicate, stats
 from alloclab.core.units import fmt_duration
-from alloclab.plan import presets, workloads
-from alloclab.plan.design import DEFAULT_MARGIN
+from alloclab.plan import presets, workload
+from alloclab.plan.design import DECIDED_WORDS, DEFAULT_MARGIN, EQUIVALENT, FASTER, LOWER, UNDECIDED
 
 COMPARISON_NOUN = {"allocators": "allocator", "engines": "engine", "profiles": "profile"}
 
@@ -26,9 +26,16 @@ class Answers:
     to_decide: str  # budget that would decide the rest ("" when nothing is left)
     margin_pct: float = 100 * DEFAULT_MARGIN
     lines: list[str] = field(default_factory=list)  # the short answer: one line per cell of the main question
+    # the short answer grouped under each cell: (the cell, its lines); "" for a line of the whole study
+    groups: list[tuple[str, list[str]]] = field(default_factory=list)
+    subline: str = ""  # under the headline: rounds, time, why it stopped, what would decide the rest
     where: str = ""  # the machine(s) the answers hold on, in a few words, and how the runs were measured
     # on machines that differ: every comparison on each machine alone first, then the pooled ones
     machines_first: list[decide.Verdict] = field(default_factory=list)
+    # a comparison's baseline unit -> the unit of its workload's throughput ("": the metric's own)
+    headline_units: dict = field(default_factory=dict)
+    # (metric, baseline unit, variant unit) -> its marks on the forest plot (causes.marks)
+    marks: dict = field(default_factory=dict)
 
 
 def _pct(x: float) -> str:
@@ -58,14 +65,14 @@ def phrase(v: decide.Verdict) -> str:
     if v.ci_low is None:
         return (f"{v.variant} against {v.baseline}: undecided ({_pct(v.delta_pct):s} % from "
                 f"{_rounds(v)}, too few for an interval)")
-    if v.verdict in ("faster", "slower", "higher", "lower"):
+    if v.verdict in DECIDED_WORDS:
         if big:
             return (f"{v.variant} is {v.ratio:.2f}× {v.baseline} ({v.verdict}; 95 % CI {v.ci_low:.2f}–"
                     f"{v.ci_high:.2f}×, {_rounds(v)})")
         lo, hi = sorted((abs(v.ci_low - 1) * 100, abs(v.ci_high - 1) * 100))
         return (f"{v.variant} is {v.verdict} than {v.baseline} by {abs(v.delta_pct):.1f} % "
                 f"(95 % CI {lo:.1f}–{hi:.1f} %, {_rounds(v)})")
-    if v.verdict == "equivalent":
+    if v.verdict == EQUIVALENT:
         return (f"{v.variant} is equivalent to {v.baseline} ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} %, "
                 f"95 % CI {_ci_pct(v)}, {_rounds(v)})")
     more = ""
@@ -95,7 +102,7 @@ def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
         return f"{v.variant} {_signed(d)} % (no interval yet)"
     lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
     word = v.verdict
-    if word == "undecided" and lo < 0 < hi:  # no difference shown: say how large one could still be
+    if word == UNDECIDED and lo < 0 < hi:  # no difference shown: say how large one could still be
         word = f"equivalent within ±{max(-lo, hi):.1f} % (undecided at the ±{margin_pct:g} % margin)"
     return f"{v.variant} {_signed(d)} % [{_signed(lo)}, {_signed(hi)}] {word}"
 
@@ -116,7 +123,7 @@ def _top(vs: list[decide.Verdict], better: str, sign: int) -> str:
 def best(speed: list[decide.Verdict], memory: list[decide.Verdict]) -> str:
     """"fastest: … ; leanest: …" of one cell: the allocator decided fastest against the baseline
     and the one decided leanest on peak RSS, each with the others its interval cannot tell apart."""
-    return f"fastest: {_top(speed, 'faster', 1)}; leanest (peak RSS): {_top(memory, 'lower', -1)}"
+    return f"fastest: {_top(speed, FASTER, 1)}; leanest (peak RSS): {_top(memory, LOWER, -1)}"
 
 
 def _question(v: decide.Verdict) -> tuple:
@@ -136,9 +143,45 @@ def _effect(v: decide.Verdict) -> float:
     return abs(math.log(v.ratio)) if v.ratio else 0.0
 
 
+HEADLINE_NAMES = 3  # a headline names each comparison of one cell up to this many; more are counted
+
+
+def answer_headline(primary: list[decide.Verdict], decided: list[decide.Verdict], counts: dict, where: str) -> str:
+    """One sentence: what is decided on throughput and where it holds (the stopping rule and the
+    looks are the line under it). A cell's few comparisons are named with their ratios; more,
+    or several cells, are counted by verdict (the lines under the forest plot name them)."""
+    base = f" vs {primary[0].baseline}" if len({v.baseline for v in primary}) == 1 else ""
+    if len(primary) <= HEADLINE_NAMES and len({_question(v) for v in primary}) == 1:
+        what = ": " + ", ".join(f"{v.variant} {_signed(v.delta_pct)} % {v.verdict}" if v.ratio is not None
+                                else f"{v.variant} without valid runs"
+                                for v in sorted(primary, key=lambda v: -_effect(v)))
+    else:
+        what = " (" + ", ".join(f"{n} {w}" for w, n in sorted(counts.items())) + ")" if counts else ""
+    n = f"{len(decided)} of {len(primary)} decided" if decided else f"None of {len(primary)} decided yet"
+    return f"{n} on throughput{base}{what}; on {where}."
+
+
+def _quiet(found: list, v: decide.Verdict) -> str:
+    """Where a comparison's ratio depends on the host's state: its value on a quiet host beside
+    the average the verdict uses (answers.dependence)."""
+    f = causes.for_verdict(found, v)
+    if f is None or f.quiet is None:
+        return ""
+    q = f.quiet
+    return (f" (on a quiet host {_signed(q.delta_pct)} % [{_signed((q.ci_low - 1) * 100)}, "
+            f"{_signed((q.ci_high - 1) * 100)}], the verdict uses the {f.verdict_uses})")
+
+
+def _headline_words(by_unit: dict, v: decide.Verdict) -> str:
+    """What a verdict's throughput is, in words: its runs' workload's headline (a verdict's
+    `workload` is the cell's part, not the workload)."""
+    rows = by_unit.get(tuple(v.base_unit))
+    return workload.of(rows[0].workload).headline_words if rows else "throughput"
+
+
 def build(study: analyse.Study) -> Answers:
     vs = study.verdicts()
-    pol = study.policy
+    pol = study.design
     primary = [v for v in vs if v.metric == "throughput"]
     by_q: dict[tuple, list[decide.Verdict]] = defaultdict(list)
     for v in primary:
@@ -149,27 +192,30 @@ def build(study: analyse.Study) -> Answers:
     by_unit: dict[tuple, list] = defaultdict(list)
     for r in study.valid() + study.profiled():
         by_unit[(r.cell, r.allocator)].append(r)
-    lines = []
+    lines: list[str] = []
+    groups: list[tuple[str, list[str]]] = []
+    found = study.findings()
     memory = defaultdict(list)  # the same questions on peak RSS: the memory answer beside the speed one
     for v in vs:
         if v.metric == "peak_rss" and v.ratio is not None:
             memory[_question(v)].append(v)
     for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
         items = sorted(by_q[q], key=lambda v: -_effect(v))
-        what = workloads.of(items[0].workload).headline_words
+        what = _headline_words(by_unit, items[0])
         sentences.append(f"{_where(items[0])}, {what}: " + "; ".join(phrase(v) + _why(by_unit, v) for v in items) + ".")
-        lines.append(f"{cell_label(items[0])}, {what} vs {items[0].baseline}: "
-                     + "; ".join(short(v, 100 * pol.margin) for v in items))
+        own = [f"{what} vs {items[0].baseline}: " + "; ".join(short(v, 100 * pol.margin) + _quiet(found, v)
+                                                                for v in items)]
         mem = sorted(memory.get(q, []), key=lambda v: -_effect(v))
         if mem and items[0].comparison == "allocators" and len(items) > 1:  # several allocators: which to ship
-            lines.append(f"{cell_label(mem[0])}, {metrics.words('peak_rss')} vs {mem[0].baseline}: "
-                         + "; ".join(short(v, 100 * pol.margin) for v in mem))
-            lines.append(f"{cell_label(items[0])}: " + best(items, mem))
+            own += [f"{metrics.words('peak_rss')} vs {mem[0].baseline}: "
+                    + "; ".join(short(v, 100 * pol.margin) for v in mem), best(items, mem)]
+        groups.append((cell_label(items[0]), own))
+        lines += [f"{cell_label(items[0])}, {x}" for x in own]
     # latency and memory: a sentence where something is decided (the table holds the rest)
     for metric in ("p99_latency", "peak_rss"):
         by_m: dict[tuple, list[decide.Verdict]] = defaultdict(list)
         for v in vs:
-            if v.metric == metric and v.verdict != "undecided":
+            if v.metric == metric and v.verdict != UNDECIDED:
                 by_m[_question(v)].append(v)
         for q in sorted(by_m, key=lambda q: (-max(_effect(v) for v in by_m[q]), [str(x) for x in q])):
             items = sorted(by_m[q], key=lambda v: -_effect(v))
@@ -184,8 +230,9 @@ def build(study: analyse.Study) -> Answers:
     notes = _between_machines(study) + _host_state(study) + notes
     sentences = _unanswered(study) + sentences + notes
     lines = _unanswered(study) + lines + notes
-    decided = [v for v in primary if v.verdict != "undecided"]
-    undecided = [v for v in primary if v.verdict == "undecided"]
+    groups = [("", [x]) for x in _unanswered(study)] + groups + [("", [x]) for x in notes]
+    decided = [v for v in primary if v.verdict != UNDECIDED]
+    undecided = [v for v in primary if v.verdict == UNDECIDED]
     counts = defaultdict(int)
     for v in decided:
         counts[v.verdict] += 1
@@ -193,24 +240,20 @@ def build(study: analyse.Study) -> Answers:
     rounds = max((r.repeat for r in study.rows), default=0)  # rounds in which a run finished
     spent = study.schedule.get("elapsed_s")
     to_decide = _to_decide(study, undecided)
+    where = study.where()
+    others = [v for v in vs if v.metric != "throughput" and v.verdict != UNDECIDED]
     if not primary:
         headline = ("Nothing to compare: the study has no pair of " +
                     " or ".join(COMPARISON_NOUN[q] + "s" for q in pol.questions) + " with valid runs in the same cell.")
-    elif not decided:
-        others = [v for v in vs if v.metric != "throughput" and v.verdict != "undecided"]
-        headline = (f"Nothing is decided yet on throughput: all {len(primary)} comparison(s) are undecided after "
-                    f"{rounds} round(s)" + (f" ({stop})" if stop else "") + ". "
-                    + (to_decide or "More rounds are needed.")
-                    + (f" Decided on latency or memory: {len(others)} (below)." if others else ""))
     else:
-        parts = ", ".join(f"{n} {w}" for w, n in sorted(counts.items()))
-        headline = (f"{len(decided)} of {len(primary)} comparison(s) decided on throughput ({parts})"
-                    + (f"; {len(undecided)} undecided" if undecided else "")
-                    + f", after {rounds} round(s)" + (f" in {fmt_duration(spent)}" if spent else "")
-                    + (f"; stopped: {stop}" if stop else "") + "."
-                    + (f" {to_decide}" if undecided and to_decide else ""))
-    where = study.where()
-    headline += f" Measured on {where}: an answer about this machine (versions under Environment)."
+        headline = answer_headline(primary, decided, counts, where)
+    subline = (f"After {rounds} round(s)" + (f" in {fmt_duration(spent)}" if spent else "")
+               + (f"; stopped: {stop}" if stop else "") + "."
+               + (f" {to_decide}" if undecided and to_decide else "")
+               + (" More rounds are needed." if primary and not decided and not to_decide else "")
+               + (f" Decided on latency or memory: {len(others)} (below)." if primary and not decided and others
+                  else "")
+               + " An answer about this machine (versions under Environment).")
     looks = pol.planned_looks
     look = (f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
             f"round{'s' if len(looks) > 1 else ''} {', '.join(map(str, looks))}), so that over all of them the "
@@ -227,7 +270,13 @@ def build(study: analyse.Study) -> Answers:
     per = [v for vs_ in study.per_machine().values() for v in vs_]
     first = sorted(per, key=lambda v: (order.get(v.metric, 9), v.machine, -_effect(v)))
     first += [v for v in table if not v.machine]
-    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin, lines, where, first if per else [])
+    units = {tuple(v.base_unit): workload.of(rs[0].workload).headline_unit for v in vs
+             if (rs := by_unit.get(tuple(v.base_unit)))}
+    own = study.own_slopes()
+    marked = {(v.metric, tuple(v.base_unit), tuple(v.var_unit)): m for v in primary
+              if (m := causes.marks(causes.for_verdict(found, v), own))}
+    return Answers(headline, sentences, note, table, to_decide, 100 * pol.margin, lines, groups, subline, where,
+                   first if per else [], units, marked)
 
 
 WHY_FIELDS = (("alloc_cpu_self_pct", "allocator share of CPU", "{:.1f} %"),
@@ -256,20 +305,30 @@ def _finding_label(f) -> str:
 
 
 def _host_state(study: analyse.Study) -> list[str]:
-    """A comparison whose ratio moves with the host's state, or drifted during the study, says
-    so instead of one number that averages two regimes."""
-    out = []
-    for f in study.findings():
-        if f.slope is not None and f.slope.depends and f.slow and f.fast:
-            out.append(f"{_finding_label(f)}: {_pct(100 * (f.slow - 1))} % while the host was slow, "
-                       f"{_pct(100 * (f.fast - 1))} % while it was fast (slope of the log ratio on the "
-                       f"{f.slope.state}: {f.slope.slope:+.2f} [{f.slope.ci_low:+.2f}, {f.slope.ci_high:+.2f}], "
-                       f"{f.slope.n} rounds); the verdict depends on the host's load.")
-        if f.drifted and all(f.halves):
-            out.append(f"{_finding_label(f)}: {_pct(100 * (f.halves[0] - 1))} % in the first half of the rounds, "
-                       f"{_pct(100 * (f.halves[1] - 1))} % in the second (ratio of ratios {f.drift.ratio:.3f} "
-                       f"[{f.drift.ci_low:.3f}, {f.drift.ci_high:.3f}]): the effect drifted during the study.")
+    """Where comparisons depend on the host's state or drifted: once per cell where that is one
+    fact about the baseline (its own speed moves differently from every other allocator's), and
+    one line pointing at the marks on the forest plot and the table that holds each comparison's
+    slope, its slow and fast regimes, the quiet-host ratio and the halves (report: dependence)."""
+    found, out = study.findings(), []
+    for o in study.own_slopes():
+        if o.one_fact and o.difference and any(f.depends and f.cell == o.cell for f in found):
+            b = o.slopes[o.baseline]
+            out.append(f"{analyse.cell_dict(o.cell)['engine']} {analyse.cell_dict(o.cell)['part']}: "
+                       f"{o.baseline}'s speed moves {'less' if o.difference.slope > 0 else 'more'} with the host's "
+                       f"state than every other allocator's ({o.baseline} {b.slope:+.2f}, the others "
+                       f"{o.pooled.slope:+.2f} pooled, on the {o.state}): the comparisons that depend on the "
+                       f"host are one fact about {o.baseline}.")
+    depends, drifted = sum(f.depends for f in found), sum(f.drifted for f in found)
+    if depends or drifted:
+        out.append(f"{depends} comparison(s) depend on the host's load ({MARK_GLYPHS[causes.MARK_DEPENDS]} on the "
+                   f"forest plot) and {drifted} drifted between the halves of the study "
+                   f"({MARK_GLYPHS[causes.MARK_DRIFTED]}): their slopes, slow and fast regimes, quiet-host ratios and "
+                   "halves are in the table \"Dependence on the host's state\".")
     return out
+
+
+# how the forest plot and its caption mark a comparison (causes.marks)
+MARK_GLYPHS = {causes.MARK_DEPENDS: "◆", causes.MARK_BASELINES: "(the baseline's)", causes.MARK_DRIFTED: "~"}
 
 
 def _between_machines(study: analyse.Study) -> list[str]:
@@ -333,7 +392,7 @@ def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
         return (lead + "the smallest differences are too small for this noise: more than 1,000 further rounds "
                 "would be needed; a quieter machine or longer windows would help more than rounds.")
     text = lead + f"{'all' if lead else 'About'} {rounds} more round(s) would decide the rest"
-    if not study.policy.adaptive:
+    if not study.design.adaptive:
         return (text + f" (this study ran a fixed number of runs: run it again without --runs, and with a budget of "
                 f"about {fmt_duration((rounds + 3) * per_round * 1.1)})." if per_round > 0 else text + ".")
     if per_round > 0:
@@ -353,12 +412,23 @@ def to_json(answers: Answers) -> str:
                        "verdicts": verdict_rows(answers)}, indent=2, default=str) + "\n"
 
 
+def head_markdown(answers: Answers) -> list[str]:
+    """The headline (bold) and the line under it."""
+    return ["## Answers", "", f"**{answers.headline}**", ""] + ([answers.subline, ""] if answers.subline else [])
+
+
+def lines_markdown(answers: Answers) -> list[str]:
+    """The short answers, grouped under their cell (a study-wide line stands alone)."""
+    out = []
+    for label, items in answers.groups:
+        out += [f"- {x}" for x in items] if not label else [f"- {label}"] + [f"  - {x}" for x in items]
+    return out or ["- (no comparison)"]
+
+
 def to_markdown(answers: Answers) -> str:
-    """The answers as the command line prints them: the headline, one line per cell."""
-    lines = ["## Answers", "", f"**{answers.headline}**", ""]
-    lines += [f"- {s}" for s in answers.lines] or ["- (no comparison)"]
-    lines += ["", f"_{answers.note}_", ""]
-    return "\n".join(lines)
+    """The answers as the command line prints them: the headline, the line under it, then each
+    cell's answers under its name."""
+    return "\n".join(head_markdown(answers) + lines_markdown(answers) + ["", f"_{answers.note}_", ""])
 
 
 def details_markdown(answers: Answers) -> str:

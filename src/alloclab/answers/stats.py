@@ -1,6 +1,7 @@
 """Pure statistics for benchmark results: per-cell summaries with seeded bootstrap intervals,
-outlier flags, ratio comparisons between two groups of runs, spread across allocators and
-thread-sweep scaling. numpy only; no I/O."""
+outlier flags, the interval of a ratio between two groups of runs (paired by round where they
+pair: ratio_interval, the one rule every verdict uses, through decide), spread across allocators
+and thread-sweep scaling. numpy and scipy only; no I/O."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Callable
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from alloclab.plan.design import DEFAULT_MARGIN
+from alloclab.plan.design import DEFAULT_MARGIN, EQUIVALENT, FASTER, HIGHER, LOWER, SLOWER, UNDECIDED
 
 MIN_RUNS = 3
 _Z_CUTOFF = 3.5  # Iglewicz & Hoaglin
@@ -35,8 +36,10 @@ class CellStats:
 
 @dataclass(frozen=True)
 class Comparison:
-    ratio: float  # median(variant) / median(baseline)
-    ci_low: float | None  # bootstrap CI of the ratio; None when either n < 3
+    """A ratio variant / baseline as tables show it: decide's ratio (ratio_interval) and verdict."""
+
+    ratio: float  # the geometric mean of the per-round ratios (paired), else the ratio of geometric means
+    ci_low: float | None  # its interval; None where there is none
     ci_high: float | None
     verdict: str
     delta_pct: float  # (ratio - 1) * 100
@@ -141,47 +144,14 @@ def verdict_word(ci_low: float, ci_high: float, higher_is_better: bool = True,
     """One word for an interval of a ratio variant/baseline: the direction when it excludes 1
     (faster/slower for throughput, higher/lower for latency and memory), `equivalent` when it
     lies wholly inside [1 - margin, 1 + margin], else `undecided`."""
-    up, down = ("faster", "slower") if higher_is_better else ("higher", "lower")
+    up, down = (FASTER, SLOWER) if higher_is_better else (HIGHER, LOWER)
     if ci_low > 1:
         return up
     if ci_high < 1:
         return down
     if ci_low >= 1 - margin and ci_high <= 1 + margin:
-        return "equivalent"
-    return "undecided"
-
-
-def _verdict(ci_low: float, ci_high: float, higher_is_better: bool) -> str:
-    return verdict_word(ci_low, ci_high, higher_is_better)
-
-
-def compare(baseline: Iterable[float], variant: Iterable[float], *, higher_is_better: bool = True,
-            seed: int = 0, resamples: int = 10000, confidence: float = 0.95) -> Comparison:
-    """Ratio of medians variant/baseline with a bootstrap CI (groups resampled independently).
-
-    The verdict describes the variant relative to the baseline, and only when the CI excludes 1:
-    with higher_is_better=True (throughput) "faster" (CI above 1) or "slower" (CI below 1);
-    with higher_is_better=False (latency, RSS) "higher" (CI above 1) or "lower" (CI below 1).
-    "equivalent" when it lies inside 1 +- 2 %, else "undecided"; "insufficient data" when either
-    group has n < 3.
-    Raises ValueError when the baseline median, or a resampled one, is not positive."""
-    base = _finite_array(baseline, "baseline")
-    var = _finite_array(variant, "variant")
-    _check_bootstrap_args(resamples, confidence)
-    base_median = float(np.median(base))
-    if base_median <= 0:
-        raise ValueError(f"baseline median is {base_median}: a ratio needs a positive baseline")
-    ratio = float(np.median(var)) / base_median
-    delta_pct = (ratio - 1.0) * 100.0
-    if base.size < MIN_RUNS or var.size < MIN_RUNS:
-        return Comparison(ratio, None, None, "insufficient data", delta_pct)
-    rng = np.random.default_rng(seed)
-    boot_base = _boot_stats(base, np.median, rng, int(resamples))
-    boot_var = _boot_stats(var, np.median, rng, int(resamples))
-    if np.any(boot_base <= 0):
-        raise ValueError("baseline median is not positive in some resamples: ratio undefined")
-    ci_low, ci_high = _percentile_interval(boot_var / boot_base, confidence)
-    return Comparison(ratio, ci_low, ci_high, _verdict(ci_low, ci_high, higher_is_better), delta_pct)
+        return EQUIVALENT
+    return UNDECIDED
 
 
 def spread_pct(medians: Mapping[str, float]) -> tuple[str, str, float]:
@@ -239,33 +209,7 @@ def scaling(points: Mapping[float, float] | Iterable[tuple[float, float]], *, to
 
 
 # --- verdicts from rounds: paired log ratios, adjusted for repeated looks ------------------
-#
-# A study that stops when a comparison is decided looks at its data after every round; a
-# plain 95 % interval looked at 30 times calls a true difference of 0 "faster" or "slower" in
-# about a quarter of studies (tests/test_verdicts.py shows it). Adaptive studies therefore use,
-# at every look, the per-look level of Pocock's group-sequential design for the largest number
-# of looks the study may take: the intervals then hold together, over all looks, with about
-# 95 % probability. A study with a fixed number of runs looks once and uses plain 95 %.
-
-# Pocock's nominal two-sided per-look alpha for an overall 0.05, by number of looks
-# (Jennison & Turnbull, Group Sequential Methods, table 2.1; 50 and 100 extrapolated as
-# log-linear, and lowered a little: our first looks have 2-4 degrees of freedom).
-_POCOCK = ((1, 0.05), (2, 0.0294), (3, 0.0221), (4, 0.0182), (5, 0.0158), (6, 0.0142), (8, 0.0120),
-           (10, 0.0106), (15, 0.0086), (20, 0.0075), (30, 0.0060), (50, 0.0048), (100, 0.0036))
-
-
-def look_alpha(looks: int, overall: float = 0.05) -> float:
-    """Per-look two-sided alpha so that `looks` looks keep the overall error near `overall`."""
-    if looks < 1:
-        raise ValueError(f"looks must be >= 1, got {looks!r}")
-    xs = [k for k, _ in _POCOCK]
-    ys = [a for _, a in _POCOCK]
-    if looks >= xs[-1]:
-        a = ys[-1] * (xs[-1] / looks) ** 0.25
-    else:
-        a = float(np.exp(np.interp(np.log(looks), np.log(xs), np.log(ys))))
-    return a * overall / 0.05
-
+# (the per-look level is the design's: plan.design.look_alpha)
 
 @dataclass(frozen=True)
 class RatioInterval:

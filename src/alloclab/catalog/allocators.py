@@ -49,6 +49,7 @@ class Entry:
     root_sonames: tuple[str, ...] = ()  # its names inside the stack's root
     root_packages: tuple[str, ...] = ()  # trixie's package names: the first the suite has is installed
     refused: str = ""  # why it cannot be used here (never silently dropped)
+    link_package: str = ""  # the -dev package a link-time build of the driver (name@link) needs
 
     @property
     def source(self) -> str:
@@ -125,6 +126,19 @@ NUMERIC_TUNING = (set(GLIBC_TUNING[:-1]) | set(GPERFTOOLS_TUNING[:7]) | {"TCMALL
                      if v != "MIMALLOC_RESERVE_OS_MEMORY"}
                   | set(TCMALLOC_GOOGLE_TUNING[1:]) | set(TBBMALLOC_TUNING))
 
+# Environment variables that tune an allocator: stripped from every environment unless the
+# allocator variant under test sets them, so that a stray setting in the user's shell never
+# changes a run silently (alloc.environment). Each family's documented variables start with one
+# of these (tests/test_catalog.py holds them so), and so do the profilers' (HEAPPROFILE).
+TUNING_PREFIXES = ("MALLOC_", "TCMALLOC_", "MIMALLOC_", "JE_MALLOC_", "GLIBC_TUNABLES", "HEAPPROFILE", "SCUDO_OPTIONS",
+                   "TBB_MALLOC_")
+
+# The libraries of allocators, in the catalog or not, by the stem of their file names
+# (lib<stem>...so): a glibc run that maps one of them, or another allocator's run that maps a
+# second one, is not proved (alloc.allocators.prove).
+FOREIGN_LIBRARIES = ("jemalloc", "mimalloc", "tcmalloc", "hoard", "tbbmalloc", "snmalloc", "rpmalloc", "scalloc",
+                     "supermalloc", "lockless", "clang_rt.scudo")
+
 # Google's TCMalloc cannot register rseq where glibc (2.35 and later) already has, and then runs
 # without its per-CPU caches (measured here: MallocExtension says per-CPU caches inactive);
 # glibc's own registration is turned off in the processes it is injected into
@@ -134,20 +148,22 @@ CATALOG: tuple[Entry, ...] = (
     Entry("glibc", "glibc", "the C library's own malloc (ptmalloc2): no preload", package="libc6"),
     Entry("jemalloc", "jemalloc", "jemalloc as Debian 12 ships it (5.3.0)", package="libjemalloc2",
           sonames=("libjemalloc.so.2", "libjemalloc.so"), root_sonames=("libjemalloc.so.2",),
-          root_packages=("libjemalloc2",)),
+          root_packages=("libjemalloc2",), link_package="libjemalloc-dev"),
     Entry("jemalloc@5.3.1", "jemalloc", "jemalloc 5.3.1-dev, its own configure && make (shared library)",
           crate=Crate("tikv-jemalloc-sys", "0.7.1+5.3.1-0-g81034ce1f1373e37dc865038e1bc8eeecf559ce8",
                       "5.3.1-0-g81034ce1f1373e37dc865038e1bc8eeecf559ce8", "jemalloc", "libjemalloc.so.2")),
     Entry("mimalloc", "mimalloc-2.0", "mimalloc as Debian 12 ships it (2.0.9)", package="libmimalloc2.0",
           sonames=("libmimalloc.so.2", "libmimalloc.so.2.0", "libmimalloc.so"),
-          root_sonames=("libmimalloc.so.3", "libmimalloc.so.2"), root_packages=("libmimalloc3", "libmimalloc2.0")),
+          root_sonames=("libmimalloc.so.3", "libmimalloc.so.2"), root_packages=("libmimalloc3", "libmimalloc2.0"),
+          link_package="libmimalloc-dev"),
     Entry("mimalloc@2", "mimalloc-2", "mimalloc's latest 2.x (segments), built as its override library",
           crate=Crate("libmimalloc-sys", "0.1.49", "2.3.2", "mimalloc", "libmimalloc.so.2", (("dir", "v2"),))),
     Entry("mimalloc@3", "mimalloc-3", "mimalloc 3 (pages and arenas redesigned), built as its override library",
           crate=Crate("libmimalloc-sys", "0.1.49", "3.3.2", "mimalloc", "libmimalloc.so.3", (("dir", "v3"),))),
     Entry("tcmalloc", "tcmalloc", "gperftools' full tcmalloc (2.10), the library the seeds preloaded",
           package="libgoogle-perftools4", sonames=("libtcmalloc.so.4", "libtcmalloc.so"),
-          root_sonames=("libtcmalloc.so.4",), root_packages=("libgoogle-perftools4t64", "libgoogle-perftools4")),
+          root_sonames=("libtcmalloc.so.4",), root_packages=("libgoogle-perftools4t64", "libgoogle-perftools4"),
+          link_package="libgoogle-perftools-dev"),
     Entry("tcmalloc-minimal", "tcmalloc", "gperftools' tcmalloc without the profilers (2.10)",
           package="libtcmalloc-minimal4", sonames=("libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so"),
           root_sonames=("libtcmalloc_minimal.so.4",),
@@ -176,6 +192,17 @@ SOURCE_BUILT: dict[str, Entry] = {e.name: e for e in CATALOG if e.source == CRAT
 DEFAULT_SET = ("glibc", "jemalloc", "mimalloc", "tcmalloc", "tcmalloc-minimal")
 # the allocator-shootout preset: every allocator of the catalog not refused outright
 SHOOTOUT = tuple(e.name for e in CATALOG if not e.refused)
+
+
+# the allocators the driver can be built with (its features link-<name>, setup.sh builds each)
+LINKABLE = tuple(e.name for e in CATALOG if e.link_package)
+
+
+def debian_packages() -> list[str]:
+    """Debian 12's packages of the catalog: each allocator's library (glibc is libc6, always
+    there) and the -dev packages of the link-time builds (setup.sh installs them)."""
+    return [e.package for e in CATALOG if e.package and e.package != "libc6"] + [
+        e.link_package for e in CATALOG if e.link_package]
 
 
 def entry(name: str) -> Entry | None:

@@ -12,7 +12,8 @@ DEFAULT_ENGINES = ("tidesdb", "rocksdb", "sqlite")  # a plan that names none
 KV_WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range")
 TPCC = "tpcc"
 SYSBENCH = "sysbench"  # sysbench's OLTP tests against a server (the workload), and sysbench itself (a client)
-WORKLOADS = KV_WORKLOADS + (TPCC, SYSBENCH)
+LIFE = "life"  # memory over a server's life: cycles of steady load, bursts and idle (issue 36)
+WORKLOADS = KV_WORKLOADS + (TPCC, SYSBENCH, LIFE)
 # sysbench's OLTP tests, run by the real sysbench or natively by alloclab's driver
 SYSBENCH_TESTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write")
 NATIVE = "native"  # alloclab's own client, the driver
@@ -35,3 +36,8 @@ def default_tpcc_mode(engine: str) -> str:
 PATTERNS = ("seq", "random", "zipfian", "uniform")
 SYNC = ("none", "full")
 COMPRESSION = ("none", "lz4", "zstd")
+
+
+# a life's phases: what each kind runs, and the bursts a MariaDB life knows
+LIFE_PHASE_KINDS = ("steady", "burst", "idle")
+LIFE_BURSTS = ("dump", "storm", "groupby")  # mariadb-dump to nowhere; short GROUP BY connections; one big GROUP BY

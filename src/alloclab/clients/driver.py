@@ -11,10 +11,8 @@ import sys
 from pathlib import Path
 
 from alloclab.alloc import allocators
-from alloclab.catalog.names import SYSBENCH, TPCC
-from alloclab.clients import sysbench
 from alloclab.core.errors import AlloclabError
-from alloclab.plan import RunSpec
+from alloclab.plan import RunSpec, workload
 
 BINARY = "alloclab-driver"
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -106,18 +104,10 @@ def _engine_flags(options: dict) -> list[str]:
     return out
 
 
-TPCC_DATABASE = TPCC  # the database of TPC-C's tables on a server
-
-
 def reach(srv, database: str) -> list[str]:
     """How the driver, as a client, reaches a server alloclab started."""
     engine = "postgres" if srv.target.kind == "postgres" else "mariadb"
     return ["--engine", engine, "--socket", str(srv.socket), "--database", database]
-
-
-def client_target(srv) -> list[str]:
-    """The driver's TPC-C client reaching a server: its database and the ENGINE= of its tables."""
-    return reach(srv, TPCC_DATABASE) + ["--table-engine", srv.target.engine]
 
 
 def _window(c) -> list[str]:
@@ -127,28 +117,14 @@ def _window(c) -> list[str]:
 def argv(exe: str | Path, spec: RunSpec, events: Path, *, db_path: Path | None = None, srv=None,
          gate: bool = False) -> list[str]:
     """The driver's command line for a run: on its embedded engine in `db_path`, or as the client
-    of the server `srv` (TPC-C, or sysbench's OLTP tests natively); `gate`: it measures in turns
-    (interleave.py). The one place that writes it."""
+    of the server `srv`; `gate`: it measures in turns (interleave.py). The one place that writes
+    it; what is the workload's own (the server it reaches, its parameters) its workload says."""
     c = spec.cell
-    oltp = c.workload == SYSBENCH
-    if srv is None:
-        where = ["--engine", c.engine, "--db-path", str(db_path)]
-    elif oltp:
-        where = reach(srv, sysbench.DATABASE) + ["--tables", str(c.tables), "--table-size", str(c.table_size)]
-    else:
-        where = client_target(srv)
-    a = [str(exe), "run", *where, "--workload", c.test if oltp else c.workload, "--threads", str(c.threads),
+    wl = workload.of(c.workload)
+    where = ["--engine", c.engine, "--db-path", str(db_path)] if srv is None else wl.driver_reach(c, srv)
+    a = [str(exe), "run", *where, "--workload", wl.driver_workload(c), "--threads", str(c.threads),
          "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s), "--interval-ms", str(spec.interval_ms),
-         "--events", str(events)]
-    if c.workload == TPCC:
-        a += ["--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--tpcc-mode", c.tpcc_mode, "--check"]
-        a += ["--all-warehouses"] if c.all_warehouses else []
-        a += ["--think"] if c.think else []
-    elif not oltp:
-        a += ["--pattern", c.pattern, "--key-bytes", str(c.key_bytes), "--value-bytes", str(c.value_bytes),
-              "--batch", str(c.batch), "--range-len", str(c.range_len)]
-        if c.keyspace is not None:
-            a += ["--keyspace", str(c.keyspace)]
+         "--events", str(events), *wl.driver_args(c)]
     a += _window(c) + (["--gate"] if gate and c.duration_s is not None else [])
     return a + (_engine_flags(spec.engine_options) if srv is None else [])
 
@@ -157,6 +133,7 @@ def load_argv(exe: str | Path, spec: RunSpec, events: Path, *, db_path: Path | N
     """The driver's command line that loads a cell's TPC-C warehouses: into its embedded engine in
     `db_path`, or into the server `srv`."""
     c = spec.cell
-    where = ["--engine", c.engine, "--db-path", str(db_path)] if srv is None else client_target(srv)
+    where = ["--engine", c.engine, "--db-path", str(db_path)] if srv is None else workload.of(c.workload).driver_reach(
+        c, srv)
     return [str(exe), "tpcc-load", *where, "--warehouses", str(c.warehouses), "--loaders", str(c.loaders), "--seed",
             str(spec.study_seed), "--events", str(events)] + (_engine_flags(spec.engine_options) if srv is None else [])

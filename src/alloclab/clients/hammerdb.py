@@ -33,8 +33,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from alloclab.catalog.names import HAMMERDB_VERSION
+from alloclab.core import events
 from alloclab.core.errors import AlloclabError
-from alloclab.core.events import SCHEMA_VERSION
 from alloclab.host.vendor import Vendored, find
 
 VERSION = HAMMERDB_VERSION
@@ -202,16 +202,7 @@ def failures(text: str) -> list[str]:
 
 # --- the adapter: HammerDB's run as alloclab's events --------------------------------------------
 
-class Events:
-    """alloclab's event channel (the driver's schema, events.SCHEMA_VERSION)."""
-
-    def __init__(self, path: Path):
-        self.f = open(path, "a", buffering=1)
-        self.t0 = time.monotonic()
-
-    def emit(self, kind: str, **fields) -> None:
-        self.f.write(json.dumps({"v": SCHEMA_VERSION, "type": kind, "t_s": time.monotonic() - self.t0, **fields})
-                     + "\n")
+Events = events.Channel  # alloclab's event channel (the driver's schema)
 
 
 class Server:

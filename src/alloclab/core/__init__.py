@@ -2,7 +2,6 @@
 
     errors       AlloclabError: a message and what to do next (only entry points exit)
     units        durations, sizes, rates and latencies, read and written as people do
-    environment  the one environment policy for every process alloclab starts
     events       the driver's versioned JSON-lines events, read
     gate         the words of the turn protocol (the driver's gate.rs)
 """

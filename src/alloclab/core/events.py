@@ -1,11 +1,15 @@
-"""Reading the driver's versioned JSON-lines events, and its encoded HDR histograms."""
+"""The driver's versioned JSON-lines events: reading them and their encoded HDR histograms, and
+writing them from a client of alloclab's own that is not the driver (`Channel`)."""
 
 from __future__ import annotations
 
 import json
 import math
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
@@ -39,6 +43,21 @@ def parse_line(line: str) -> Event:
     if kind not in EVENT_TYPES:
         raise AlloclabError(f"unknown driver event type {kind!r}")
     return Event(kind, data)
+
+
+class Channel:
+    """An event channel in the driver's schema (SCHEMA_VERSION), written line by line by a client
+    alloclab adapts (HammerDB) or runs itself (a server's life); threads may share it."""
+
+    def __init__(self, path: Path | str):
+        self.f = open(path, "a", buffering=1)
+        self.t0 = time.monotonic()
+        self._lock = threading.Lock()
+
+    def emit(self, kind: str, **fields) -> None:
+        line = json.dumps({"v": SCHEMA_VERSION, "type": kind, "t_s": time.monotonic() - self.t0, **fields})
+        with self._lock:
+            self.f.write(line + "\n")
 
 
 def parse_lines(lines: Iterable[str]) -> Iterator[Event]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 
 from alloclab.core.errors import AlloclabError
@@ -56,3 +57,18 @@ def fmt_rate(x: float) -> str:
 def fmt_latency(ns: float) -> str:
     """A latency as people read it: µs under 0.1 ms (a memtable read's p99 is not "0.00 ms")."""
     return f"{ns / 1e3:.1f} µs" if ns < 100_000 else f"{ns / 1e6:.2f} ms"
+
+
+def csv_list(kind):
+    """A flag's parser of a comma-separated list (of `int` or `str`), for argparse."""
+    def parse(text: str):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("expected a comma-separated list")
+        if kind is int:
+            try:
+                return [int(t) for t in items]
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        return items
+    return parse

@@ -61,3 +61,8 @@ class MemoryLimit:
             self.dir.rmdir()
         except OSError:
             pass
+
+    def oom_counter(self) -> Path:
+        """The file whose `oom_kill N` line counts this cgroup's OOM kills (answers.life.oom_kills
+        parses it): memory.events under cgroup v2, memory.oom_control under v1."""
+        return self.dir / ("memory.events" if self.file == "memory.max" else "memory.oom_control")

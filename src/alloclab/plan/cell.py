@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 
 from alloclab.alloc import allocators as alloc_mod
 from alloclab.catalog.names import SYSBENCH
-from alloclab.plan import workloads
+from alloclab.plan import workload
 
 
 @dataclass(frozen=True)
@@ -37,20 +37,23 @@ class Cell:
     # sysbench only
     test: str = ""
     client: str = SYSBENCH
-    tables: int = 0
-    table_size: int = 0
+    tables: int = 10
+    table_size: int = 100_000
     shape: str = "default"
     mode: str = ""  # TPC-C: procedures or rows ("" in folders from before modes: rows)
+    # a server's life only: how many cycles, and its phases (their plan tables, as JSON text)
+    cycles: int = 0
+    phases: str = ""
 
     @property
     def tpcc_mode(self) -> str:
         """How the client drives TPC-C: the cell's mode, else the engine's default (cells from
         before modes); HammerDB runs its own procedures; "" for other workloads."""
-        return workloads.of(self.workload).mode(self)
+        return workload.of(self.workload).mode(self)
 
     @property
     def key(self) -> str:
-        return workloads.of(self.workload).key(self)
+        return workload.of(self.workload).key(self)
 
 
 @dataclass(frozen=True)

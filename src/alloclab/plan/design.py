@@ -4,8 +4,17 @@ looks at its comparisons. Plain numbers and rules: the verdicts that use them ar
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
 
 QUESTIONS = ("allocators", "engines", "profiles")
+
+# The verdict words: a ratio's interval above 1 or below it (faster/slower for a metric where
+# higher is better, higher/lower for latency and memory), wholly inside the margin, or neither.
+FASTER, SLOWER, HIGHER, LOWER = "faster", "slower", "higher", "lower"
+EQUIVALENT, UNDECIDED = "equivalent", "undecided"
+DECIDED_WORDS = (FASTER, SLOWER, HIGHER, LOWER)  # a direction
 DEFAULT_TARGET_CI = 0.02
 DEFAULT_MIN_RUNS = 3
 DEFAULT_MAX_ROUNDS = 30
@@ -51,3 +60,107 @@ def default_questions(allocators: list[str], engines: list[str]) -> list[str]:
     if len(allocators) > 1:
         return ["allocators"]
     return ["engines"] if len(engines) > 1 else ["allocators"]
+
+
+# --- verdicts from rounds: paired log ratios, adjusted for repeated looks ------------------
+#
+# A study that stops when a comparison is decided looks at its data after every round; a
+# plain 95 % interval looked at 30 times calls a true difference of 0 "faster" or "slower" in
+# about a quarter of studies (tests/test_verdicts.py shows it). Adaptive studies therefore use,
+# at every look, the per-look level of Pocock's group-sequential design for the largest number
+# of looks the study may take: the intervals then hold together, over all looks, with about
+# 95 % probability. A study with a fixed number of runs looks once and uses plain 95 %.
+
+# Pocock's nominal two-sided per-look alpha for an overall 0.05, by number of looks
+# (Jennison & Turnbull, Group Sequential Methods, table 2.1; 50 and 100 extrapolated as
+# log-linear, and lowered a little: our first looks have 2-4 degrees of freedom).
+_POCOCK = ((1, 0.05), (2, 0.0294), (3, 0.0221), (4, 0.0182), (5, 0.0158), (6, 0.0142), (8, 0.0120),
+           (10, 0.0106), (15, 0.0086), (20, 0.0075), (30, 0.0060), (50, 0.0048), (100, 0.0036))
+
+
+def look_alpha(looks: int, overall: float = 0.05) -> float:
+    """Per-look two-sided alpha so that `looks` looks keep the overall error near `overall`."""
+    if looks < 1:
+        raise ValueError(f"looks must be >= 1, got {looks!r}")
+    xs = [k for k, _ in _POCOCK]
+    ys = [a for _, a in _POCOCK]
+    if looks >= xs[-1]:
+        a = ys[-1] * (xs[-1] / looks) ** 0.25
+    else:
+        a = float(np.exp(np.interp(np.log(looks), np.log(xs), np.log(ys))))
+    return a * overall / 0.05
+
+
+def fallback_baseline(allocators: list[str]) -> str:
+    """The baseline of a plan that names none: glibc where it is among the allocators, else the
+    first of them (the one rule, for plans and for folders whose plan.json lacks it)."""
+    return "glibc" if "glibc" in allocators or not allocators else allocators[0]
+
+
+@dataclass(frozen=True)
+class Design:
+    """How a study decides: the questions it asks, the bar for an answer (margin and target CI
+    as fractions), and when it looks. Built once from the plan (Plan.design), stored in
+    plan.json as "design", and read by the study, the verdicts, the report and compare; the
+    looks a study planned (and took) are its rounds.json's."""
+
+    questions: tuple[str, ...] = ("allocators",)
+    baseline: str = "glibc"
+    baseline_engine: str = ""
+    margin: float = DEFAULT_MARGIN
+    target_ci: float = DEFAULT_TARGET_CI
+    min_runs: int = DEFAULT_MIN_RUNS
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    adaptive: bool = True
+    profiles: tuple[str, ...] = ()
+    looks: tuple[int, ...] = ()  # the rounds after which comparisons may be decided (adaptive)
+
+    @property
+    def margin_pct(self) -> float:
+        """The margin in percent, as sentences and the plan's keys say it."""
+        return 100 * self.margin
+
+    @property
+    def planned_looks(self) -> tuple[int, ...]:
+        return self.looks or plan_looks(self.max_rounds, self.min_runs)
+
+    @property
+    def confidence(self) -> float:
+        """Per-look confidence: Pocock's level for the study's number of looks, overall 3.5 %."""
+        if not self.adaptive:
+            return 0.95
+        return 1 - look_alpha(len(self.planned_looks), overall=OVERALL_ALPHA)
+
+    def last_look(self, rounds_done: int) -> int | None:
+        """The latest look at or before this many finished rounds, if any."""
+        return max((x for x in self.planned_looks if x <= rounds_done), default=None)
+
+    def to_json(self) -> dict:
+        """plan.json's "design" (without the looks: rounds.json holds them as planned and taken)."""
+        d = asdict(self)
+        d.pop("looks")
+        return d
+
+    @classmethod
+    def from_plan(cls, plan: dict, schedule: dict | None = None) -> Design:
+        """From a plan's JSON (plan.json) and its rounds.json (the looks it planned), so that a
+        report decides as the study did. Folders from before plan.json held "design" are read
+        from the plan's own keys (margin_pct, ...): the one place that upgrade lives."""
+        sched = schedule or {}
+        looks = taken_looks(sched.get("design") or {}, sched.get("stop"), len(sched.get("rounds") or ()))
+        if isinstance(plan.get("design"), dict):
+            d = plan["design"]
+            return cls(**{**d, "questions": tuple(d["questions"]), "profiles": tuple(d["profiles"]),
+                          "looks": looks})
+        allocs = [a["name"] if isinstance(a, dict) else a.name for a in plan.get("allocators", [])]
+        engines = list(plan.get("engines", []))
+        return cls(questions=tuple(plan.get("questions") or default_questions(allocs, engines)),
+                   baseline=plan.get("baseline") or fallback_baseline(allocs),
+                   baseline_engine=plan.get("baseline_engine") or (engines[0] if engines else ""),
+                   margin=float(plan["margin_pct"]) / 100 if "margin_pct" in plan else DEFAULT_MARGIN,
+                   target_ci=float(plan["target_ci_pct"]) / 100 if "target_ci_pct" in plan else DEFAULT_TARGET_CI,
+                   min_runs=int(plan.get("min_runs") or DEFAULT_MIN_RUNS),
+                   max_rounds=int(plan.get("max_rounds") or DEFAULT_MAX_ROUNDS),
+                   adaptive=plan.get("runs") is None,
+                   profiles=tuple(plan.get("profiles") or ()),
+                   looks=looks)

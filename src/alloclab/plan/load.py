@@ -16,7 +16,7 @@ from alloclab.catalog.names import (
     WORKLOADS,
 )
 from alloclab.core.errors import AlloclabError
-from alloclab.plan import design, workloads
+from alloclab.plan import design, workload
 from alloclab.plan.presets import MIN_WINDOW_S
 from alloclab.plan.schema import MAX_RUNS, TOP_SCHEMA, check_table
 from alloclab.plan.spec import MIN_SLICE_S, Plan
@@ -33,7 +33,7 @@ def _check_slices(plan: Plan) -> None:
         raise AlloclabError("slice_s: runs that take turns share one machine; a Ray cluster runs each run on a node "
                             "of its own", "leave out --ray, or set slice_s = 0 (--slice 0)")
     for c in plan.cells():
-        client = workloads.of(c.workload).external_client(c)
+        client = workload.of(c.workload).external_client(c)
         if client:
             raise AlloclabError(f"slice_s: turns need alloclab's own client, which waits for its turn; the cell "
                                 f"{c.key} is driven by {client}",
@@ -75,7 +75,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
     labels = [a.name for a in allocs]
     if len(set(labels)) != len(labels):
         raise AlloclabError(f"allocators: duplicate allocator in {labels}")
-    baseline = d.get("baseline", "glibc" if "glibc" in labels else labels[0])
+    baseline = d.get("baseline", design.fallback_baseline(labels))
     if baseline not in labels:
         raise AlloclabError(f"baseline: '{baseline}' is not among the plan's allocators",
                             "allowed values: " + ", ".join(labels))
@@ -89,7 +89,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         if alien:
             raise AlloclabError(f"workloads[{i}].engines: {', '.join(alien)} is not among the plan's engines",
                                 "allowed values: " + ", ".join(plan_engines))
-        workloads.check(i, w, w.get("engines") or plan_engines)
+        workload.check(i, w, w.get("engines") or plan_engines)
     scale = d.get("scale", "quick")
     floor = d.get("min_window_s", MIN_WINDOW_S[scale])
     for i, w in enumerate(d["workloads"]):
@@ -119,7 +119,14 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         runs=d.get("runs"),
         engines=d.get("engines", list(DEFAULT_ENGINES)),
         allocators=allocs,
-        baseline=baseline,
+        design=design.Design(
+            questions=tuple(d.get("questions") or design.default_questions(labels, engines_all)),
+            baseline=baseline, baseline_engine=d.get("baseline_engine", engines_all[0]),
+            margin=d["margin_pct"] / 100 if "margin_pct" in d else design.DEFAULT_MARGIN,  # the plan's keys are %
+            target_ci=d["target_ci_pct"] / 100 if "target_ci_pct" in d else design.DEFAULT_TARGET_CI,
+            min_runs=d.get("min_runs", design.DEFAULT_MIN_RUNS),
+            max_rounds=d.get("max_rounds", design.DEFAULT_MAX_ROUNDS),
+            adaptive="runs" not in d, profiles=tuple(d.get("profiles", {}))),
         workloads=d["workloads"],
         engine_options=d.get("engine_options", {}),
         profiles=d.get("profiles", {}),
@@ -131,14 +138,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         interval_ms=d.get("interval_ms", 1000),
         run_timeout_s=d.get("run_timeout_s", 1800.0),
         hang_timeout_s=d.get("hang_timeout_s", 300.0),
-        target_ci_pct=d.get("target_ci_pct", 100 * design.DEFAULT_TARGET_CI),
-        margin_pct=d.get("margin_pct", 100 * design.DEFAULT_MARGIN),
         budget=d.get("budget"),
-        min_runs=d.get("min_runs", design.DEFAULT_MIN_RUNS),
-        max_rounds=d.get("max_rounds", design.DEFAULT_MAX_ROUNDS),
         min_window_s=floor,
-        questions=d.get("questions") or design.default_questions(labels, engines_all),
-        baseline_engine=d.get("baseline_engine", engines_all[0]),
         perf=d.get("perf", False),
         profile_runs=d.get("profile_runs", 2),
         warmup_round=d.get("warmup_round", False),
@@ -161,9 +162,11 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
                                     f"they do not apply to {e}: {why}",
                                     "use preloaded allocators (jemalloc, mimalloc, ...) for servers, or run "
                                     "@link allocators on tidesdb, rocksdb, sqlite in a separate study")
-            for prof in plan.profiles or {w.server_profile: {} for w in workloads.ALL if w.server_profile}:
+            defaults = {w.server_profile: {} for w in workload.every() if w.server_profile}
+            for prof in plan.profiles or defaults:
                 targets.load_profile(t, prof)
-    n_runs = len(plan.cells()) * len(allocs) * (plan.runs or plan.max_rounds)  # duplicate cells are an error here too
+    # duplicate cells are an error here too
+    n_runs = len(plan.cells()) * len(allocs) * (plan.runs or plan.design.max_rounds)
     if n_runs > MAX_RUNS:
         raise AlloclabError(f"the plan expands to {n_runs} runs, more than {MAX_RUNS}",
                             "split it into several studies, or use fewer parameters, allocators or repeats")

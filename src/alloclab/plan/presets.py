@@ -9,9 +9,9 @@ import os
 
 from alloclab.catalog import tidesql
 from alloclab.catalog.allocators import SHOOTOUT
-from alloclab.catalog.names import SYSBENCH, SYSBENCH_TESTS, TPCC
+from alloclab.catalog.names import LIFE, SYSBENCH, SYSBENCH_TESTS, TPCC
 from alloclab.core.errors import AlloclabError
-from alloclab.plan.workloads import OLTP_WORKLOAD
+from alloclab.plan import workload
 
 SCALES = ("smoke", "quick", "full")
 
@@ -184,7 +184,7 @@ def sysbench_scaling(scale: str) -> dict:
         # and of context switches against threads (profiled runs, beside the measured ones)
         "perf": True,
         "profile_runs": 1 if scale == "smoke" else 2,
-        "profiles": {OLTP_WORKLOAD.server_profile: {}},
+        "profiles": {workload.of(SYSBENCH).server_profile: {}},
         "workloads": [{"part": "scaling", "workload": SYSBENCH, "test": tests, "threads": threads,
                        "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],
                        "table_size": {"smoke": 1000, "quick": 10_000, "full": 100_000}[scale],
@@ -246,7 +246,7 @@ def sysbench_allocators(scale: str) -> dict:
         "engines": ["mariadb-innodb"],
         **_rounds(scale, "20m"),
         **({"min_runs": 4} if scale != "smoke" else {}),  # the study's 4 runs per cell, at least
-        "profiles": {OLTP_WORKLOAD.server_profile: {}},
+        "profiles": {workload.of(SYSBENCH).server_profile: {}},
         "shapes": {
             "1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
                            "server_memory_bytes": "2GiB"},
@@ -258,6 +258,47 @@ def sysbench_allocators(scale: str) -> dict:
                        "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],
                        "table_size": {"smoke": 1000, "quick": 10_000, "full": 100_000}[scale],
                        "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 60.0}[scale]}],
+    }
+
+
+# the tunings people deploy against memory growth (issue 36): jemalloc's background thread with
+# 5 s decays (mariadb-operator 1808's fix), glibc with two arenas
+JEMALLOC_BACKGROUND = "jemalloc+MALLOC_CONF=background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:5000"
+GLIBC_TWO_ARENAS = "glibc+MALLOC_ARENA_MAX=2"
+
+
+def memory_life(scale: str) -> dict:
+    """Memory over a MariaDB server's life (issue 36): cycles of sysbench's read/write, a
+    mariadb-dump while the load goes on, a storm of short GROUP BY connections, then idle; what
+    each allocator (and tuning) keeps, gives back and lets creep. `smoke` (CI, about 2 minutes):
+    3 short cycles, glibc and jemalloc. `quick` (30 minutes): the seeds' four allocators and the
+    two most deployed tunings, 4 cycles of about 16 s, so that a round of six lives takes about 7
+    minutes. `full`: the issue's life (5 cycles of 25 s load at 64 connections, 150-connection
+    storms, 15 s idle) with every tuning the issue names. RocksDB's embedded life is to come."""
+    steady = {"smoke": 3.0, "quick": 6.0, "full": 25.0}[scale]
+    phases = [
+        {"name": "oltp", "kind": "steady", "duration_s": steady, "load": "oltp_read_write"},
+        {"name": "dump", "kind": "burst", "burst": "dump", "load": "oltp_read_write",
+         "duration_s": {"smoke": 1.0, "quick": 2.0, "full": 5.0}[scale]},
+        {"name": "storm", "kind": "burst", "burst": "storm",
+         "connections": {"smoke": 20, "quick": 60, "full": 150}[scale]},
+        {"name": "rest", "kind": "idle", "duration_s": {"smoke": 3.0, "quick": 6.0, "full": 15.0}[scale]},
+    ]
+    allocators = {"smoke": ["glibc", "jemalloc"],
+                  "quick": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS],
+                  "full": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS,
+                           "glibc+MALLOC_TRIM_THRESHOLD_=131072", "tcmalloc+TCMALLOC_RELEASE_RATE=10",
+                           "mimalloc+MIMALLOC_PURGE_DELAY=0"]}[scale]
+    return {
+        "name": "memory-life",
+        "engines": ["mariadb-innodb"],
+        "allocators": allocators,
+        **_rounds(scale, "30m"),
+        "workloads": [{"part": LIFE, "workload": LIFE,
+                       "cycles": {"smoke": 3, "quick": 4, "full": 5}[scale], "phases": phases,
+                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale],
+                       "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
+                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]}],
     }
 
 
@@ -291,6 +332,8 @@ PRESETS = {
     "engines-tpcc": (engines_tpcc, "study 4: engines under TPC-C with small and large settings"),
     "sysbench-scaling": (sysbench_scaling, "study 3: sysbench OLTP thread scaling on MariaDB, by allocator"),
     "sysbench-allocators": (sysbench_allocators, "study 5: sysbench read/write on constrained MariaDB shapes"),
+    "memory-life": (memory_life, "issue 36: memory over a MariaDB server's life (creep, given back, overhead, "
+                    "OOM), by allocator and tuning"),
     "allocator-shootout": (allocator_shootout, "every catalog allocator against glibc: speed and peak RSS, "
                            "TidesDB reads and writes (full: and TPC-C on InnoDB)"),
 }

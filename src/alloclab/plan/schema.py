@@ -15,16 +15,13 @@ from alloclab.catalog.names import (
     PATTERNS,
     SYNC,
     SYSBENCH_CLIENTS,
-    SYSBENCH_TESTS,
     TPCC_CLIENTS,
-    TPCC_MIXES,
-    TPCC_MODES,
     WORKLOADS,
 )
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import parse_duration, parse_size
 from alloclab.host.placement import parse_cpus
-from alloclab.plan import design
+from alloclab.plan import design, workload
 from alloclab.plan.presets import SCALES
 
 try:
@@ -37,7 +34,7 @@ MAX_THREADS = 100_000
 MAX_BYTES = 1 << 50
 
 
-def _int(lo: int = 0, hi: int = 2**62) -> Callable[[str, Any], int]:
+def whole(lo: int = 0, hi: int = 2**62) -> Callable[[str, Any], int]:
     def check(key, v):
         if isinstance(v, bool) or not isinstance(v, int):
             raise AlloclabError(f"{key}: expected an integer >= {lo}, got {v!r}")
@@ -49,7 +46,7 @@ def _int(lo: int = 0, hi: int = 2**62) -> Callable[[str, Any], int]:
     return check
 
 
-def _size(lo: int = 1) -> Callable[[str, Any], int]:
+def size(lo: int = 1) -> Callable[[str, Any], int]:
     def check(key, v):
         n = parse_size(v, key)
         if n < lo or n > MAX_BYTES:
@@ -58,7 +55,7 @@ def _size(lo: int = 1) -> Callable[[str, Any], int]:
     return check
 
 
-def _seconds(lo: float = 0.0, strict: bool = False) -> Callable[[str, Any], float]:
+def seconds(lo: float = 0.0, strict: bool = False) -> Callable[[str, Any], float]:
     def check(key, v):
         s = parse_duration(v, key)
         if not math.isfinite(s) or s < lo or (strict and s <= lo):
@@ -67,7 +64,7 @@ def _seconds(lo: float = 0.0, strict: bool = False) -> Callable[[str, Any], floa
     return check
 
 
-def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
+def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     def check(key, v):
         if v not in options:
             raise AlloclabError(f"{key}: {v!r} is not allowed", "allowed values: " + ", ".join(options))
@@ -75,7 +72,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return check
 
 
-def _pct(lo: float, hi: float) -> Callable[[str, Any], float]:
+def percent(lo: float, hi: float) -> Callable[[str, Any], float]:
     def check(key, v):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise AlloclabError(f"{key}: expected a percentage between {lo:g} and {hi:g}, got {v!r}")
@@ -85,7 +82,7 @@ def _pct(lo: float, hi: float) -> Callable[[str, Any], float]:
     return check
 
 
-def _bool(key, v):
+def boolean(key, v):
     if not isinstance(v, bool):
         raise AlloclabError(f"{key}: expected true or false, got {v!r}")
     return v
@@ -119,13 +116,13 @@ def _cpus(key, v):
     return str(v)
 
 
-def _text(key, v):
+def text(key, v):
     if not isinstance(v, str) or not v.strip():
         raise AlloclabError(f"{key}: expected a non-empty string, got {v!r}")
     return v
 
 
-def _list_of(check: Callable, allow_scalar: bool = True) -> Callable[[str, Any], list]:
+def list_of(check: Callable, allow_scalar: bool = True) -> Callable[[str, Any], list]:
     def run(key, v):
         if not isinstance(v, list):
             if not allow_scalar:
@@ -151,46 +148,45 @@ def check_table(where: str, table: Any, schema: dict[str, Callable]) -> dict:
 
 
 ENGINE_OPTIONS = {
-    "memtable_bytes": _size(4096),
-    "block_cache_bytes": _size(0),
-    "sync": _choice(SYNC),
-    "compression": _choice(COMPRESSION),
-    "flush_threads": _int(1),
-    "compaction_threads": _int(1),
-    "null_latency_ns": _int(0),
+    "memtable_bytes": size(4096),
+    "block_cache_bytes": size(0),
+    "sync": choice(SYNC),
+    "compression": choice(COMPRESSION),
+    "flush_threads": whole(1),
+    "compaction_threads": whole(1),
+    "null_latency_ns": whole(0),
 }
 
+# the keys every [[workloads]] table may hold; each workload adds its own (Workload.schema:
+# TPC-C's warehouses, sysbench's tests, a life's phases), and `workload_schema` joins them
 WORKLOAD_SCHEMA = {
-    "part": _text,
-    "workload": _choice(WORKLOADS),
+    "part": text,
+    "workload": choice(WORKLOADS),
     # the plan's engines this workload runs on (default: all of them)
-    "engines": _list_of(_engine),
-    "pattern": _list_of(_choice(PATTERNS)),
-    "key_bytes": _list_of(_size(8)),
-    "value_bytes": _list_of(_size(1)),
-    "batch": _list_of(_int(1)),
-    "threads": _list_of(_int(1, MAX_THREADS)),
-    "ops": _int(1),
-    "duration_s": _seconds(0.0, strict=True),
-    "keyspace": _int(1),
-    "range_len": _int(1),
-    # TPC-C
-    "warehouses": _list_of(_int(1)),
-    "loaders": _int(1),
-    "rampup_s": _seconds(0.0),
-    "mix": _choice(TPCC_MIXES),
-    "mode": _list_of(_choice(TPCC_MODES)),
-    "all_warehouses": _bool,
-    "think": _bool,
-    # sysbench against a server target
-    "test": _list_of(_choice(SYSBENCH_TESTS)),
-    # the client: sysbench's tests: sysbench or native; TPC-C: native (alloclab's) or hammerdb
-    "client": _list_of(_choice(SYSBENCH_CLIENTS + TPCC_CLIENTS[1:])),
-    "tables": _int(1, 10_000),
-    "table_size": _int(1),
+    "engines": list_of(_engine),
+    "pattern": list_of(choice(PATTERNS)),
+    "key_bytes": list_of(size(8)),
+    "value_bytes": list_of(size(1)),
+    "batch": list_of(whole(1)),
+    "threads": list_of(whole(1, MAX_THREADS)),
+    "ops": whole(1),
+    "duration_s": seconds(0.0, strict=True),
+    "keyspace": whole(1),
+    "range_len": whole(1),
+    # the client of a server workload: sysbench's tests: sysbench or native; TPC-C: native or hammerdb
+    "client": list_of(choice(SYSBENCH_CLIENTS + TPCC_CLIENTS[1:])),
 }
 
-SHAPE_SCHEMA = {"server_cpus": _cpus, "client_cpus": _cpus, "server_memory_bytes": _size(1 << 24)}
+
+def workload_schema() -> dict[str, Callable]:
+    """The keys a [[workloads]] table may hold: the common ones and every workload's own."""
+    out = dict(WORKLOAD_SCHEMA)
+    for wl in workload.every():
+        out.update(wl.schema)
+    return out
+
+
+SHAPE_SCHEMA = {"server_cpus": _cpus, "client_cpus": _cpus, "server_memory_bytes": size(1 << 24)}
 
 
 def _named_tables(key, v, schema):
@@ -205,52 +201,53 @@ def _named_tables(key, v, schema):
 def _workloads(key, v):
     if not isinstance(v, list) or not v:
         raise AlloclabError(f"{key}: expected a non-empty array of tables ([[workloads]])")
-    return [check_table(f"{key}[{i}]", w, WORKLOAD_SCHEMA) for i, w in enumerate(v)]
+    schema = workload_schema()
+    return [check_table(f"{key}[{i}]", w, schema) for i, w in enumerate(v)]
 
 
 EXECUTORS = ("local", "ray")
 
 TOP_SCHEMA = {
-    "name": _text,
-    "preset": _text,
-    "scale": _choice(SCALES),
-    "seed": _int(0),
-    "runs": _int(1, 10_000),
+    "name": text,
+    "preset": text,
+    "scale": choice(SCALES),
+    "seed": whole(0),
+    "runs": whole(1, 10_000),
     # adaptive rounds (when `runs` is not given): see design.py
-    "target_ci_pct": _pct(0, 100),
-    "margin_pct": _pct(0, 100),
-    "budget": _seconds(0.0, strict=True),
-    "min_runs": _int(2, 1000),
-    "max_rounds": _int(2, 1000),
-    "min_window_s": _seconds(0.0),
-    "questions": _list_of(_choice(design.QUESTIONS)),
-    "baseline_engine": _text,
-    "engines": _list_of(_engine),
-    "allocators": _list_of(_text),
-    "baseline": _text,
-    "warmup_s": _seconds(0.0),
+    "target_ci_pct": percent(0, 100),
+    "margin_pct": percent(0, 100),
+    "budget": seconds(0.0, strict=True),
+    "min_runs": whole(2, 1000),
+    "max_rounds": whole(2, 1000),
+    "min_window_s": seconds(0.0),
+    "questions": list_of(choice(design.QUESTIONS)),
+    "baseline_engine": text,
+    "engines": list_of(_engine),
+    "allocators": list_of(text),
+    "baseline": text,
+    "warmup_s": seconds(0.0),
     # measure a cell's allocators in turns of this many seconds (interleave.py); 0: one after another
-    "slice_s": _seconds(0.0),
+    "slice_s": seconds(0.0),
     # one unmeasured run of each cell (baseline allocator) before round 1: the first run on a
     # cold machine (page cache, fresh files, CPU clocks) is slower than the rest
-    "warmup_round": _bool,
-    "interval_ms": _int(10),
-    "run_timeout_s": _seconds(0.0, strict=True),
-    "hang_timeout_s": _seconds(0.0, strict=True),
+    "warmup_round": boolean,
+    "interval_ms": whole(10),
+    "run_timeout_s": seconds(0.0, strict=True),
+    "hang_timeout_s": seconds(0.0, strict=True),
     "engine_options": lambda k, v: check_table(k, v, ENGINE_OPTIONS),
     "profiles": lambda k, v: _named_tables(k, v, ENGINE_OPTIONS),
     "shapes": lambda k, v: _named_tables(k, v, SHAPE_SCHEMA),
     "server_cpus": _cpus,
     "client_cpus": _cpus,
-    "server_memory_bytes": _size(1 << 24),
+    "server_memory_bytes": size(1 << 24),
     "workloads": _workloads,
     # profiled runs beside the measured ones: perf CPU samples and context switches of the
     # measured window, and a short run counting the allocator's calls (uprobes)
-    "perf": _bool,
-    "profile_runs": _int(1, 100),
+    "perf": boolean,
+    "profile_runs": whole(1, 100),
     # where runs execute: this machine, or the nodes of a Ray cluster (fleet.py), one run per node
-    "executor": _choice(EXECUTORS),
-    "ray_address": _text,
+    "executor": choice(EXECUTORS),
+    "ray_address": text,
 }
 
 WORKLOAD_DEFAULTS = {"pattern": ["random"], "key_bytes": [16], "value_bytes": [100], "batch": [1],

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from alloclab.alloc import allocators as alloc_mod
 from alloclab.core.errors import AlloclabError
-from alloclab.plan import design, workloads
+from alloclab.plan import design, workload
 from alloclab.plan.cell import Cell, RunSpec
 from alloclab.plan.schema import WORKLOAD_DEFAULTS
 
@@ -25,7 +25,7 @@ class Plan:
     runs: int | None  # exactly this many rounds; None: rounds until decided or out of budget
     engines: list[str]
     allocators: list[alloc_mod.Allocator]
-    baseline: str
+    design: design.Design  # how it decides: questions, baseline, margin, target CI, rounds
     workloads: list[dict]
     engine_options: dict = field(default_factory=dict)
     profiles: dict = field(default_factory=dict)
@@ -37,14 +37,8 @@ class Plan:
     interval_ms: int = 1000
     run_timeout_s: float = 1800.0
     hang_timeout_s: float = 300.0
-    target_ci_pct: float = 100 * design.DEFAULT_TARGET_CI
-    margin_pct: float = 100 * design.DEFAULT_MARGIN
     budget: float | None = None  # seconds of wall time for the whole study, over every sitting
-    min_runs: int = design.DEFAULT_MIN_RUNS
-    max_rounds: int = design.DEFAULT_MAX_ROUNDS
     min_window_s: float = 0.0
-    questions: list[str] = field(default_factory=lambda: ["allocators"])
-    baseline_engine: str = ""
     perf: bool = False  # add profiled runs beside the measured ones (--profile)
     profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
     warmup_round: bool = False  # one unmeasured run per cell before round 1
@@ -69,7 +63,7 @@ class Plan:
                     if engine not in w.get("engines", (engine,)):
                         continue
                     w = {**WORKLOAD_DEFAULTS, **w}
-                    wl = workloads.of(w["workload"])
+                    wl = workload.of(w["workload"])
                     for pattern, kb, vb, batch, threads, wh, test, client, mode in itertools.product(
                             w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"],
                             *wl.axes(w, engine)):
@@ -84,8 +78,8 @@ class Plan:
                             warehouses=wh, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
                             **wl.fields(w, client),
                             all_warehouses=w.get("all_warehouses", False),
-                            think=w.get("think", False), test=test, client=client, tables=w.get("tables", 10),
-                            table_size=w.get("table_size", 100_000), shape=shape, mode=mode))
+                            think=w.get("think", False), test=test, client=client, tables=w.get("tables", Cell.tables),
+                            table_size=w.get("table_size", Cell.table_size), shape=shape, mode=mode))
         seen = set()
         for c in out:
             if c.key in seen:
@@ -138,6 +132,10 @@ class Plan:
                     **self.placement(cell.shape)))
         return specs
 
+    @property
+    def baseline(self) -> str:
+        return self.design.baseline
+
     def baseline_allocator(self) -> alloc_mod.Allocator:
         return next((a for a in self.allocators if a.name == self.baseline), self.allocators[0])
 
@@ -149,14 +147,17 @@ class Plan:
     def to_json(self) -> dict:
         d = asdict(self)
         d["allocators"] = [a.to_json() for a in self.allocators]
+        d["design"] = self.design.to_json()
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> Plan:
-        """The inverse of to_json, for --resume: the stored plan makes the next rounds."""
+        """The inverse of to_json, for --resume: the stored plan makes the next rounds (its design
+        as design.Design.from_plan reads it, from folders of every version)."""
         allocs = [alloc_mod.Allocator.from_json(a) for a in d["allocators"]]
         names = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in d.items() if k in names}, "allocators": allocs})
+        return cls(**{**{k: v for k, v in d.items() if k in names}, "allocators": allocs,
+                      "design": design.Design.from_plan(d)})
 
 
 MIN_SLICE_S = 0.05

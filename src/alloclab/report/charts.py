@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -16,16 +15,21 @@ matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever f
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import transforms  # noqa: E402
 
-from alloclab.answers import analyse, metrics, stats  # noqa: E402
+from alloclab.answers import analyse, metrics  # noqa: E402
 from alloclab.answers import sentences as answers  # noqa: E402
-from alloclab.answers.metrics import P99, PEAK_RSS, THROUGHPUT, Metric  # noqa: E402
-from alloclab.plan import workloads  # noqa: E402
+from alloclab.answers.analysis import Analysis, Chart, Groups  # noqa: E402
+from alloclab.answers.metrics import THROUGHPUT, Metric  # noqa: E402
+from alloclab.plan.design import EQUIVALENT, FASTER, HIGHER, LOWER, SLOWER, UNDECIDED  # noqa: E402
 from alloclab.report.formatting import params  # noqa: E402
 from alloclab.report.tables import Table  # noqa: E402
-from alloclab.report.tpcc import group_label, tpcc_valid  # noqa: E402
 
-VERDICT_COLOURS = {"faster": "#2a9d4b", "lower": "#2a9d4b", "slower": "#c0392b", "higher": "#c0392b",
-                   "equivalent": "#2c6fbb", "undecided": "#888888"}
+VERDICT_COLOURS = {FASTER: "#2a9d4b", LOWER: "#2a9d4b", SLOWER: "#c0392b", HIGHER: "#c0392b",
+                   EQUIVALENT: "#2c6fbb", UNDECIDED: "#888888"}
+
+
+def _marks(ans: answers.Answers, v) -> tuple[str, ...]:
+    """A comparison's marks on the forest plot (answers.causes.marks)."""
+    return ans.marks.get((v.metric, tuple(v.base_unit), tuple(v.var_unit)), ())
 
 
 def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", limit: int = 40) -> tuple | None:
@@ -70,7 +74,8 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
             ax.plot([v.ratio], [y], "o", mfc="none", color="#888")
             text = f"{v.ratio:.3f} (no interval yet) {v.verdict}"
         ax.text(1.02, y, text, va="center", fontsize=8, color=colour, transform=beside, clip_on=False)
-        labels.append(f"    {v.variant} vs {v.baseline}")
+        glyphs = " ".join(answers.MARK_GLYPHS[k] for k in _marks(ans, v))
+        labels.append(f"    {v.variant} vs {v.baseline}" + (f" {glyphs}" if glyphs else ""))
     ax.set_yticks(range(len(rows) - 1, -1, -1))
     ax.set_yticklabels(labels, fontsize=8)
     for t, (kind, _item) in zip(ax.get_yticklabels(), rows):
@@ -83,20 +88,25 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     fig.tight_layout()
     png, svg = _save(fig, out, f"verdicts_{metric}")
     n = [v.n_pairs or min(v.n_baseline, v.n_variant) for v in vs]
-    units = sorted({workloads.of(v.workload).headline_unit or
-                    (metrics.BY_NAME[metric].unit if metric in metrics.BY_NAME else "") for v in vs})
+    own = metrics.BY_NAME[metric].unit if metric in metrics.BY_NAME else ""
+    units = sorted({(ans.headline_units.get(tuple(v.base_unit), "") if metric == THROUGHPUT.name else "") or own
+                    for v in vs})
     title = what[:1].upper() + what[1:]
     cap = (f"{title} ({', '.join(units)}): each comparison's ratio variant ÷ baseline from paired runs "
            f"(dot) with its 95 % CI (bar), n = {min(n)}{'–' + str(max(n)) if max(n) != min(n) else ''} rounds per "
            f"row; line at 1 = no difference; shaded band = equivalence margin ±{ans.margin_pct:g} %; colour = verdict "
-           f"(green better, red worse, blue equivalent, grey undecided; hollow: no interval yet). Measured on "
-           f"{ans.where}.")
+           f"(green better, red worse, blue equivalent, grey undecided; hollow: no interval yet)."
+           + (f" {answers.MARK_GLYPHS['depends']}: the ratio depends on the host's load; "
+              f"{answers.MARK_GLYPHS['drifted']}: it drifted between the halves of the study (table: dependence on "
+              "the host's state)." if any(_marks(ans, v) for v in vs) else "")
+           + f" Measured on {ans.where}.")
     return png, svg, cap
 
 
-def draw_cell_bars(study: analyse.Study, out: Path, m: Metric = THROUGHPUT, limit: int = 12) -> tuple | None:
+def draw_cell_bars(an: Analysis, out: Path, m: Metric = THROUGHPUT, limit: int = 12) -> tuple | None:
     """Per cell, one bar per allocator: the median with its 95 % CI, y axis from zero."""
-    summ = analyse.summaries(study, m)
+    study = an.study
+    summ = an.summaries[m.column]
     cells = list(dict.fromkeys(s.cell for s in summ))[:limit]
     if not cells:
         return None
@@ -133,69 +143,23 @@ def draw_cell_bars(study: analyse.Study, out: Path, m: Metric = THROUGHPUT, limi
 
 # --- charts (study 2's five, plus RSS timelines) ------------------------------------------
 
-@dataclass(frozen=True)
-class Chart:
-    name: str
-    title: str
-    parts: tuple[str, ...]
-    x: str
-    metric: Metric
-    kind: str = "line"  # line | bars
-    logx: bool = False
-    source: str = "measure"  # the runs drawn: "measure", or "profile" (the profiled runs)
-    per_test: bool = False  # a panel per engine and sysbench test (else per engine)
-
-    def rows(self, study: analyse.Study) -> list:
-        rows = study.valid() if self.source == "measure" else study.profiled(self.source)
-        return [r for r in rows if r.part in self.parts]
-
-    def panel(self, r) -> str:
-        return f"{r.engine} {r.pattern}" if self.per_test and r.pattern else r.engine
-
-
-KV_CHARTS = (
-    Chart("put_throughput_vs_threads", "PUT throughput vs threads (small-value churn, b1)",
-          ("churn_small",), "threads", THROUGHPUT),
-    Chart("contention_throughput_vs_threads", "PUT contention throughput vs threads (b100)",
-          ("contention",), "threads", THROUGHPUT),
-    Chart("batch_size_vs_throughput", "Batch size vs PUT throughput (t8)", ("batch",), "batch", THROUGHPUT,
-          logx=True),
-    Chart("peak_rss_vs_threads", "Peak RSS vs threads (small-value churn)", ("churn_small",), "threads", PEAK_RSS),
-    Chart("large_value_p99", "Large-value PUT p99 latency (t8)", ("large_4kb", "large_64kb"), "part", P99,
-          kind="bars"),
-)
-ALLOC_SHARE = Metric("alloc_cpu_total_pct", "Allocator share of CPU (total)", "%", 1, False)
-ALLOC_CS = Metric("alloc_cs_pct", "Context switches in the allocator", "%", 1, False)
-# study 3: is the allocator the cause of the collapse? Its share against threads (profiled runs)
-SCALING_CHARTS = (
-    Chart("alloc_share_vs_threads", "Allocator share of CPU vs threads (profiled runs)", ("scaling",), "threads",
-          ALLOC_SHARE, source="profile", per_test=True),
-    Chart("alloc_switches_vs_threads", "Context switches in the allocator vs threads (profiled runs)", ("scaling",),
-          "threads", ALLOC_CS, source="profile", per_test=True),
-)
-
-
-def chart_table(study: analyse.Study, spec: Chart) -> Table | None:
+def chart_table(an: Analysis, spec: Chart) -> Table | None:
     """The data of a chart in the study's table shape: x | one column per allocator."""
-    rows = [r for r in spec.rows(study) if getattr(r, spec.metric.column) is not None]
-    if not rows:
+    d = an.charts.get(spec.name)
+    if d is None:
         return None
-    allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
+    allocs = list(d.allocators)
     t = Table(spec.name, f"{spec.title} ({spec.metric.unit}, median)", ["engine", spec.x] + allocs)
-    groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        groups[(spec.panel(r), getattr(r, spec.x))][r.allocator].append(getattr(r, spec.metric.column))
-    for (engine, x) in sorted(groups, key=analyse.sort_key):
-        meds = [stats.median(groups[(engine, x)][a]) if groups[(engine, x)].get(a) else None
-                for a in allocs]
+    for (engine, x), by in d.medians.items():
+        meds = [by[a] for a in allocs]
         t.add([engine, str(x)] + [spec.metric.fmt(v) for v in meds], [engine, x] + meds)
     return t
 
 
-def draw_host_state(study: analyse.Study, out: Path, limit: int = 6) -> tuple | None:
+def draw_host_state(an: Analysis, out: Path, limit: int = 6) -> tuple | None:
     """Beside the forest plot: each comparison's ratio against the host's state in its rounds, the
     least-squares line, and whether the ratio depends on it (those first)."""
-    fs = sorted((f for f in study.findings() if f.slope is not None), key=lambda f: not f.slope.depends)[:limit]
+    fs = sorted((f for f in an.findings if f.slope is not None), key=lambda f: not f.slope.depends)[:limit]
     if not fs:
         return None
     cols = min(3, len(fs))
@@ -233,26 +197,23 @@ def _save(fig, out: Path, name: str) -> tuple[Path, Path]:
     return png, svg
 
 
-def draw_chart(study: analyse.Study, spec: Chart, out: Path) -> tuple[Path, Path] | None:
-    rows = [r for r in spec.rows(study) if getattr(r, spec.metric.column) is not None]
-    if not rows:
+def draw_chart(an: Analysis, spec: Chart, out: Path) -> tuple[Path, Path] | None:
+    data = an.charts.get(spec.name)
+    if data is None:
         return None
+    rows = data.rows
     if spec.kind == "line" and len({getattr(r, spec.x) for r in rows}) < 2:
         return None  # a line "vs threads" through one thread count is a dot per allocator: the bars say it
-    order = {e: i for i, e in enumerate(study.engines)}
-    engines = list(dict.fromkeys(spec.panel(r) for r in sorted(rows, key=lambda r: (order[r.engine], r.pattern))))
-    allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
+    engines = data.panels
+    allocs = data.allocators
     fig, axes = plt.subplots(1, len(engines), figsize=(5.2 * len(engines), 4), squeeze=False)
     for ax, engine in zip(axes[0], engines):
         er = [r for r in rows if spec.panel(r) == engine]
         if spec.kind == "line":
             for a in allocs:
-                pts: dict = defaultdict(list)
-                for r in er:
-                    if r.allocator == a:
-                        pts[getattr(r, spec.x)].append(getattr(r, spec.metric.column) / spec.metric.scale)
-                xs = sorted(pts)
-                ds = [stats.describe(pts[x]) for x in xs]
+                points = data.lines[(engine, a)]
+                xs = [x for x, _ in points]
+                ds = [d for _, d in points]
                 ys = [d.median for d in ds]
                 lo = [d.median - d.ci_low if d.enough else 0 for d in ds]
                 hi = [d.ci_high - d.median if d.enough else 0 for d in ds]
@@ -265,14 +226,10 @@ def draw_chart(study: analyse.Study, spec: Chart, out: Path) -> tuple[Path, Path
             ax.set_xticklabels([str(t) for t in ticks])
             ax.set_ylim(bottom=0)
         else:
-            groups = list(dict.fromkeys(getattr(r, spec.x) for r in er))
+            groups, meds = data.bars[engine]
             width = 0.8 / max(len(allocs), 1)
             for i, a in enumerate(allocs):
-                ys = []
-                for g in groups:
-                    vals = [getattr(r, spec.metric.column) / spec.metric.scale for r in er
-                            if r.allocator == a and getattr(r, spec.x) == g]
-                    ys.append(stats.median(vals) if vals else 0)
+                ys = meds[a]
                 ax.bar([g + i * width for g in range(len(groups))], ys, width, label=a)
             ax.set_xticks([g + width * (len(allocs) - 1) / 2 for g in range(len(groups))])
             ax.set_xticklabels(groups)
@@ -312,22 +269,18 @@ def draw_rss_timelines(study: analyse.Study, out: Path) -> tuple[Path, Path] | N
     return _save(fig, out, "rss_timeline")
 
 
-def draw_tpcc_bars(study: analyse.Study, out: Path, name: str, title: str, ylabel: str, value) -> tuple | None:
-    """Grouped bars: one group per engine (and profile), one bar per allocator, median with CI."""
-    rows = tpcc_valid(study)
-    if not rows:
+def draw_grouped_bars(g: Groups, out: Path, name: str, title: str, ylabel: str) -> tuple | None:
+    """Grouped bars: one group per label (an engine and profile), one bar per allocator, median
+    with its 95 % CI (answers.analysis.grouped)."""
+    if g is None:
         return None
-    groups = list(dict.fromkeys(group_label(r) for r in sorted(rows, key=lambda r: (study.engines.index(r.engine)
-                                                                                   if r.engine in study.engines else 9,
-                                                                                   r.profile))))
-    allocs = [a for a in study.allocators if any(r.allocator == a for r in rows)]
+    groups, allocs = g.groups, g.allocators
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) * max(len(allocs), 1) ** 0.5 + 3), 4.2))
     width = 0.8 / max(len(allocs), 1)
     for i, a in enumerate(allocs):
         meds, lo, hi = [], [], []
-        for g in groups:
-            vals = [value(study, r) for r in rows if r.allocator == a and group_label(r) == g]
-            d = stats.describe(vals) if vals else None
+        for label in groups:
+            d = g.stats.get((label, a))
             meds.append(d.median if d else 0)
             lo.append(d.median - d.ci_low if d and d.enough else 0)
             hi.append(d.ci_high - d.median if d and d.enough else 0)
@@ -340,17 +293,6 @@ def draw_tpcc_bars(study: analyse.Study, out: Path, name: str, title: str, ylabe
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _save(fig, out, name)
-
-
-def draw_tpcc_charts(study: analyse.Study, out: Path) -> list:
-    charts = [
-        draw_tpcc_bars(study, out, "tpcc_nopm_by_allocator", "TPC-C NOPM by allocator", "NOPM",
-                       lambda st, r: r.nopm),
-        draw_tpcc_bars(study, out, "tpcc_latency_by_allocator", "TPC-C NEW-ORDER average latency by allocator",
-                       "NEW-ORDER average (ms)",
-                       lambda st, r: st.run_json(r.run_id).get("ops", {}).get("neword", {}).get("mean_ns", 0) / 1e6),
-    ]
-    return [c for c in charts if c]
 
 
 def caption(spec_title: str, rows: list) -> str:

@@ -1,8 +1,11 @@
 """Two or more result folders of the same plan.
 
 Replication (any number of folders, machines may differ): per comparison, each study's verdict
-and the ratio of their ratios, replicates / differs / not known (answers.replicate). Before/after
-(two folders): the same cells' medians against each other, refused for folders from different
+and the ratio of their ratios, replicates / differs / not known (answers.replicate). What to
+expect on a new machine (two folders or more): per comparison, the random-effects pooled ratio,
+τ and a 95 % prediction interval for one more machine, with its verdict. Before/after (two
+folders): each cell and allocator of one folder against the other's, by decide's rule (runs of two
+folders share no round: Welch's interval on the logs), refused for folders from different
 machines or settings unless forced, naming what differs.
 """
 
@@ -10,10 +13,11 @@ from __future__ import annotations
 
 from alloclab.answers import analyse, metrics, stats
 from alloclab.answers.metrics import METRICS
-from alloclab.answers.replicate import replicate
+from alloclab.answers.replicate import NewMachine, between_folders, new_machine, replicate
 from alloclab.core.errors import AlloclabError
 from alloclab.host.machine import MACHINE_KEYS
-from alloclab.report import Table, fmt_cmp, params
+from alloclab.report.formatting import fmt_cmp, params
+from alloclab.report.tables import Table
 
 
 def _driver_engines(m: dict) -> dict:
@@ -38,28 +42,36 @@ def differences(a: analyse.Study, b: analyse.Study) -> list[str]:
     return out
 
 
-def compare(a: analyse.Study, b: analyse.Study, force: bool = False) -> list[Table]:
+def before_after(a: analyse.Study, b: analyse.Study, force: bool = False) -> list[Table]:
+    """Per metric, each cell and allocator the two folders share: b ÷ a by decide's rule at 95 %
+    and the first folder's margin."""
     diff = differences(a, b)
     if diff and not force:
         raise AlloclabError("the two folders differ in machine or settings:\n    " + "\n    ".join(diff),
                             "compare like with like, or pass --force to compare anyway")
+    policy = a.design
     tables = []
     for m in METRICS:
-        ga = analyse.by_cell(a.valid(), m.column)
-        gb = analyse.by_cell(b.valid(), m.column)
+        ga, gb = analyse.by_cell_rounds(a.valid(), m.column), analyse.by_cell_rounds(b.valid(), m.column)
         t = Table(f"compare_{m.column}", f"{m.title}: {b.root.name} against {a.root.name}",
                   ["engine", "part", "parameters", "allocator", f"before ({m.unit})", f"after ({m.unit})",
                    "Δ% [95% CI] verdict"],
                   raw_headers=["engine", "part", "parameters", "allocator", "before_median", "after_median",
-                               "ratio", "ci_low", "ci_high", "verdict"])
+                               "ratio", "ci_low", "ci_high", "verdict"],
+                  note=f"after ÷ before by the verdicts' rule at 95 % and ±{100 * policy.margin:g} %: runs of two "
+                       "folders share no round, so they do not pair (the ratio of the folders' geometric means, "
+                       "Welch's interval on the logs); each "
+                       "allocator against the baseline, paired within each folder, is the Replication table's "
+                       "ratio of ratios")
         for cell in sorted(set(ga) & set(gb), key=analyse.sort_key):
             for alloc in sorted(set(ga[cell]) & set(gb[cell])):
                 va, vb = ga[cell][alloc], gb[cell][alloc]
-                ma, mb = stats.median(va), stats.median(vb)
-                cmp = stats.compare(va, vb, higher_is_better=m.higher_is_better) if ma > 0 else None
-                t.add([cell[0], cell[1], params(cell), alloc, m.fmt(ma), m.fmt(mb), fmt_cmp(cmp)],
-                      [cell[0], cell[1], params(cell), alloc, ma, mb] +
-                      ([cmp.ratio, cmp.ci_low, cmp.ci_high, cmp.verdict] if cmp else [None] * 4))
+                ma, mb = stats.median(list(va.values())), stats.median(list(vb.values()))
+                iv, word = between_folders(va, vb, m.higher_is_better, policy)
+                cmp = stats.Comparison(iv.ratio, iv.ci_low, iv.ci_high, word, (iv.ratio - 1) * 100)
+                shown = [cell[0], cell[1], params(cell), alloc]
+                t.add(shown + [m.fmt(ma), m.fmt(mb), fmt_cmp(cmp)],
+                      shown + [ma, mb, cmp.ratio, cmp.ci_low, cmp.ci_high, cmp.verdict])
         if not t.rows:
             raise AlloclabError("the two folders have no cell and allocator in common",
                                 "compare two runs of the same plan")
@@ -79,7 +91,7 @@ def replication(studies: list[analyse.Study]) -> Table:
     """Each comparison the studies share: each one's verdict, and each later study's ratio ÷ the
     first's with its 95 % interval, at the first study's margin."""
     names = [s.root.name for s in studies]
-    margin = studies[0].policy.margin
+    margin = studies[0].design.margin
     reps = replicate([s.verdicts() for s in studies], margin)
     later = [f"{n} ÷ {names[0]} [95% CI]" for n in names[1:]]
     t = Table("replication", f"Replication: {', '.join(names)} (ratio of ratios within ±{100 * margin:g} %: "
@@ -110,8 +122,76 @@ def replication(studies: list[analyse.Study]) -> Table:
 
 
 def machine_differences(studies: list[analyse.Study]) -> list[str]:
-    """What differs between the folders' machines and versions, each against the first."""
+    """What differs between the folders' machines and versions, each against the first; the
+    values in the order of the names ("a vs b: kernel: a's vs b's")."""
     out = []
     for s in studies[1:]:
-        out += [f"{s.root.name} vs {studies[0].root.name}: {d}" for d in differences(studies[0], s)]
+        out += [f"{studies[0].root.name} vs {s.root.name}: {d}" for d in differences(studies[0], s)]
     return out
+
+
+def _pct(x: float) -> str:
+    return f"{100 * (x - 1):+.0f} %".replace("-", "−")
+
+
+def _pct1(x: float) -> str:
+    return f"{100 * (x - 1):+.1f}".replace("-", "−")
+
+
+def where(studies: list[analyse.Study]) -> tuple[str, str]:
+    """Where a prediction over these folders holds, and what each folder is: a new machine where
+    their machines differ, another study where they ran on one machine."""
+    if machine_differences(studies):
+        return "on a new machine of this kind", "machines"
+    return "in another study on this machine", "studies"
+
+
+def new_machine_sentences(preds: list[NewMachine], on: str = "on a new machine of this kind", unit: str = "machines",
+                          metric: str = "throughput") -> list[str]:
+    """One line per comparison on `metric`: "on a new machine of this kind: jemalloc vs glibc
+    (tidesdb read_random t2) between −12 % and +9 %, not known (2 machines, τ 3.0 %: wide ...)"."""
+    out = []
+    for p in preds:
+        m, comparison, engine, workload, threads, settings, baseline, variant = p.key
+        if m != metric:
+            continue
+        few = f" ({p.k} {unit}, τ {100 * p.tau:.1f} %: wide with few {unit})" if p.k < 5 else \
+            f" ({p.k} {unit}, τ {100 * p.tau:.1f} %)"
+        out.append(f"{on}: {variant} vs {baseline} ({engine} {workload} t{threads}) between {_pct(p.pi_low)} "
+                   f"and {_pct(p.pi_high)}, {p.outcome}{few}")
+    return out
+
+
+def new_machine_table(preds: list[NewMachine], names: list[str], margin: float,
+                      on: str = "on a new machine of this kind", unit: str = "machines") -> Table:
+    """Per comparison: the pooled ratio over the folders (or machines) and the 95 % prediction
+    interval `on`, with its verdict at ±margin."""
+    rules = sorted({p.rule for p in preds if p.rule})
+    t = Table("new_machine", f"What to expect {on}: {', '.join(names)} pooled (random effects), "
+              f"95 % prediction interval, verdict within ±{100 * margin:g} %",
+              ["metric", "comparison", "engine", "workload", "threads", "settings", "variant vs baseline", "k",
+               "pooled Δ% [95% CI]", "τ (%)", f"{on}: Δ% [95% PI]", "verdict"],
+              raw_headers=["metric", "comparison", "engine", "workload", "threads", "settings", "baseline", "variant",
+                           "k", "ratio", "ci_low", "ci_high", "tau_log", "pi_low", "pi_high", "pi_df", "verdict"],
+              note=f"pooled: DerSimonian–Laird on the log ratios; τ: the spread between {unit} (SD of the log "
+                   "ratio); 95 % PI: μ ± t(k − 2)·√(τ² + SE²) (Higgins et al. 2009)"
+                   + "".join(f"; {r}" for r in rules))
+    for p in preds:
+        metric, comparison, engine, workload, threads, settings, baseline, variant = p.key
+        t.add([metrics.words(metric), comparison, engine, workload, str(threads), settings, f"{variant} vs {baseline}",
+               str(p.k), f"{_pct1(p.ratio)} [{_pct1(p.ci_low)}, {_pct1(p.ci_high)}]", f"{100 * p.tau:.1f}",
+               f"[{_pct1(p.pi_low)}, {_pct1(p.pi_high)}]" + (f" (t, {p.df} df: k = 2)" if p.rule else ""), p.outcome],
+              [metric, comparison, engine, workload, threads, settings, baseline, variant, p.k, p.ratio, p.ci_low,
+               p.ci_high, p.tau, p.pi_low, p.pi_high, p.df, p.outcome])
+    return t
+
+
+def new_machine_of(studies: list[analyse.Study]) -> tuple[list[str], Table]:
+    """Folders -> the lines on throughput (a heading and one bullet per comparison) and the table
+    of every comparison, at the first folder's margin."""
+    (on, unit), margin = where(studies), studies[0].design.margin
+    preds = new_machine([s.verdicts() for s in studies], margin)
+    lines = new_machine_sentences(preds, on, unit)
+    head = [f"What to expect, {metrics.words('throughput')} (95 % prediction interval; verdict within "
+            f"±{100 * margin:g} %):"] if lines else []
+    return head + [f"- {x}" for x in lines], new_machine_table(preds, [s.root.name for s in studies], margin, on, unit)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from alloclab.answers import analyse, stats
 from alloclab.answers.metrics import Metric
-from alloclab.plan import workloads
+from alloclab.plan import workload
 
 
 def params(cell: tuple) -> str:
     c = analyse.cell_dict(cell)
-    return workloads.of(c["workload"]).params(c)
+    return workload.of(c["workload"]).params(c)
 
 
 def fmt_ci(m: Metric, s: stats.CellStats) -> str:

@@ -15,7 +15,7 @@ table{border-collapse:collapse;font-size:12px;margin:1em 0}td,th{border:1px soli
 th{background:#f0f0f0}tr:nth-child(even){background:#fafafa}.warn{background:#fff4e0;padding:.5em 1em}
 svg{max-width:100%;height:auto}#forest{margin:.5em 0}#forest svg{max-height:560px;width:auto}
 h1{font-size:22px;margin:.3em 0}details{margin:1em 0}.note{color:#555;font-size:12px}
-.headline{font-size:17px;font-weight:bold}.answers li{margin:.3em 0}
+.headline{font-size:17px;font-weight:bold}.subline{margin-top:-.4em}.answers li{margin:.3em 0}
 figcaption{color:#444;font-size:12px;max-width:900px}"""
 
 
@@ -38,10 +38,17 @@ def _inline_svg(path: Path) -> str:
     return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
 
 
-def _headline(text: str) -> str:
-    """The headline, its "versions under Environment" a link to that section."""
+def _versions_link(text: str) -> str:
+    """The line under the headline, its "versions under Environment" a link to that section."""
     words = "versions under Environment"
     return html.escape(text).replace(words, f"<a href='#environment'>{words}</a>")
+
+
+def _group_html(label: str, items: list[str]) -> str:
+    """A cell's answers under its name (a study-wide line stands alone)."""
+    if not label:
+        return "".join(f"<li>{html.escape(x)}</li>" for x in items)
+    return (f"<li>{html.escape(label)}<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in items) + "</ul></li>")
 
 
 def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[Path, Path, str]], warns: list[str],
@@ -53,11 +60,12 @@ def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[P
     report.md holds with the charts inlined as SVG, and the per-cell statistics folded away."""
     h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
          f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
-         f"<p class='headline' id='answer'>{_headline(ans.headline)}</p>"]
+         f"<p class='headline' id='answer'>{html.escape(ans.headline)}</p>",
+         f"<p class='subline'>{_versions_link(ans.subline)}</p>"]
     if forest:
         h.append(f"<figure id='forest'>{_inline_svg(forest[1])}<figcaption>{html.escape(forest[2])}</figcaption>"
                  "</figure>")
-    h += ["<ul class='answers'>"] + ([f"<li>{html.escape(x)}</li>" for x in ans.lines]
+    h += ["<ul class='answers'>"] + ([_group_html(label, items) for label, items in ans.groups]
                                      or ["<li>(no comparison)</li>"])
     h.append("</ul>")
     if memory:

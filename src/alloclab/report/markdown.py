@@ -21,11 +21,10 @@ def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[P
     """report.md: the answers (the forest plot of the main question right under the headline),
     why, the verdicts, the other charts (as PNG, with captions), warnings, environment, then every
     other table."""
-    short = answers.to_markdown(ans).split("\n")
-    md = [f"# {title}", ""] + short[:4]
+    md = [f"# {title}", ""] + answers.head_markdown(ans)
     if forest:
         md += [f"![{forest[0].stem}](charts/{forest[0].name})", "", f"_{forest[2]}_", ""]
-    md += short[4:]
+    md += answers.lines_markdown(ans) + ["", f"_{ans.note}_", ""]
     if memory:  # the memory answer beside the speed answer
         md += [f"![{memory[0].stem}](charts/{memory[0].name})", "", f"_{memory[2]}_", ""]
     md += [answers.details_markdown(ans), f"## {verdicts.title}", "", to_markdown(verdicts), ""]

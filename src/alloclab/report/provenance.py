@@ -4,7 +4,7 @@ versions, the plan, and how each allocator was used and proved)."""
 from __future__ import annotations
 
 from alloclab.answers import analyse
-from alloclab.report.tpcc import client_lines
+from alloclab.plan import workload
 
 
 def _rounds(study: analyse.Study) -> str:
@@ -58,7 +58,8 @@ def environment(study: analyse.Study) -> list[str]:
                     if plug.get("tidesql_version") else "")
             plugins.setdefault(r.engine, set()).add(f"{what}{plug.get('name')} plugin {plug.get('version')} "
                                                     f"({plug.get('library')})")
-    lines += client_lines(study)
+    for wl in workload.every():  # the clients each workload's runs used
+        lines += wl.environment_lines(study.rows_of(wl.names))
     for target, versions in sorted(servers.items()):
         for version, used in versions.items():
             engine = "; ".join(sorted(plugins.get(target, ())))

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from alloclab.answers import analyse, decide, metrics, stats
 from alloclab.answers import sentences as answers
+from alloclab.answers.analysis import Analysis
 from alloclab.answers.metrics import P99, PEAK_RSS, THROUGHPUT, Metric
-from alloclab.plan import workloads
+from alloclab.plan import workload
 from alloclab.report import flames
 from alloclab.report.formatting import fmt_ci, fmt_cmp, params
 
@@ -46,7 +47,8 @@ def to_csv(t: Table) -> str:
     return buf.getvalue()
 
 
-def vs_baseline_table(study: analyse.Study, m: Metric) -> Table:
+def vs_baseline_table(a: Analysis, m: Metric) -> Table:
+    study = a.study
     base = study.baseline
     allocs = [a for a in study.allocators if a != base]
     t = Table(f"{m.column}_vs_{base}", f"{m.title}: median per cell, each allocator against {base}",
@@ -57,16 +59,16 @@ def vs_baseline_table(study: analyse.Study, m: Metric) -> Table:
               note="Cells: median with a 95 % seeded bootstrap CI of the median. Comparisons: Δ% is the geometric "
                    "mean of the per-round ratios (runs paired by round), so it can differ from the ratio of the "
                    "medians; its 95 % CI and verdict are those of the Verdicts table.")
-    summ = {(s.cell, s.allocator): s.stats for s in analyse.summaries(study, m)}
-    cmps = {(c.cell, c.allocator): c.comparison for c in analyse.comparisons(study, m)}
+    summ = {(s.cell, s.allocator): s.stats for s in a.summaries[m.column]}
+    cmps = {(c.cell, c.allocator): c.comparison for c in a.comparisons[m.column]}
     for cell in sorted({c for c, _ in summ}, key=analyse.sort_key):
         b = summ.get((cell, base))
         n = max(s.n for (c, _), s in summ.items() if c == cell)
         shown = [cell[0], cell[1], params(cell), str(n), f"{m.fmt(b.median)} {fmt_ci(m, b)}" if b else "–"]
         raw = [cell[0], cell[1], params(cell), n] + ([b.median, b.ci_low, b.ci_high] if b else [None] * 3)
-        for a in allocs:
-            s = summ.get((cell, a))
-            cmp = cmps.get((cell, a))
+        for alloc in allocs:
+            s = summ.get((cell, alloc))
+            cmp = cmps.get((cell, alloc))
             shown.append(f"{m.fmt(s.median)} {fmt_cmp(cmp)}" if s else "–")
             raw.append(s.median if s else None)
             raw += [cmp.ratio, cmp.ci_low, cmp.ci_high, cmp.verdict] if cmp else [None] * 4
@@ -74,14 +76,14 @@ def vs_baseline_table(study: analyse.Study, m: Metric) -> Table:
     return t
 
 
-def cells_table(study: analyse.Study) -> Table:
+def cells_table(a: Analysis) -> Table:
     t = Table("cells", "Every cell: statistics over the repeats",
               ["metric", "engine", "part", "parameters", "allocator", "n", "median", "mean", "95% CI", "CV %",
                "outliers (repeat)", "note"],
               raw_headers=["metric", "engine", "part", "parameters", "allocator", "n", "median", "mean", "ci_low",
                            "ci_high", "cv", "outlier_repeats", "values"])
     for m in (THROUGHPUT, P99, PEAK_RSS):
-        for s in analyse.summaries(study, m):
+        for s in a.summaries[m.column]:
             st = s.stats
             outl = ",".join(str(i + 1) for i in st.outliers)
             t.add([m.column, s.cell[0], s.cell[1], params(s.cell), s.allocator, str(st.n), m.fmt(st.median),
@@ -257,11 +259,11 @@ def calls_table(study: analyse.Study) -> Table | None:
     return t
 
 
-def spread_table(study: analyse.Study) -> Table:
+def spread_table(a: Analysis) -> Table:
     t = Table("spread", "Best-to-worst throughput spread across allocators, per engine and cell",
               ["engine", "part", "parameters", "best", "worst", "spread %"])
     per_engine: dict[str, list[float]] = defaultdict(list)
-    for cell, best, worst, pct in analyse.spreads(study):
+    for cell, best, worst, pct in a.spreads:
         per_engine[cell[0]].append(pct)
         t.add([cell[0], cell[1], params(cell), best, worst, f"{pct:.1f}"], [cell[0], cell[1], params(cell), best,
                                                                              worst, pct])
@@ -270,27 +272,28 @@ def spread_table(study: analyse.Study) -> Table:
     return t
 
 
-def engine_ratio_table(study: analyse.Study) -> Table:
+def engine_ratio_table(a: Analysis) -> Table:
     t = Table("engine_ratios", "Engine ratios: throughput of each engine over the first engine, same cell and "
               "allocator", ["part", "parameters", "allocator", "ratio", "95% CI", "verdict"],
               raw_headers=["part", "parameters", "allocator", "engine", "reference", "ratio", "ci_low", "ci_high",
                            "verdict"])
-    for cell, a, other, ref, c in analyse.engine_ratios(study):
+    for cell, alloc, other, ref, c in a.engine_ratios[THROUGHPUT.column]:
         full = (ref, *cell)
         ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.ci_low is not None else "n<3"
-        t.add([cell[0], params(full), a, f"{other}/{ref} = {c.ratio:.2f}x", ci, c.verdict],
-              [cell[0], params(full), a, other, ref, c.ratio, c.ci_low, c.ci_high, c.verdict])
+        t.add([cell[0], params(full), alloc, f"{other}/{ref} = {c.ratio:.2f}x", ci, c.verdict],
+              [cell[0], params(full), alloc, other, ref, c.ratio, c.ci_low, c.ci_high, c.verdict])
     return t
 
 
-def sweep_table(study: analyse.Study, m: Metric = THROUGHPUT) -> Table:
+def sweep_table(a: Analysis, m: Metric = THROUGHPUT) -> Table:
     """Study 3's shape for every thread sweep: Threads | Baseline | Variant | Δ, per variant."""
+    study = a.study
     base = study.baseline
     allocs = [a for a in study.allocators if a != base]
     t = Table("thread_sweeps", f"Thread sweeps: {m.title.lower()} by threads, each allocator against {base}",
               ["engine", "part", "parameters", "threads", f"{base} {m.unit}"]
               + [h for a in allocs for h in (f"{a} {m.unit}", f"Δ {a} vs {base}")])
-    groups = analyse.by_cell(study.valid(), m.column)
+    groups = a.sweeps[m.column]
     sweeps: dict[tuple, list[tuple]] = defaultdict(list)
     for cell in groups:
         sweeps[cell[:-1]].append(cell)
@@ -303,8 +306,8 @@ def sweep_table(study: analyse.Study, m: Metric = THROUGHPUT) -> Table:
             bm = stats.median(b) if b else None
             row = [cell[0], cell[1], params(cell).rsplit(" ", 1)[0], str(cell[-1]), m.fmt(bm)]
             raw = [cell[0], cell[1], params(cell).rsplit(" ", 1)[0], cell[-1], bm]
-            for a in allocs:
-                v = groups[cell].get(a)
+            for alloc in allocs:
+                v = groups[cell].get(alloc)
                 vm = stats.median(v) if v else None
                 d = analyse.delta_pct(vm, bm)
                 row += [m.fmt(vm), f"{d:+.1f}%" if d is not None else "–"]
@@ -313,16 +316,16 @@ def sweep_table(study: analyse.Study, m: Metric = THROUGHPUT) -> Table:
     return t
 
 
-def scaling_table(study: analyse.Study) -> Table:
+def scaling_table(a: Analysis) -> Table:
     t = Table("scaling", "Thread scaling: peak, last point within 5 % of linear, collapse below 50 % of the peak",
               ["engine", "part", "parameters", "allocator", "peak threads", "peak ops/s", "last linear threads",
                "collapse"])
-    for key, a, sc in analyse.scalings(study):
+    for key, alloc, sc in a.scalings:
         cell = (*key, 0)
         p = params(cell).rsplit(" t", 1)[0]
         col = f"t{sc.collapse_x}: {THROUGHPUT.fmt(sc.collapse_y)}" if sc.collapse_x is not None else "none"
-        t.add([key[0], key[1], p, a, str(sc.peak_x), THROUGHPUT.fmt(sc.peak_y), str(sc.last_linear_x), col],
-              [key[0], key[1], p, a, sc.peak_x, sc.peak_y, sc.last_linear_x, sc.collapse_x])
+        t.add([key[0], key[1], p, alloc, str(sc.peak_x), THROUGHPUT.fmt(sc.peak_y), str(sc.last_linear_x), col],
+              [key[0], key[1], p, alloc, sc.peak_x, sc.peak_y, sc.last_linear_x, sc.collapse_x])
     return t
 
 
@@ -356,19 +359,54 @@ def cpu_per_txn_table(study: analyse.Study) -> Table | None:
                    "a client that costs the server nothing has a small ratio on a machine it shares.")
     for (cell, alloc), rs in _valid_by_cell(study, rows):
         def per(r):
-            n = workloads.of(r.workload).work_done(r)
+            n = workload.of(r.workload).work_done(r)
             return ((r.cpu_user_s + r.cpu_sys_s) / n * 1e3, (r.client_cpu_user_s + (r.client_cpu_sys_s or 0)) / n * 1e3
                     ) if n else None
         got = [x for x in map(per, rs) if x]
         if not got:
             continue
         srv, cli = stats.median([x[0] for x in got]), stats.median([x[1] for x in got])
-        wl = workloads.of(rs[0].workload)
+        wl = workload.of(rs[0].workload)
         mode = rs[0].tpcc_mode or (wl.mode_label or "–")
         what = wl.unit_of_work
         t.add([cell[0], params(cell), alloc, mode, str(len(got)), what, f"{srv:.3f}", f"{cli:.3f}",
                f"{cli / srv:.2f}" if srv else "–"],
               [cell[0], params(cell), alloc, mode, len(got), what, srv, cli, cli / srv if srv else None])
+    return t
+
+
+def dependence_table(a: Analysis) -> Table | None:
+    """The comparisons whose ratio depends on the host's state or drifted: one short table, not a
+    bullet each (the forest plot marks their rows)."""
+    if not a.dependence:
+        return None
+    t = Table("dependence", "Dependence on the host's state: comparisons whose ratio moves with the host's load, or "
+              "drifted", ["cell", "comparison", "state", "slope [95% CI]", "slow / fast", "average [CI]",
+                          "quiet host [CI]", "verdict uses", "cause", "halves"],
+              raw_headers=["cell", "variant", "baseline", "state", "slope", "slope_ci_low", "slope_ci_high", "slow",
+                           "fast", "average", "quiet", "quiet_ci_low", "quiet_ci_high", "verdict_uses", "cause",
+                           "first_half", "second_half"],
+              note="Slope of the paired log ratio on the host's state of each round; slow / fast: the ratio in the "
+                   "rounds below and above the median state; quiet host: the fitted ratio at the quietest tenth of "
+                   "the rounds; cause: the baseline's where its own speed moves unlike every other allocator's.")
+    by = {(f.cell_key, f.variant, f.baseline): f for f in a.findings}
+
+    def ci(r) -> str:
+        return f"{r.ratio:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]" if r else "–"
+
+    for d in a.dependence:
+        f = by.get((d.cell_key, d.variant, d.baseline))
+        sl = d.slope
+        halves = f.halves if f else (None, None)
+        t.add([params(d.cell), f"{d.variant} vs {d.baseline}", d.state,
+               f"{sl.slope:+.2f} [{sl.ci_low:+.2f}, {sl.ci_high:+.2f}]" if sl and sl.ci_low is not None else "–",
+               f"{f.slow:.3f} / {f.fast:.3f}" if f and f.slow and f.fast else "–", ci(d.average), ci(d.quiet),
+               d.verdict_uses, d.cause, " / ".join(f"{x:.3f}" for x in halves if x) or "–"],
+              [params(d.cell), d.variant, d.baseline, d.state, sl.slope if sl else None,
+               sl.ci_low if sl else None, sl.ci_high if sl else None, f.slow if f else None, f.fast if f else None,
+               d.average.ratio if d.average else None, d.quiet.ratio if d.quiet else None,
+               d.quiet.ci_low if d.quiet else None, d.quiet.ci_high if d.quiet else None, d.verdict_uses, d.cause,
+               halves[0], halves[1]])
     return t
 
 

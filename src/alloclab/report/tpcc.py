@@ -1,4 +1,6 @@
-"""TPC-C (studies 1 and 4): its runs, transactions and ratios, and the published figures beside ours."""
+"""TPC-C (studies 1 and 4): its runs, transactions and ratios over its valid rows (the TPC-C
+workload, alloclab.workloads.tpcc, names them as its report section), its loads, and the
+published figures beside ours."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import json
 from collections import defaultdict
 
 from alloclab.answers import analyse, stats
+from alloclab.answers.analysis import Analysis
 from alloclab.answers.metrics import NOPM
 from alloclab.catalog.names import HAMMERDB_VERSION
 from alloclab.plan import presets
@@ -13,18 +16,6 @@ from alloclab.report.formatting import params
 from alloclab.report.tables import Table
 
 TXN_NAMES = {"neword": "NEWORD", "payment": "PAYMENT", "delivery": "DELIVERY", "slev": "SLEV", "ostat": "OSTAT"}
-
-
-def client_lines(study: analyse.Study) -> list[str]:
-    """The TPC-C clients the study's runs used, for the Environment section."""
-    clients = {(f"HammerDB {HAMMERDB_VERSION} (its TPROC-C stored procedures and 10/10/1/1/1 mix, as the seeds ran it)"
-                if r.client == "hammerdb" else f"alloclab's own ({r.tpcc_mode} mode)")
-               for r in study.rows if r.workload == "tpcc"}
-    return ["TPC-C client: " + "; ".join(sorted(clients))] if clients else []
-
-
-def tpcc_valid(study: analyse.Study) -> list:
-    return [r for r in study.valid() if r.workload == "tpcc"]
 
 
 def group_label(r) -> str:
@@ -39,7 +30,7 @@ def _manifest_digests(study: analyse.Study) -> dict[str, str]:
     return {rel: digest for digest, _, rel in (line.partition("  ") for line in lines)}
 
 
-def tpcc_runs_table(study: analyse.Study) -> Table:
+def tpcc_runs_table(study: analyse.Study, rows: list) -> Table:
     """Study 1's shape: one line per run, with the SHA-256 of its raw events."""
     t = Table("tpcc_runs", "TPC-C runs: NOPM, TPM and NEW-ORDER latency per run",
               ["engine", "allocator", "run", "NOPM", "client NOPM", "TPM", "NEWORD avg (ms)", "NEWORD p95 (ms)",
@@ -48,7 +39,7 @@ def tpcc_runs_table(study: analyse.Study) -> Table:
                    "client NOPM counts committed New-Orders at the client; TPM counts committed and rolled-back "
                    "transactions.")
     digests = _manifest_digests(study)
-    for r in sorted(tpcc_valid(study), key=lambda r: (group_label(r), r.allocator, r.repeat)):
+    for r in sorted(rows, key=lambda r: (group_label(r), r.allocator, r.repeat)):
         no = study.run_json(r.run_id).get("ops", {}).get("neword", {})
         t.add([group_label(r), r.allocator, str(r.repeat), f"{r.nopm:,.0f}", f"{r.client_nopm:,.0f}", f"{r.tpm:,.0f}",
                f"{no.get('mean_ns', 0) / 1e6:.2f}", f"{no.get('p95_ns', 0) / 1e6:.2f}",
@@ -58,7 +49,7 @@ def tpcc_runs_table(study: analyse.Study) -> Table:
     return t
 
 
-def tpcc_txn_table(study: analyse.Study) -> Table:
+def tpcc_txn_table(study: analyse.Study, rows: list) -> Table:
     """Study 4's shape: per transaction type, medians over the repeats."""
     t = Table("tpcc_transactions", "TPC-C per transaction type (median over repeats; ms)",
               ["engine", "allocator", "transaction", "runs", "count", "avg", "p50", "p95", "p99", "max", "sd",
@@ -66,7 +57,7 @@ def tpcc_txn_table(study: analyse.Study) -> Table:
               note="Retries are conflicts retried inside one transaction; rolled back are the 1 % of New-Orders "
                    "that roll back by design; errors are transactions that gave up.")
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in tpcc_valid(study):
+    for r in rows:
         for txn, op in study.run_json(r.run_id).get("ops", {}).items():
             groups[(group_label(r), r.allocator, txn)].append(op)
     order = list(TXN_NAMES)
@@ -83,15 +74,15 @@ def tpcc_txn_table(study: analyse.Study) -> Table:
     return t
 
 
-def tpcc_ratio_table(study: analyse.Study) -> Table:
+def tpcc_ratio_table(a: Analysis) -> Table:
     t = Table("tpcc_ratios", "TPC-C NOPM ratios: engines against the first engine, profiles against the first profile",
               ["what", "cell", "allocator", "ratio", "95% CI", "verdict"])
-    for cell, a, other, ref, c in analyse.engine_ratios(study, NOPM):
+    for cell, alloc, other, ref, c in a.engine_ratios[NOPM.column]:
         ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.ci_low is not None else "n<3"
-        t.add([f"{other} / {ref}", params((ref, *cell)), a, f"{c.ratio:.2f}x", ci, c.verdict])
-    for cell, a, other, ref, c in analyse.profile_gains(study, NOPM):
+        t.add([f"{other} / {ref}", params((ref, *cell)), alloc, f"{c.ratio:.2f}x", ci, c.verdict])
+    for cell, alloc, other, ref, c in a.profile_gains[NOPM.column]:
         ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.ci_low is not None else "n<3"
-        t.add([f"{cell[0]}: {other} / {ref}", params(cell), a, f"{c.ratio:.2f}x", ci, c.verdict])
+        t.add([f"{cell[0]}: {other} / {ref}", params(cell), alloc, f"{c.ratio:.2f}x", ci, c.verdict])
     return t
 
 
@@ -128,7 +119,7 @@ def loads_table(study: analyse.Study) -> Table | None:
     return t
 
 
-def published_table(study: analyse.Study) -> Table | None:
+def published_table(study: analyse.Study, valid: list) -> Table | None:
     """The published NOPM of the study this preset reproduces beside ours, each as a ratio to
     its own glibc: the shape (which allocator helps, by how much) is what carries over."""
     pub = presets.PUBLISHED.get(study.plan.get("preset") or "")
@@ -139,7 +130,6 @@ def published_table(study: analyse.Study) -> Table | None:
                "our runs"], note=pub["source"] + "; ours from this study's valid runs. Levels differ with the "
               "hardware; the ratios to glibc are the comparison." + "".join(
                   " " + c for c in presets.published_caveats(study.plan, study.engines)))
-    valid = tpcc_valid(study)
     for target, figures in pub.items():
         if target == "source":
             continue

@@ -26,6 +26,13 @@ from alloclab.core.errors import AlloclabError
 MANIFEST = "MANIFEST.sha256"
 RUNS_CSV = "runs.csv"
 
+# The one list of a cell's fields that a row carries and that identify its cell, apart from the
+# allocator and the repeat (threads last: sweeps drop it). Each is a field of plan.Cell and a
+# column of RunRow (tests/test_layers.py holds them so); the runner copies them from the cell
+# into the row and the verdicts key cells by them (answers.decide.CELL_FIELDS).
+CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "profile", "warehouses",
+               "shape", "client", "tpcc_mode", "threads")
+
 
 @dataclass
 class RunRow:
@@ -110,6 +117,24 @@ class RunRow:
     # whose sources were built and the library's SHA-256)
     allocator_version: str = ""
     allocator_source: str = ""
+    # added in 0.7: a server's life (workload "life"), from its stored RSS timeline and phases
+    # (answers.life); empty for every other run. RSS settled at the end of the last idle phase
+    # and its creep over the cycles (OLS slope, 95 % interval); the share of a cycle's burst
+    # excess (its bursts' highest peak over the settled RSS before them) given back by the end
+    # of the idle phase after them (mean over cycles) and the seconds to give back half
+    # (median); RSS over the engine's own account at the last idle end and its growth per
+    # cycle; whether the cgroup's OOM killer killed the server, and in which cycle
+    life_cycles: int = 0  # cycles whose idle phase ended with a settled RSS
+    settled_rss_bytes: int | None = None
+    creep_mib_per_cycle: float | None = None
+    creep_ci_low_mib_per_cycle: float | None = None
+    creep_ci_high_mib_per_cycle: float | None = None
+    given_back_share: float | None = None
+    half_given_back_s: float | None = None
+    overhead_bytes: int | None = None
+    overhead_growth_mib_per_cycle: float | None = None
+    oom_killed: bool = False
+    oom_cycle: int | None = None
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -329,8 +354,13 @@ class Store:
         return zip_path, digest
 
     def verify(self) -> list[str]:
-        """Problems found against the manifest: changed, missing or unlisted files."""
+        """Problems found against the manifest: changed, missing or unlisted files. A folder that
+        holds none of a results folder's own files (manifest, runs.csv, plan.json) is refused."""
         mf = self.root / MANIFEST
+        if not any((self.root / f).is_file() for f in (MANIFEST, RUNS_CSV, "plan.json")):
+            what = ("does not exist" if not self.root.exists() else "is not a folder" if not self.root.is_dir()
+                    else f"is not a results folder (it has no {MANIFEST}, {RUNS_CSV} or plan.json)")
+            raise AlloclabError(f"{self.root} {what}", "point at a folder written by `alloclab run`")
         if not mf.exists():
             return [f"{MANIFEST} is missing"]
         listed = {}

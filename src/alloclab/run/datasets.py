@@ -11,9 +11,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from alloclab.catalog.names import TPCC
+from alloclab.alloc import environment
 from alloclab.clients import driver
-from alloclab.core import environment, events
+from alloclab.core import events
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import RunSpec
 from alloclab.results.store import write_json
@@ -63,10 +63,8 @@ class Datasets:
         digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
         return f"tpcc-{c.engine}-w{c.warehouses}-{digest}"
 
-    def pristine(self, spec: RunSpec) -> Path | None:
-        """The pristine copy this run starts from (loading it the first time), or None."""
-        if spec.cell.workload != TPCC:
-            return None
+    def pristine(self, spec: RunSpec) -> Path:
+        """The pristine copy of its TPC-C warehouses this run starts from (loaded the first time)."""
         key = self.key(spec)
         return self.cache.get(key, lambda path: self._load(spec, key, path))
 

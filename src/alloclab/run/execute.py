@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Callable
 
 from alloclab.alloc import account, allocators, build, tuning
-from alloclab.catalog.names import HAMMERDB, SYSBENCH, TPCC
+from alloclab.catalog.names import SYSBENCH
 from alloclab.clients import sysbench
 from alloclab.core import events
 from alloclab.core.errors import AlloclabError
 from alloclab.host import noise, sampler
 from alloclab.plan import RunSpec
-from alloclab.results.store import RunRow, atomic_write, write_json
+from alloclab.results.store import CELL_FIELDS, RunRow, atomic_write, write_json
 from alloclab.run import kinds, profiling
 
 STATUS_OK = "ok"
@@ -109,24 +109,6 @@ def _tail(path: Path, lines: int = 5) -> str:
     return " | ".join(text[-lines:])
 
 
-def tpcc_rates(summary: dict) -> dict[str, float]:
-    """NOPM as HammerDB counts it (from the database's d_next_o_id), the client's own count
-    of committed New-Orders per minute, and TPM (committed plus rolled-back transactions)."""
-    minutes = float(summary.get("duration_s") or 0) / 60
-    wl = summary.get("workload") or {}
-    if not minutes or wl.get("kind") != TPCC:
-        return {"nopm": 0.0, "client_nopm": 0.0, "tpm": 0.0}
-    if wl.get("client") == HAMMERDB:  # HammerDB's own result line is the client's count
-        return {"nopm": round(float(wl.get("nopm", 0.0)), 1), "client_nopm": round(float(wl["client_nopm"]), 1),
-                "tpm": round(float(wl["tpm"]), 1)}
-    ops = summary.get("ops", {})
-    no = ops.get("neword", {})
-    committed_no = no.get("calls", 0) - no.get("errors", 0) - no.get("rollbacks", 0)
-    done = sum(o.get("calls", 0) - o.get("errors", 0) for o in ops.values())
-    return {"nopm": round(float(wl.get("nopm", 0.0)), 1), "client_nopm": round(committed_no / minutes, 1),
-            "tpm": round(done / minutes, 1)}
-
-
 def instrumented(spec: RunSpec, run_dir: Path) -> profiling.Recorder | None:
     """The recorder of a profiled or call-counting run; None for a measured run."""
     return profiling.Recorder(run_dir / "perf.data", spec.purpose) if spec.purpose in ("profile", "calls") else None
@@ -172,15 +154,16 @@ def profile_note(spec: RunSpec, run_dir: Path, recorder: profiling.Recorder | No
             profiling.FREQ_HZ, "switches": "context-switches, every one", "absent_because": why}
 
 
-def measures(summary: dict | None, result: sysbench.Result | None = None) -> dict:
-    """The client-side numbers of a row: from the driver's summary, or from the real sysbench;
-    none (the row builder's zeros) when the client left neither."""
+def measures(summary: dict | None, result: sysbench.Result | None = None, kind: kinds.RunKind | None = None) -> dict:
+    """The client-side numbers of a row: from the driver's summary (with what only the run's
+    kind reads from it: TPC-C's rates), or from the real sysbench; none (the row builder's
+    zeros) when the client left neither."""
     if summary:
         pct = events.percentiles_ns(events.merged_histogram(summary))
         return {"ops": int(summary.get("total_ops", 0)), "duration_s": round(float(summary.get("duration_s", 0)), 6),
                 "ops_per_s": round(float(summary.get("ops_per_s", 0)), 2), **pct,
                 "errors": int(summary.get("total_errors", 0)), "retries": int(summary.get("total_retries", 0)),
-                **tpcc_rates(summary),
+                **(kind.summary_fields(summary) if kind else {}),
                 "server_tpm": round(float((summary.get("workload") or {}).get("server_tpm") or 0), 1)}
     if result is None:
         return {}
@@ -204,15 +187,15 @@ def build_row(spec: RunSpec, study: str, *, status: str, reason: str, verified: 
     c = spec.cell
     base = {"ops": 0, "duration_s": 0.0, "ops_per_s": 0.0, "p50_ns": 0, "p95_ns": 0, "p99_ns": 0, "p999_ns": 0,
             "max_ns": 0, "mean_ns": 0, "errors": 0, "retries": 0, "peak_rss_bytes": 0, "wall_s": 0.0,
-            **dict.fromkeys(USAGE, 0), **kinds.of(c).row_fields(spec)}
+            **dict.fromkeys(USAGE, 0)}
+    # the cell's fields (the one list), as the run's kind records them (a server's TPC-C has no key sizes)
+    cell = {f: getattr(c, f) for f in CELL_FIELDS} | kinds.of(c).row_fields(spec)
     return RunRow(
-        run_id=spec.run_id, index=spec.index, study=study, cell=c.key, engine=c.engine, allocator=spec.allocator.name,
+        run_id=spec.run_id, index=spec.index, study=study, cell=c.key, allocator=spec.allocator.name,
         allocator_base=spec.allocator.base, allocator_verified=verified, allocator_version=spec.allocator.version,
-        allocator_source=spec.allocator.source, workload=c.workload, part=c.part,
-        threads=c.threads, repeat=spec.repeat, seed=spec.seed, status=status, reason=reason,
-        started_at=started_at or datetime.now(timezone.utc).isoformat(timespec="seconds"), profile=c.profile,
-        warehouses=c.warehouses, shape=c.shape, purpose=spec.purpose, tpcc_mode=c.tpcc_mode,
-        **(base | (fields or {})))
+        allocator_source=spec.allocator.source, repeat=spec.repeat, seed=spec.seed, status=status, reason=reason,
+        started_at=started_at or datetime.now(timezone.utc).isoformat(timespec="seconds"), purpose=spec.purpose,
+        **(cell | base | (fields or {})))
 
 
 def failed_row(spec: RunSpec, study: str, reason: str) -> RunRow:
@@ -393,16 +376,17 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         window = summary.get("usage_window", {})
         usage = {k: (round(window.get(k, 0.0), 4) if k.startswith("cpu") else int(window.get(k, 0))) for k in USAGE}
         client_cpu = {}
-    m = measures(watch.summary if kind.driver_client else None, result)
+    m = measures(watch.summary if kind.driver_client else None, result, kind)
     # VmHWM as sampled and as the driver read it at the end; never ru_maxrss, which survives
     # exec and so can hold the RSS of the forked Python parent
     peak = max(tl.peak_rss(), tl.peak_hwm(), 0 if target.separate_client else int(summary.get("vm_hwm_bytes") or 0))
+    atomic_write(run_dir / "samples.csv", _samples_csv(tl))
+    own, own_json = kind.outcome(target, watch, tl, run_dir)  # from what was stored (a life's memory)
     row = build_row(spec, node.study, status=status, reason=reason, verified=verified, started_at=started_at, fields={
         **m, **usage, **client_cpu, "peak_rss_bytes": peak, "wall_s": round(wall_s, 3),
         "other_busy_cores": round(run_noise.other_cores, 3), **account.row_fields(acc, rss_at_end),
-        **recorded(recorder, run_dir, m.get("ops", 0), m.get("duration_s", 0.0))})
+        **recorded(recorder, run_dir, m.get("ops", 0), m.get("duration_s", 0.0)), **own})
 
-    atomic_write(run_dir / "samples.csv", _samples_csv(tl))
     if target.separate_client:
         atomic_write(run_dir / "client_samples.csv", _samples_csv(client_tl))
     write_json(run_dir / "run.json", {
@@ -415,6 +399,6 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         "profile": profile_note(spec, run_dir, recorder), SYSBENCH: result.__dict__ if result else None,
         # in turns: how often its processes under test were stopped while its client waited
         **({"frozen_while_waiting": target.freezes} if gate is not None else {}),
-        **target.run_json(), **({"alloc_account_missing": None} if acc else {})})
+        **target.run_json(), **({"alloc_account_missing": None} if acc else {}), **own_json})
     return row
 

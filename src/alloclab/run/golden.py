@@ -1,7 +1,7 @@
 """Data for runs against a database server: golden data prepared once per (target, dataset,
 profile) and kept as a stopped datadir, of which every run starts from a copy (target.OnServer
 starts the server with the run's allocator preloaded; the one runner, execute.run, does the rest).
-What defines the data and how it is made is the server kind's (kinds.ServerTPCC and its kin)."""
+What defines the data and how it is made is the server kind's (run.kinds.ServerKind, made by each workload)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import subprocess
 import time
 from pathlib import Path
 
+from alloclab.alloc import environment
 from alloclab.catalog import targets
-from alloclab.core import environment
 from alloclab.core.errors import AlloclabError
 from alloclab.host.processes import die_with_parent
-from alloclab.plan import RunSpec, workloads
+from alloclab.plan import RunSpec, workload
 from alloclab.results.store import write_json
 from alloclab.run.datasets import Prepared
 from alloclab.servers.server import Server
@@ -31,9 +31,9 @@ def copy_datadir(src: Path, dst: Path) -> None:
 
 
 def profile_settings(spec: RunSpec) -> dict[str, str]:
-    """The server settings of a run: its named profile, else its workload's (plan.workloads)."""
+    """The server settings of a run: its named profile, else its workload's (plan.workload)."""
     t = targets.parse(spec.cell.engine)
-    default = workloads.of(spec.cell.workload).server_profile
+    default = workload.of(spec.cell.workload).server_profile
     return targets.load_profile(t, spec.cell.profile if spec.cell.profile != "default" else default)
 
 

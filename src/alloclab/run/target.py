@@ -11,10 +11,9 @@ import subprocess
 import threading
 from pathlib import Path
 
-from alloclab.alloc import account, allocators
+from alloclab.alloc import account, allocators, environment
 from alloclab.catalog import targets, tidesql
 from alloclab.clients import driver
-from alloclab.core import environment
 from alloclab.core.errors import AlloclabError
 from alloclab.host.placement import MemoryLimit, parse_cpus
 from alloclab.host.processes import child_setup, kill_group
@@ -202,7 +201,9 @@ class OnServer(Target):
         self.spec, self.run_dir, self.scratch, self.golden = spec, run_dir, scratch, golden
         self.client_argv, self.client_name = client_argv, client_name
         self.t = targets.parse(spec.cell.engine)
-        self.datadir = scratch / spec.run_id
+        # named by the run's index, not its id: a unix socket's path holds at most 107 bytes, and a
+        # run id holds its allocator's label (a tuned jemalloc's made MariaDB refuse its socket)
+        self.datadir = scratch / f"server-{spec.index:04d}"
         self.srv = Server(self.t, self.datadir, run_dir / "server.log", settings=profile_settings(spec))
         self.server_cpus = parse_cpus(spec.server_cpus, "server_cpus") if spec.server_cpus else None
         self.client_cpus = parse_cpus(spec.client_cpus, "client_cpus") if spec.client_cpus else None

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import random
 
+from alloclab.alloc import environment
 from alloclab.catalog import tidesql
-from alloclab.core import environment
 from alloclab.core.errors import AlloclabError
 
 DATABASE = "alloclab_probe"

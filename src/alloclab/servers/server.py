@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from alloclab.alloc import environment
+from alloclab.catalog.allocators import TUNING_PREFIXES
 from alloclab.catalog.targets import ServerTarget
-from alloclab.core import environment
-from alloclab.core.environment import TUNING_PREFIXES
 from alloclab.core.errors import AlloclabError
 from alloclab.host import processes
 from alloclab.servers import root

@@ -1,6 +1,8 @@
 """Run a study: rounds drawn from the plan, handed to an executor (this machine, or the nodes of
-a Ray cluster), decided at planned looks, every finished run kept in the study's folder."""
+a Ray cluster), decided at planned looks, every finished run kept in the study's folder. The
+workloads register here for every study (alloclab.workloads), on every node."""
 
+import alloclab.workloads  # noqa: F401  (registers the workloads the runs ask for)
 from alloclab.study.rounds import (
     Interrupted,
     StudyResult,

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from alloclab.core.events import Event
 from alloclab.core.units import fmt_duration, fmt_rate
-from alloclab.plan import RunSpec, workloads
+from alloclab.plan import RunSpec, workload
 from alloclab.results.store import RunRow
 
 
@@ -20,7 +20,7 @@ def describe(spec: RunSpec) -> str:
     c = spec.cell
     prof = "" if c.profile == "default" else f" ({c.profile})"
     prof += "" if c.shape == "default" else f" <{c.shape}>"
-    what = workloads.of(c.workload).describe(c)
+    what = workload.of(c.workload).describe(c)
     return f"{c.engine} {c.part} {what}{prof} [{spec.allocator.name}] r{spec.repeat}"
 
 
@@ -60,7 +60,7 @@ class Progress:
             self.stream.write("\r\033[K")
         mark = {"ok": "ok", "failed": "FAILED", "invalid": "INVALID"}.get(row.status, row.status)
         if row.status == "ok":
-            detail = workloads.of(row.workload).outcome(row)
+            detail = workload.of(row.workload).outcome(row)
         else:
             detail = row.reason
         self.stream.write(f"[{self.done}/{self.total}] {mark:7s} {describe(spec)}: {detail}  ETA {self.eta()}\n")

@@ -27,6 +27,7 @@ from alloclab.answers import decide
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration
 from alloclab.plan import Plan, RunSpec
+from alloclab.plan.design import Design, plan_looks, taken_looks
 from alloclab.results.store import RunRow, Store, write_json
 from alloclab.study.fleet import Ray
 from alloclab.study.local import Local
@@ -77,8 +78,9 @@ class Schedule:
         write_json(store.root / ROUNDS, {"version": 1, "rounds": self.rounds, "elapsed_s": round(self.elapsed_s, 3),
                                          "sittings": self.sittings, "stop": self.stop, "design": self.design})
 
-    def policy(self, plan: Plan) -> decide.Policy:
-        return decide.Policy.from_plan(plan.to_json(), {"design": self.design})
+    def design_of(self, plan: Plan) -> Design:
+        """The plan's design with the looks this schedule planned."""
+        return Design.from_plan(plan.to_json(), {"design": self.design})
 
     def specs(self) -> list[RunSpec]:
         return [RunSpec.from_json(d) for r in self.rounds for d in r["runs"]]
@@ -165,7 +167,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     if budget is not None and sched.design and plan.adaptive:
         # more budget: more rounds, planned at this study's pace; the looks already taken stay
         done_rounds = max((r.repeat for r in rows), default=0)
-        kept = tuple(x for x in decide.taken_looks(sched.design, sched.stop, len(sched.rounds)) if x <= done_rounds)
+        kept = tuple(x for x in taken_looks(sched.design, sched.stop, len(sched.rounds)) if x <= done_rounds)
         sched.design = plan_design(plan, [r for r in rows if r.purpose == "measure"], sched.elapsed_s, done_rounds,
                                    kept)
     sched.stop = None
@@ -204,8 +206,8 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
                 looks_done: tuple[int, ...] = ()) -> dict:
     """When an adaptive study looks at its comparisons: the rounds its budget affords at the pace
     of its rounds so far (or max_rounds without a budget), and the looks up to that round."""
-    last = plan.max_rounds
-    basis = f"max_rounds {plan.max_rounds}"
+    last = plan.design.max_rounds
+    basis = f"max_rounds {plan.design.max_rounds}"
     if plan.budget is not None and rounds_done:
         walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
                 [r.wall_s for r in rows if r.wall_s > 0]
@@ -216,13 +218,13 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
             basis = (f"a budget of {fmt_duration(plan.budget)} at about {fmt_duration(per_round)} a round affords "
                      f"{last} round(s)")
-    looks = decide.plan_looks(last, plan.min_runs, looks_done)
+    looks = plan_looks(last, plan.design.min_runs, looks_done)
     return {"planned_rounds": looks[-1], "looks": list(looks), "basis": basis}
 
 
 def _affordable(plan: Plan, elapsed_s: float, rounds_done: int, per_round: float) -> int:
     """The last round the budget left affords at `per_round` seconds a round (at most max_rounds)."""
-    return min(plan.max_rounds, rounds_done + int(max(0.0, plan.budget - elapsed_s) // per_round))
+    return min(plan.design.max_rounds, rounds_done + int(max(0.0, plan.budget - elapsed_s) // per_round))
 
 
 def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
@@ -241,7 +243,7 @@ def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float
     """The last look moves later when rounds got faster (a decided comparison's runs stop): if the
     budget left affords more rounds at the pace of the last round than planned. The number of
     looks, and so each look's level, stays; it never moves earlier here (a budget stop may:
-    decide.taken_looks), and the looks' rounds depend on time alone, never on the ratios."""
+    design.taken_looks), and the looks' rounds depend on time alone, never on the ratios."""
     looks = list(design["looks"])
     if plan.budget is None or rounds_done >= looks[-1]:
         return design
@@ -281,10 +283,11 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
                           "text": f"the {sched.design['planned_rounds']} planned round(s) ran "
                                   f"({sched.design['basis']})"}
             return None
-        if rnd > plan.max_rounds:
-            sched.stop = {"reason": "max_rounds", "text": f"max_rounds ({plan.max_rounds}) reached", "at": _now()}
+        if rnd > plan.design.max_rounds:
+            sched.stop = {"reason": "max_rounds", "text": f"max_rounds ({plan.design.max_rounds}) reached",
+                          "at": _now()}
             return None
-        active, _why = decide.active_units(plan.units(), measured, sched.policy(plan))
+        active, _why = decide.active_units(plan.units(), measured, sched.design_of(plan))
         if not active:
             sched.stop = {"reason": "decided", "text": "every comparison is decided", "at": _now()}
             return None

@@ -11,7 +11,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::rows::DISTRICTS;
-use super::TpccDb;
+use super::traits::TpccDb;
 use crate::engines::DbError;
 
 /// One condition's verdict: its number, whether it holds, and where it fails if it does not.

@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use super::rows::*;
-use super::{Mix, TpccSpec, DELIVERY, NEWORD, OSTAT, PAYMENT, SLEV, TXNS};
+use super::spec::{Mix, TpccSpec, DELIVERY, NEWORD, OSTAT, PAYMENT, SLEV, TXNS};
 
 /// The inputs of one transaction, drawn as clauses 2.4.1 - 2.8.1 say. Drawing is kept apart
 /// from executing, so that the draws can be checked on their own (`tpcc-sample`).
@@ -22,15 +22,7 @@ pub enum Input {
         lines: Vec<(u32, u32, u32)>,
         rollback: bool,
     },
-    Payment {
-        w: u32,
-        d: u32,
-        c_w: u32,
-        c_d: u32,
-        by_name: Option<String>,
-        c_id: u32,
-        amount: i64,
-    },
+    Payment(Payment),
     OrderStatus {
         w: u32,
         d: u32,
@@ -46,6 +38,19 @@ pub enum Input {
         d: u32,
         threshold: i32,
     },
+}
+
+/// Payment's inputs: paid at warehouse `w`, district `d`, by the customer of warehouse `c_w` and
+/// district `c_d` (remote in 15 %) named by last name (60 %) or by id, `amount` in cents.
+#[derive(Debug, Clone)]
+pub struct Payment {
+    pub w: u32,
+    pub d: u32,
+    pub c_w: u32,
+    pub c_d: u32,
+    pub by_name: Option<String>,
+    pub c_id: u32,
+    pub amount: i64,
 }
 
 /// One virtual user's source of inputs.
@@ -157,7 +162,7 @@ impl InputGen {
                     (w, d)
                 };
                 let (by_name, c_id) = self.customer_by_name_or_id();
-                Input::Payment {
+                Input::Payment(Payment {
                     w,
                     d,
                     c_w,
@@ -165,7 +170,7 @@ impl InputGen {
                     by_name,
                     c_id,
                     amount: self.rng.gen_range(100..=500_000i64),
-                }
+                })
             }
             OSTAT => {
                 let w = self.w();
@@ -231,11 +236,9 @@ pub fn sample(spec: &TpccSpec, n: u64, vus: usize) -> serde_json::Value {
                 lines += l.len() as u64;
                 remote_lines += l.iter().filter(|x| x.1 != w).count() as u64;
             }
-            Input::Payment {
-                w, c_w, by_name, ..
-            } => {
-                payments_remote += (c_w != w) as u64;
-                payments_by_name += by_name.is_some() as u64;
+            Input::Payment(p) => {
+                payments_remote += (p.c_w != p.w) as u64;
+                payments_by_name += p.by_name.is_some() as u64;
             }
             Input::OrderStatus { by_name, .. } => ostat_by_name += by_name.is_some() as u64,
             _ => {}

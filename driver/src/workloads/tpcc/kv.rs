@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::rows::*;
-use super::{TpccDb, TpccTx};
+use super::traits::{missing, TpccDb, TpccTx};
 use crate::engines::{DbError, DbResult, Engine, Session};
 
 pub struct TpccKv {
@@ -78,12 +78,6 @@ fn enc<T: Serialize>(r: &T) -> DbResult<Vec<u8>> {
 
 fn dec<T: DeserializeOwned>(b: &[u8]) -> DbResult<T> {
     bincode::deserialize(b).map_err(|e| DbError::Other(e.into()))
-}
-
-fn missing(what: &str) -> DbError {
-    DbError::Other(anyhow::anyhow!(
-        "TPC-C row missing: {what} (is the database loaded?)"
-    ))
 }
 
 fn tail_u32(key: &[u8]) -> u32 {

@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::rows::*;
-use super::{retry, TpccDb, TpccTx};
+use super::traits::{retry, TpccDb, TpccTx};
 use crate::engines::DbResult;
 use crate::events::EventSink;
+use crate::workloads::on_threads;
 
 /// What the loader leaves in the database for the runs that follow.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,35 +55,23 @@ pub fn load(
         json!({"phase": "load", "state": "begin", "warehouses": warehouses, "loaders": loaders}),
     )?;
     let done = std::sync::atomic::AtomicU32::new(0);
-    std::thread::scope(|s| -> Result<()> {
-        let handles: Vec<_> = (0..loaders)
-            .map(|l| {
-                let done = &done;
-                s.spawn(move || -> Result<()> {
-                    let mut tx = db.session()?;
-                    tx.set_bulk(true)
-                        .map_err(|e| anyhow::anyhow!("cannot set the load's session up: {e}"))?;
-                    let lo = ITEMS as u64 * l as u64 / loaders as u64 + 1;
-                    let hi = ITEMS as u64 * (l as u64 + 1) / loaders as u64;
-                    let mut rng = SmallRng::seed_from_u64(seed ^ 0x17E45 ^ l as u64);
-                    batched(&mut *tx, lo as u32..=hi as u32, |tx, i| {
-                        tx.put_item(&item(&mut rng, i))
-                    })?;
-                    for w in (1..=warehouses).filter(|w| (*w as usize - 1) % loaders == l) {
-                        load_warehouse(&mut *tx, w, seed, &c_load)?;
-                        let n = done.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
-                        sink.emit(
-                            "phase",
-                            json!({"phase": "load", "state": "progress", "warehouses_done": n}),
-                        )?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("a loader thread panicked"))??;
+    on_threads(loaders, "a loader thread panicked", |l| {
+        let mut tx = db.session()?;
+        tx.set_bulk(true)
+            .map_err(|e| anyhow::anyhow!("cannot set the load's session up: {e}"))?;
+        let lo = ITEMS as u64 * l as u64 / loaders as u64 + 1;
+        let hi = ITEMS as u64 * (l as u64 + 1) / loaders as u64;
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x17E45 ^ l as u64);
+        batched(&mut *tx, lo as u32..=hi as u32, |tx, i| {
+            tx.put_item(&item(&mut rng, i))
+        })?;
+        for w in (1..=warehouses).filter(|w| (*w as usize - 1) % loaders == l) {
+            load_warehouse(&mut *tx, w, seed, &c_load)?;
+            let n = done.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+            sink.emit(
+                "phase",
+                json!({"phase": "load", "state": "progress", "warehouses_done": n}),
+            )?;
         }
         Ok(())
     })?;

@@ -1,10 +1,11 @@
 //! TPC-C as HammerDB runs it, checked as the specification asks: load (clause 4.3, `load`), the
 //! five transactions (clause 2, `transactions`) on inputs drawn as the specification says
 //! (`input`), NOPM from the database, and consistency conditions 1-4 (clause 3.3.2, `check`).
-//! The transaction logic is written once against `TpccTx`; key-value engines (`kv`) and SQL
-//! engines (`sql`, over `sql_tx`) implement it. SQL engines also run whole transactions as
-//! prepared statements (`stmts`) or stored procedures (`procs`). This file holds the traits,
-//! the run's spec, and the workload: its virtual users and the NOPM it measures.
+//! The transaction logic is written once against `TpccTx` (`traits`, with the other traits the
+//! modules share); key-value engines (`kv`) and SQL engines (`sql`, over `sql_tx` and each
+//! table's `sql_rows`) implement it. SQL engines also run whole transactions as prepared
+//! statements (`stmts`) or stored procedures (`procs`). This file assembles them: which engine
+//! gets which implementation, and the workload (its virtual users and the NOPM it measures).
 
 mod check;
 mod input;
@@ -13,9 +14,12 @@ mod load;
 pub mod procs;
 pub mod rows;
 mod schema;
+mod spec;
 pub mod sql;
+mod sql_rows;
 mod sql_tx;
 pub mod stmts;
+mod traits;
 mod transactions;
 
 use std::sync::Mutex;
@@ -23,119 +27,18 @@ use std::sync::Mutex;
 use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use serde::Serialize;
 use serde_json::json;
 
 pub use self::check::check;
-pub use self::input::{sample, Input, InputGen};
+pub use self::input::{sample, InputGen};
 pub use self::load::{load, read_meta};
 use self::rows::*;
-use self::transactions::RowSession;
-use super::{retry_conflicts, Step, Worker, Workload};
-use crate::engines::{self, DbError, DbResult, EngineOptions};
+pub use self::spec::{Mix, Mode, TpccSpec, TXNS};
+use self::traits::{retry, Outcome, TxnSession};
+pub use self::traits::{TpccDb, TpccTx};
+use super::{Step, Worker, Workload};
+use crate::engines::{self, EngineOptions};
 use crate::events::EventSink;
-
-pub const TXNS: [&str; 5] = ["neword", "payment", "delivery", "slev", "ostat"];
-const NEWORD: usize = 0;
-const PAYMENT: usize = 1;
-const DELIVERY: usize = 2;
-const SLEV: usize = 3;
-const OSTAT: usize = 4;
-
-pub trait TpccDb: Send + Sync {
-    fn session(&self) -> Result<Box<dyn TpccTx + '_>>;
-    /// Make ready what `mode` needs (procedures mode: create the procedures); before any
-    /// measured transaction, so that a failure names the server and what failed.
-    fn prepare_mode(&self, mode: Mode) -> Result<()> {
-        match mode {
-            Mode::Rows => Ok(()),
-            other => bail!(
-                "TPC-C mode {} runs on SQL engines only (MariaDB, PostgreSQL; SQLite: statements)",
-                other.name()
-            ),
-        }
-    }
-    /// One virtual user's way of running whole transactions in `mode`.
-    fn terminal(&self, mode: Mode) -> Result<Box<dyn TxnSession + '_>> {
-        match mode {
-            Mode::Rows => Ok(Box::new(RowSession(self.session()?))),
-            other => bail!(
-                "TPC-C mode {} runs on SQL engines only (MariaDB, PostgreSQL; SQLite: statements)",
-                other.name()
-            ),
-        }
-    }
-    /// After a load: bring the engine's statistics up to date (SQL engines: ANALYZE). A bulk
-    /// load can leave them at zero rows, and MariaDB then updated a customer by its primary key
-    /// through a range scan of the district's 3,000 (2,800 rows read per Payment, 28,000 per
-    /// Delivery, 4x the server's CPU per New-Order).
-    fn analyze(&self) -> Result<()> {
-        Ok(())
-    }
-    /// The server's own count of committed plus rolled-back transactions, where there is a
-    /// server (MariaDB: Com_commit + Com_rollback; PostgreSQL: xact_commit + xact_rollback).
-    fn transaction_counter(&self) -> Result<Option<u64>> {
-        Ok(None)
-    }
-}
-
-/// Row-level access TPC-C needs, inside begin .. commit. `insert` tells SQL engines
-/// whether a put is an INSERT or an UPDATE; key-value engines write the row either way.
-pub trait TpccTx {
-    /// Loading: writes may wait until commit and go together (SQL: multi-row INSERTs), and
-    /// the session may skip checks a fresh load cannot fail.
-    fn set_bulk(&mut self, _on: bool) -> DbResult<()> {
-        Ok(())
-    }
-    /// Rows per load transaction: servers take bulk inserts best in large transactions.
-    fn load_batch(&self) -> usize {
-        500
-    }
-    fn begin(&mut self, write: bool) -> DbResult<()>;
-    fn commit(&mut self) -> DbResult<()>;
-    fn rollback(&mut self) -> DbResult<()>;
-    fn meta(&mut self) -> DbResult<Option<String>>;
-    fn put_meta(&mut self, text: &str) -> DbResult<()>;
-    fn warehouse(&mut self, w: u32) -> DbResult<Warehouse>;
-    fn put_warehouse(&mut self, r: &Warehouse, insert: bool) -> DbResult<()>;
-    fn district(&mut self, w: u32, d: u32) -> DbResult<District>;
-    fn put_district(&mut self, r: &District, insert: bool) -> DbResult<()>;
-    fn customer(&mut self, w: u32, d: u32, c: u32) -> DbResult<Customer>;
-    fn put_customer(&mut self, r: &Customer, insert: bool) -> DbResult<()>;
-    /// Customer ids with this last name, ordered by first name.
-    fn customer_ids_by_last(&mut self, w: u32, d: u32, last: &str) -> DbResult<Vec<u32>>;
-    fn item(&mut self, i: u32) -> DbResult<Option<Item>>;
-    fn put_item(&mut self, r: &Item) -> DbResult<()>;
-    fn stock(&mut self, w: u32, i: u32) -> DbResult<Stock>;
-    fn put_stock(&mut self, r: &Stock, insert: bool) -> DbResult<()>;
-    fn order(&mut self, w: u32, d: u32, o: u32) -> DbResult<Order>;
-    fn put_order(&mut self, r: &Order, insert: bool) -> DbResult<()>;
-    fn last_order_of(&mut self, w: u32, d: u32, c: u32) -> DbResult<Option<Order>>;
-    fn insert_new_order(&mut self, w: u32, d: u32, o: u32) -> DbResult<()>;
-    fn oldest_new_order(&mut self, w: u32, d: u32) -> DbResult<Option<u32>>;
-    fn delete_new_order(&mut self, w: u32, d: u32, o: u32) -> DbResult<()>;
-    fn order_lines(&mut self, w: u32, d: u32, o: u32) -> DbResult<Vec<OrderLine>>;
-    fn put_order_line(&mut self, r: &OrderLine, insert: bool) -> DbResult<()>;
-    /// Item ids of the order lines of orders o_lo <= o_id < o_hi.
-    fn recent_line_items(&mut self, w: u32, d: u32, o_lo: u32, o_hi: u32) -> DbResult<Vec<u32>>;
-    fn insert_history(&mut self, r: &History) -> DbResult<()>;
-    /// (max o_id, sum of o_ol_cnt) over a district's orders
-    fn district_order_stats(&mut self, w: u32, d: u32) -> DbResult<(u32, u64)>;
-    /// (min, max, count) of a district's new-order ids (0, 0, 0 when none)
-    fn district_new_order_stats(&mut self, w: u32, d: u32) -> DbResult<(u32, u32, u64)>;
-    fn district_order_line_count(&mut self, w: u32, d: u32) -> DbResult<u64>;
-    /// Sum of D_NEXT_O_ID over warehouses 1..=w, read without taking row locks (HammerDB's
-    /// NOPM counter must not queue behind running New-Orders).
-    fn next_order_sum(&mut self, warehouses: u32) -> DbResult<u64> {
-        let mut sum = 0u64;
-        for w in 1..=warehouses {
-            for d in 1..=DISTRICTS {
-                sum += self.district(w, d)?.next_o_id as u64;
-            }
-        }
-        Ok(sum)
-    }
-}
 
 /// Key-value engines get the ordered-key encoding; SQLite, MariaDB and PostgreSQL get SQL.
 /// `server` says where a server alloclab started listens (its unix socket).
@@ -152,123 +55,12 @@ pub fn open(
     Ok(match engine {
         "sqlite" => Box::new(sql::TpccSqlite::open(opts)?),
         "tidesdb" | "rocksdb" => Box::new(kv::TpccKv::new(engines::open(engine, opts)?)),
-        "mariadb" => Box::new(sql::TpccMariaDb::open(need_server()?)?),
-        "postgres" => Box::new(sql::TpccPostgres::open(need_server()?)?),
+        "mariadb" => Box::new(sql::TpccServer::open(sql::Kind::MariaDb, need_server()?)?),
+        "postgres" => Box::new(sql::TpccServer::open(sql::Kind::Postgres, need_server()?)?),
         other => bail!(
             "TPC-C runs on {}, not '{other}'",
             engines::names(|e| e.tpcc).join(", ")
         ),
-    })
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Mix {
-    /// 45/43/4/4/4 (New-Order, Payment, Delivery, Stock-Level, Order-Status)
-    Spec,
-    /// HammerDB's 10/10/1/1/1 out of 23
-    Hammerdb,
-}
-
-/// How the client drives the database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// row at a time through `TpccTx` (the key-value engines' only way; SQL engines too)
-    Rows,
-    /// prepared statements, set-based where the specification allows, fewest round trips
-    Statements,
-    /// one CALL per transaction, the work inside the server (HammerDB's default)
-    Procedures,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Rows => "rows",
-            Mode::Statements => "statements",
-            Mode::Procedures => "procedures",
-        }
-    }
-}
-
-/// A virtual user's connection that runs whole transactions, retrying conflicts up to `max`
-/// times; returns the retries and the outcome.
-pub trait TxnSession {
-    fn run(&mut self, input: &Input, max: u64) -> (u64, DbResult<Outcome>);
-}
-
-/// A session whose transaction is one call (a procedure, or its statements between BEGIN and
-/// COMMIT): retried whole on a conflict, with the same time stamp.
-pub trait WholeTxn {
-    fn once(&mut self, input: &Input, now: i64) -> DbResult<Outcome>;
-}
-
-impl<T: WholeTxn> TxnSession for T {
-    fn run(&mut self, input: &Input, max: u64) -> (u64, DbResult<Outcome>) {
-        let now = now_s();
-        retry_conflicts(max, || {
-            self.once(input, now)
-                .map_err(|e| order_id_taken_is_a_conflict(input, e))
-        })
-    }
-}
-
-/// A New-Order that finds its order id already taken read the district's next order id before
-/// another New-Order committed it: under optimistic concurrency (TideSQL's default, which does
-/// not lock on SELECT ... FOR UPDATE) that shows first as a duplicate key at the INSERT, and it
-/// is a conflict, retried like one, as PostgreSQL's unique violations after a concurrent commit
-/// are (sysbench's pgsql driver does the same). A duplicate that commits would fail the run's
-/// consistency check; an engine that never lets it pass fails the run after `max` retries.
-pub(super) fn order_id_taken_is_a_conflict(input: &Input, e: DbError) -> DbError {
-    match e {
-        DbError::Other(err) if matches!(input, Input::NewOrder { .. }) => {
-            let text = format!("{err:#}");
-            if text.contains("1062") && text.contains("Duplicate entry") {
-                DbError::Conflict(text)
-            } else {
-                DbError::Other(err)
-            }
-        }
-        e => e,
-    }
-}
-
-/// How a transaction ended: committed, or rolled back on purpose (New-Order's 1 %).
-pub enum Outcome {
-    Committed,
-    RolledBack,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TpccSpec {
-    pub warehouses: u32,
-    pub mix: Mix,
-    pub mode: Mode,
-    /// each virtual user picks a random warehouse per transaction instead of its home one
-    pub all_warehouses: bool,
-    /// the spec's keying and think times (off in HammerDB's default)
-    pub think: bool,
-    pub seed: u64,
-    pub max_retries: u64,
-}
-
-/// Run `body` as one transaction of `tx`, retried whole on a conflict (at most `max` times):
-/// how the load, the NOPM counter and rows mode run their work over `TpccTx`.
-fn retry<T>(
-    tx: &mut dyn TpccTx,
-    write: bool,
-    max: u64,
-    body: &mut dyn FnMut(&mut dyn TpccTx) -> DbResult<T>,
-) -> (u64, DbResult<T>) {
-    retry_conflicts(max, || match tx.begin(write).and_then(|_| body(tx)) {
-        Ok(v) => tx.commit().map(|_| v),
-        Err(e) => {
-            // the transaction's error is the one to report; a rollback that fails after it
-            // only means the engine already ended the transaction
-            let _ = tx.rollback();
-            Err(e)
-        }
     })
 }
 

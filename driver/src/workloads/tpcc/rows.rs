@@ -12,15 +12,21 @@ pub const ORDERS: u32 = 3000;
 /// orders 2101..=3000 of each district start undelivered (a new-order row each)
 pub const FIRST_NEW_ORDER: u32 = 2101;
 
+/// The address of a warehouse, a district or a customer (their STREET_1 .. ZIP columns).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Warehouse {
-    pub w_id: u32,
-    pub name: String,
+pub struct Address {
     pub street_1: String,
     pub street_2: String,
     pub city: String,
     pub state: String,
     pub zip: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Warehouse {
+    pub w_id: u32,
+    pub name: String,
+    pub address: Address,
     pub tax: i32,
     pub ytd: i64,
 }
@@ -30,11 +36,7 @@ pub struct District {
     pub w_id: u32,
     pub d_id: u32,
     pub name: String,
-    pub street_1: String,
-    pub street_2: String,
-    pub city: String,
-    pub state: String,
-    pub zip: String,
+    pub address: Address,
     pub tax: i32,
     pub ytd: i64,
     pub next_o_id: u32,
@@ -48,11 +50,7 @@ pub struct Customer {
     pub first: String,
     pub middle: String,
     pub last: String,
-    pub street_1: String,
-    pub street_2: String,
-    pub city: String,
-    pub state: String,
-    pub zip: String,
+    pub address: Address,
     pub phone: String,
     pub since: i64,
     pub credit: String,
@@ -188,8 +186,14 @@ pub fn last_name(num: u32) -> String {
     )
 }
 
-fn zip(rng: &mut SmallRng) -> String {
-    nstring(rng, 4, 4) + "11111"
+fn address(rng: &mut SmallRng) -> Address {
+    Address {
+        street_1: astring(rng, 10, 20),
+        street_2: astring(rng, 10, 20),
+        city: astring(rng, 10, 20),
+        state: astring(rng, 2, 2),
+        zip: nstring(rng, 4, 4) + "11111",
+    }
 }
 
 /// 10 % of item and stock data carry "ORIGINAL" somewhere (clause 4.3.3.1).
@@ -223,11 +227,7 @@ pub fn warehouse(rng: &mut SmallRng, w_id: u32) -> Warehouse {
     Warehouse {
         w_id,
         name: astring(rng, 6, 10),
-        street_1: astring(rng, 10, 20),
-        street_2: astring(rng, 10, 20),
-        city: astring(rng, 10, 20),
-        state: astring(rng, 2, 2),
-        zip: zip(rng),
+        address: address(rng),
         tax: rng.gen_range(0..=2000),
         ytd: 30_000_000,
     }
@@ -251,11 +251,7 @@ pub fn district(rng: &mut SmallRng, w_id: u32, d_id: u32) -> District {
         w_id,
         d_id,
         name: astring(rng, 6, 10),
-        street_1: astring(rng, 10, 20),
-        street_2: astring(rng, 10, 20),
-        city: astring(rng, 10, 20),
-        state: astring(rng, 2, 2),
-        zip: zip(rng),
+        address: address(rng),
         tax: rng.gen_range(0..=2000),
         ytd: 3_000_000,
         next_o_id: ORDERS + 1,
@@ -282,11 +278,7 @@ pub fn customer(
         first: astring(rng, 8, 16),
         middle: "OE".into(),
         last,
-        street_1: astring(rng, 10, 20),
-        street_2: astring(rng, 10, 20),
-        city: astring(rng, 10, 20),
-        state: astring(rng, 2, 2),
-        zip: zip(rng),
+        address: address(rng),
         phone: nstring(rng, 16, 16),
         since,
         credit: if rng.gen_range(0..10) == 0 {

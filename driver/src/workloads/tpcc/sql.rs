@@ -6,16 +6,35 @@
 
 use anyhow::Result;
 
+use super::procs::{self, MariaProcs, PgProcs};
 use super::schema::{schema, tables};
+use super::spec::Mode;
 use super::sql_tx::SqlTx;
+use super::stmts::StmtSession;
+use super::traits::{TpccDb, TpccTx, TxnSession};
 use super::transactions::RowSession;
-use super::{procs, stmts, Mode, TpccDb, TpccTx, TxnSession};
 use crate::engines::sqlite::SqliteFile;
-use crate::engines::EngineOptions;
+use crate::engines::{DbError, EngineOptions};
 use crate::sql::mariadb::MariaConn;
 use crate::sql::postgres::PgConn;
 use crate::sql::sqlite::SqliteConn;
-use crate::sql::{Dialect, Server, SqlConn};
+use crate::sql::{mariadb_statements, postgres_statements, Dialect, Server, SqlConn};
+
+/// A connection's error, as the run's.
+fn any(e: DbError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// Create the schema in a server's database that has no TPC-C tables yet (`probe` reads a row
+/// where it has them).
+fn create_schema(c: &mut impl SqlConn, probe: &str, schema: &[String]) -> Result<()> {
+    if c.query(probe, &[]).map_err(any)?.is_empty() {
+        for stmt in schema {
+            c.batch(stmt).map_err(any)?;
+        }
+    }
+    Ok(())
+}
 
 // --- SQLite ------------------------------------------------------------------------------------
 
@@ -64,7 +83,7 @@ impl TpccDb for TpccSqlite {
         let c = self.db.connect()?;
         c.set_prepared_statement_cache_capacity(256);
         match mode {
-            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(SqliteConn::new(c)))),
+            Mode::Statements => Ok(Box::new(StmtSession::new(SqliteConn::new(c)))),
             Mode::Rows => Ok(Box::new(RowSession(Box::new(SqlTx::new(SqliteConn::new(
                 c,
             )))))),
@@ -73,124 +92,102 @@ impl TpccDb for TpccSqlite {
     }
 }
 
-// --- MariaDB ---------------------------------------------------------------------------------
+// --- the servers: MariaDB and PostgreSQL ------------------------------------------------------
 
-pub struct TpccMariaDb {
+/// Which server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    MariaDb,
+    Postgres,
+}
+
+/// A database on a server alloclab started: the two servers differ only in their connections,
+/// how their schema is found, their procedures and their statistics, each a `match` below.
+pub struct TpccServer {
+    kind: Kind,
     server: Server,
 }
 
-impl TpccMariaDb {
-    pub fn open(server: Server) -> Result<Self> {
-        let db = TpccMariaDb { server };
-        let mut c = db.connect()?;
-        let tables = c
-            .query("SHOW TABLES LIKE 'warehouse'", &[])
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        if tables.is_empty() {
-            for stmt in schema(Dialect::MariaDb, &db.server.table_engine) {
-                c.batch(&stmt).map_err(|e| anyhow::anyhow!("{e}"))?;
+impl TpccServer {
+    pub fn open(kind: Kind, server: Server) -> Result<Self> {
+        let db = TpccServer { kind, server };
+        match kind {
+            Kind::MariaDb => {
+                let schema = schema(Dialect::MariaDb, &db.server.table_engine);
+                create_schema(&mut db.maria()?, "SHOW TABLES LIKE 'warehouse'", &schema)?
+            }
+            Kind::Postgres => {
+                let probe = "SELECT 1 FROM pg_tables WHERE tablename = 'warehouse'";
+                create_schema(&mut db.pg()?, probe, &schema(Dialect::Postgres, ""))?
             }
         }
         Ok(db)
     }
 
-    fn connect(&self) -> Result<MariaConn> {
+    fn maria(&self) -> Result<MariaConn> {
         MariaConn::connect(&self.server)
     }
-}
 
-impl TpccDb for TpccMariaDb {
-    fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
-        Ok(Box::new(SqlTx::new(self.connect()?)))
-    }
-    fn analyze(&self) -> Result<()> {
-        let mut c = self.connect()?;
-        c.query(&format!("ANALYZE TABLE {}", tables().join(", ")), &[])
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok(())
-    }
-    fn prepare_mode(&self, mode: Mode) -> Result<()> {
-        if mode == Mode::Procedures {
-            procs::create_mariadb(&mut self.connect()?.0, &self.server)?;
-        }
-        Ok(())
-    }
-    fn terminal(&self, mode: Mode) -> Result<Box<dyn TxnSession + '_>> {
-        match mode {
-            Mode::Procedures => Ok(Box::new(procs::MariaProcs::new(self.connect()?.0)?)),
-            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(
-                crate::sql::mariadb_statements(&self.server)?,
-            ))),
-            Mode::Rows => Ok(Box::new(RowSession(self.session()?))),
-        }
-    }
-    fn transaction_counter(&self) -> Result<Option<u64>> {
-        let mut c = self.connect()?;
-        let rows = c
-            .query(
-                "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback')",
-                &[],
-            )
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok(Some(rows.iter().map(|r| r[1].i() as u64).sum()))
-    }
-}
-
-// --- PostgreSQL ------------------------------------------------------------------------------
-
-pub struct TpccPostgres {
-    server: Server,
-}
-
-impl TpccPostgres {
-    pub fn open(server: Server) -> Result<Self> {
-        let db = TpccPostgres { server };
-        let mut c = db.connect()?;
-        let tables = c
-            .query("SELECT 1 FROM pg_tables WHERE tablename = 'warehouse'", &[])
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        if tables.is_empty() {
-            for stmt in schema(Dialect::Postgres, "") {
-                c.batch(&stmt).map_err(|e| anyhow::anyhow!("{e}"))?;
-            }
-        }
-        Ok(db)
-    }
-
-    fn connect(&self) -> Result<PgConn> {
+    fn pg(&self) -> Result<PgConn> {
         PgConn::connect(&self.server)
     }
 }
 
-impl TpccDb for TpccPostgres {
+impl TpccDb for TpccServer {
     fn session(&self) -> Result<Box<dyn TpccTx + '_>> {
-        Ok(Box::new(SqlTx::new(self.connect()?)))
+        Ok(match self.kind {
+            Kind::MariaDb => Box::new(SqlTx::new(self.maria()?)),
+            Kind::Postgres => Box::new(SqlTx::new(self.pg()?)),
+        })
     }
     fn analyze(&self) -> Result<()> {
-        self.connect()?
-            .batch("ANALYZE")
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        match self.kind {
+            Kind::MariaDb => {
+                let sql = format!("ANALYZE TABLE {}", tables().join(", "));
+                self.maria()?.query(&sql, &[]).map_err(any)?;
+                Ok(())
+            }
+            Kind::Postgres => self.pg()?.batch("ANALYZE").map_err(any),
+        }
     }
     fn prepare_mode(&self, mode: Mode) -> Result<()> {
-        if mode == Mode::Procedures {
-            procs::create_postgres(&mut self.connect()?.c, &self.server)?;
+        match (mode, self.kind) {
+            (Mode::Procedures, Kind::MariaDb) => {
+                procs::create_mariadb(&mut self.maria()?.0, &self.server)
+            }
+            (Mode::Procedures, Kind::Postgres) => {
+                procs::create_postgres(&mut self.pg()?.c, &self.server)
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
     fn terminal(&self, mode: Mode) -> Result<Box<dyn TxnSession + '_>> {
-        match mode {
-            Mode::Procedures => Ok(Box::new(procs::PgProcs::new(self.connect()?.c)?)),
-            Mode::Statements => Ok(Box::new(stmts::StmtSession::new(
-                crate::sql::postgres_statements(&self.server)?,
-            ))),
-            Mode::Rows => Ok(Box::new(RowSession(self.session()?))),
-        }
+        let server = &self.server;
+        Ok(match (mode, self.kind) {
+            (Mode::Procedures, Kind::MariaDb) => Box::new(MariaProcs::new(self.maria()?.0)?),
+            (Mode::Procedures, Kind::Postgres) => Box::new(PgProcs::new(self.pg()?.c)?),
+            (Mode::Statements, Kind::MariaDb) => {
+                Box::new(StmtSession::new(mariadb_statements(server)?))
+            }
+            (Mode::Statements, Kind::Postgres) => {
+                Box::new(StmtSession::new(postgres_statements(server)?))
+            }
+            (Mode::Rows, _) => Box::new(RowSession(self.session()?)),
+        })
     }
     fn transaction_counter(&self) -> Result<Option<u64>> {
-        let mut c = self.connect()?;
-        let rows = c
-            .query("SELECT COALESCE(SUM(xact_commit + xact_rollback), 0)::bigint FROM pg_stat_database", &[])
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok(rows.first().map(|r| r[0].i() as u64))
+        Ok(match self.kind {
+            Kind::MariaDb => {
+                let sql =
+                    "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback')";
+                let rows = self.maria()?.query(sql, &[]).map_err(any)?;
+                Some(rows.iter().map(|r| r[1].i() as u64).sum())
+            }
+            Kind::Postgres => {
+                let sql = "SELECT COALESCE(SUM(xact_commit + xact_rollback), 0)::bigint FROM pg_stat_database";
+                let rows = self.pg()?.query(sql, &[]).map_err(any)?;
+                rows.first().map(|r| r[0].i() as u64)
+            }
+        })
     }
 }

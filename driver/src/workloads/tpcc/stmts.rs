@@ -9,10 +9,12 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use super::input::{Input, Payment};
 use super::rows::DISTRICTS;
-use super::{Input, Outcome, WholeTxn};
+use super::traits::{missing, Outcome, WholeTxn};
+use super::transactions::no_order;
 use crate::engines::{DbError, DbResult};
-use crate::sql::{SqlConn, V};
+use crate::sql::{vals, SqlConn, V};
 
 /// Statements whose text depends on a count or a district, made once and kept.
 #[derive(Hash, PartialEq, Eq, Clone, Copy)]
@@ -38,15 +40,6 @@ fn err(msg: String) -> DbError {
     DbError::Other(anyhow::anyhow!(msg))
 }
 
-/// The rows of the last statement: the one row expected, or an error naming it.
-fn one(rows: Vec<Vec<V>>, what: &str) -> DbResult<Vec<V>> {
-    rows.into_iter().next().ok_or_else(|| {
-        err(format!(
-            "TPC-C row missing: {what} (is the database loaded?)"
-        ))
-    })
-}
-
 impl<C: SqlConn> StmtSession<C> {
     pub fn new(c: C) -> Self {
         StmtSession {
@@ -61,23 +54,32 @@ impl<C: SqlConn> StmtSession<C> {
     }
 
     /// A statement of fixed text, in this dialect, made once (the connection caches its
-    /// preparation).
-    fn q(&mut self, text: &'static str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
+    /// preparation); with the connection to run it on.
+    fn fixed(&mut self, text: &'static str) -> (&mut C, &str) {
         let d = self.c.dialect();
         let sql = self
             .fixed
             .entry(text.as_ptr() as usize)
             .or_insert_with(|| d.statement(text));
-        self.c.query(sql, params)
+        (&mut self.c, sql)
     }
 
+    /// Query with a statement of fixed text.
+    fn q(&mut self, text: &'static str, params: &[V]) -> DbResult<Vec<Vec<V>>> {
+        let (c, sql) = self.fixed(text);
+        c.query(sql, params)
+    }
+
+    /// Execute a statement of fixed text.
     fn x(&mut self, text: &'static str, params: &[V]) -> DbResult<()> {
-        let d = self.c.dialect();
-        let sql = self
-            .fixed
-            .entry(text.as_ptr() as usize)
-            .or_insert_with(|| d.statement(text));
-        self.c.exec(sql, params)
+        let (c, sql) = self.fixed(text);
+        c.exec(sql, params)
+    }
+
+    /// The one row a statement of fixed text reads, or an error naming `what`.
+    fn one(&mut self, text: &'static str, params: &[V], what: &str) -> DbResult<Vec<V>> {
+        let rows = self.q(text, params)?;
+        rows.into_iter().next().ok_or_else(|| missing(what))
     }
 
     /// A statement whose text depends on a count or a district, made once (shared, not copied).
@@ -146,7 +148,7 @@ impl<C: SqlConn> StmtSession<C> {
         let Some(last) = by_name else { return Ok(c) };
         let ids = self.q(
             "SELECT c_id FROM customer WHERE c_w_id = ? AND c_d_id = ? AND c_last = ? ORDER BY c_first",
-            &[V::from(w), V::from(d), V::from(last.as_str())],
+            &vals![w, d, last.as_str()],
         )?;
         if ids.is_empty() {
             return Err(err(format!("no customer named {last} in w{w} d{d}")));
@@ -162,25 +164,21 @@ impl<C: SqlConn> StmtSession<C> {
         lines: &[(u32, u32, u32)],
         now: i64,
     ) -> DbResult<Outcome> {
-        let cust = one(
-            self.q(
-                "SELECT w_tax, c_discount, c_last, c_credit FROM warehouse, customer \
-                 WHERE w_id = ? AND c_w_id = ? AND c_d_id = ? AND c_id = ?",
-                &[V::from(w), V::from(w), V::from(d), V::from(c)],
-            )?,
+        let cust = self.one(
+            "SELECT w_tax, c_discount, c_last, c_credit FROM warehouse, customer \
+             WHERE w_id = ? AND c_w_id = ? AND c_d_id = ? AND c_id = ?",
+            &vals![w, w, d, c],
             "warehouse/customer",
         )?;
-        let dist = one(
-            self.q(
-                "SELECT d_tax, d_next_o_id FROM district WHERE d_w_id = ? AND d_id = ?{lock}",
-                &[V::from(w), V::from(d)],
-            )?,
+        let dist = self.one(
+            "SELECT d_tax, d_next_o_id FROM district WHERE d_w_id = ? AND d_id = ?{lock}",
+            &vals![w, d],
             "district",
         )?;
         let o_id = dist[1].u();
         self.x(
             "UPDATE district SET d_next_o_id = ? WHERE d_w_id = ? AND d_id = ?",
-            &[V::from(o_id + 1), V::from(w), V::from(d)],
+            &vals![o_id + 1, w, d],
         )?;
         // items: one statement for the distinct ids
         let mut ids: Vec<u32> = lines.iter().map(|l| l.0).collect();
@@ -200,20 +198,9 @@ impl<C: SqlConn> StmtSession<C> {
         let all_local = lines.iter().all(|l| l.1 == w);
         self.x(
             "INSERT INTO orders VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
-            &[
-                V::from(w),
-                V::from(d),
-                V::from(o_id),
-                V::from(c),
-                V::I(now),
-                V::from(lines.len() as u32),
-                V::from(all_local),
-            ],
+            &vals![w, d, o_id, c, now, lines.len() as u32, all_local],
         )?;
-        self.x(
-            "INSERT INTO new_order VALUES (?, ?, ?)",
-            &[V::from(w), V::from(d), V::from(o_id)],
-        )?;
+        self.x("INSERT INTO new_order VALUES (?, ?, ?)", &vals![w, d, o_id])?;
         // stock: per supplying warehouse, one read of its rows and one update of them
         let mut supply: Vec<u32> = lines.iter().map(|l| l.1).collect();
         supply.sort_unstable();
@@ -268,17 +255,8 @@ impl<C: SqlConn> StmtSession<C> {
         for (n, &(i, sw, qty)) in lines.iter().enumerate() {
             let amount = qty as i64 * prices[&i];
             total += amount;
-            p.extend([
-                V::from(w),
-                V::from(d),
-                V::from(o_id),
-                V::from(n as u32 + 1),
-                V::from(i),
-                V::from(sw),
-                V::from(qty),
-                V::I(amount),
-                V::T(dist_info[&(sw, i)].clone()),
-            ]);
+            let info = dist_info[&(sw, i)].clone();
+            p.extend(vals![w, d, o_id, n as u32 + 1, i, sw, qty, amount, info]);
         }
         self.c.exec(&sql, &p)?;
         let discount = 1.0 - cust[1].i() as f64 / 1e4;
@@ -288,48 +266,31 @@ impl<C: SqlConn> StmtSession<C> {
         Ok(Outcome::Committed)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn payment(
-        &mut self,
-        w: u32,
-        d: u32,
-        c_w: u32,
-        c_d: u32,
-        by_name: &Option<String>,
-        c_id: u32,
-        amount: i64,
-        now: i64,
-    ) -> DbResult<Outcome> {
+    fn payment(&mut self, p: &Payment, now: i64) -> DbResult<Outcome> {
+        let (w, d, c_w, c_d, amount) = (p.w, p.d, p.c_w, p.c_d, p.amount);
         self.x(
             "UPDATE warehouse SET w_ytd = w_ytd + ? WHERE w_id = ?",
-            &[V::I(amount), V::from(w)],
+            &vals![amount, w],
         )?;
         self.x(
             "UPDATE district SET d_ytd = d_ytd + ? WHERE d_w_id = ? AND d_id = ?",
-            &[V::I(amount), V::from(w), V::from(d)],
+            &vals![amount, w, d],
         )?;
-        let names = one(
-            self.q(
-                "SELECT w_name, d_name FROM warehouse, district WHERE w_id = ? AND d_w_id = ? AND d_id = ?",
-                &[V::from(w), V::from(w), V::from(d)],
-            )?,
+        let names = self.one(
+            "SELECT w_name, d_name FROM warehouse, district WHERE w_id = ? AND d_w_id = ? AND d_id = ?",
+            &vals![w, w, d],
             "warehouse/district",
         )?;
-        let c = self.customer_id(c_w, c_d, by_name, c_id)?;
-        let cust = one(
-            self.q(
-                "SELECT c_credit FROM customer WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?{lock}",
-                &[V::from(c_w), V::from(c_d), V::from(c)],
-            )?,
+        let c = self.customer_id(c_w, c_d, &p.by_name, p.c_id)?;
+        let cust = self.one(
+            "SELECT c_credit FROM customer WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?{lock}",
+            &vals![c_w, c_d, c],
             "customer",
         )?;
-        let key = [V::from(c_w), V::from(c_d), V::from(c)];
         if cust[0].s() == "BC" {
-            let data = one(
-                self.q(
-                    "SELECT c_data FROM customer WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
-                    &key,
-                )?,
+            let data = self.one(
+                "SELECT c_data FROM customer WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
+                &vals![c_w, c_d, c],
                 "customer",
             )?[0]
                 .s();
@@ -341,26 +302,26 @@ impl<C: SqlConn> StmtSession<C> {
             self.x(
                 "UPDATE customer SET c_balance = c_balance - ?, c_ytd_payment = c_ytd_payment + ?, \
                  c_payment_cnt = c_payment_cnt + 1, c_data = ? WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
-                &[V::I(amount), V::I(amount), V::T(data), key[0].clone(), key[1].clone(), key[2].clone()],
+                &vals![amount, amount, data, c_w, c_d, c],
             )?;
         } else {
             self.x(
                 "UPDATE customer SET c_balance = c_balance - ?, c_ytd_payment = c_ytd_payment + ?, \
                  c_payment_cnt = c_payment_cnt + 1 WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
-                &[V::I(amount), V::I(amount), key[0].clone(), key[1].clone(), key[2].clone()],
+                &vals![amount, amount, c_w, c_d, c],
             )?;
         }
         self.x(
             "INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            &[
-                V::from(c),
-                V::from(c_d),
-                V::from(c_w),
-                V::from(d),
-                V::from(w),
-                V::I(now),
-                V::I(amount),
-                V::T(format!("{}    {}", names[0].s(), names[1].s())),
+            &vals![
+                c,
+                c_d,
+                c_w,
+                d,
+                w,
+                now,
+                amount,
+                format!("{}    {}", names[0].s(), names[1].s())
             ],
         )?;
         Ok(Outcome::Committed)
@@ -376,70 +337,64 @@ impl<C: SqlConn> StmtSession<C> {
         let c = self.customer_id(w, d, by_name, c_id)?;
         std::hint::black_box(self.q(
             "SELECT c_balance, c_first, c_middle, c_last FROM customer WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
-            &[V::from(w), V::from(d), V::from(c)],
+            &vals![w, d, c],
         )?);
         // the customer's orders read forwards, the last kept: a backward read of the index's
         // prefix is what TideSQL gets wrong (correctness.py); a customer has a few orders
         let orders = self.q(
             "SELECT o_id, o_entry_d, o_carrier_id FROM orders WHERE o_w_id = ? AND o_d_id = ? AND o_c_id = ? \
              ORDER BY o_id",
-            &[V::from(w), V::from(d), V::from(c)],
+            &vals![w, d, c],
         )?;
         let Some(o) = orders.last() else {
-            return Err(super::transactions::no_order(w, d, c));
+            return Err(no_order(w, d, c));
         };
         std::hint::black_box(self.q(
             "SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d FROM order_line \
              WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ?",
-            &[V::from(w), V::from(d), o[0].clone()],
+            &vals![w, d, o[0].clone()],
         )?);
         Ok(Outcome::Committed)
     }
 
     fn delivery(&mut self, w: u32, carrier: u32, now: i64) -> DbResult<Outcome> {
         for d in 1..=DISTRICTS {
-            let (wv, dv) = (V::from(w), V::from(d));
             let oldest = self.q(
                 "SELECT no_o_id FROM new_order WHERE no_w_id = ? AND no_d_id = ? ORDER BY no_o_id LIMIT 1{lock}",
-                &[wv.clone(), dv.clone()],
+                &vals![w, d],
             )?;
             let Some(o) = oldest.first().map(|r| r[0].clone()) else {
                 continue;
             };
-            let key = [wv, dv, o];
+            let key = vals![w, d, o.clone()];
             self.x(
                 "DELETE FROM new_order WHERE no_w_id = ? AND no_d_id = ? AND no_o_id = ?",
                 &key,
             )?;
-            let c = one(
-                self.q(
-                    "SELECT o_c_id FROM orders WHERE o_w_id = ? AND o_d_id = ? AND o_id = ?",
-                    &key,
-                )?,
+            let c = self.one(
+                "SELECT o_c_id FROM orders WHERE o_w_id = ? AND o_d_id = ? AND o_id = ?",
+                &key,
                 "order",
             )?[0]
                 .clone();
-            let with = |first: V| [first, key[0].clone(), key[1].clone(), key[2].clone()];
             self.x(
                 "UPDATE orders SET o_carrier_id = ? WHERE o_w_id = ? AND o_d_id = ? AND o_id = ?",
-                &with(V::from(carrier)),
+                &vals![carrier, w, d, o.clone()],
             )?;
             self.x(
                 "UPDATE order_line SET ol_delivery_d = ? WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ?",
-                &with(V::I(now)),
+                &vals![now, w, d, o],
             )?;
-            let sum = one(
-                self.q(
-                    "SELECT COALESCE(SUM(ol_amount), 0){bigint} FROM order_line WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ?",
-                    &key,
-                )?,
+            let sum = self.one(
+                "SELECT COALESCE(SUM(ol_amount), 0){bigint} FROM order_line WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ?",
+                &key,
                 "order lines",
             )?[0]
                 .i();
             self.x(
                 "UPDATE customer SET c_balance = c_balance + ?, c_delivery_cnt = c_delivery_cnt + 1 \
                  WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
-                &[V::I(sum), key[0].clone(), key[1].clone(), c],
+                &vals![sum, w, d, c],
             )?;
         }
         Ok(Outcome::Committed)
@@ -452,7 +407,7 @@ impl<C: SqlConn> StmtSession<C> {
                AND ol_o_id >= d_next_o_id - 20 AND ol_o_id < d_next_o_id \
              JOIN stock ON s_w_id = ol_w_id AND s_i_id = ol_i_id \
              WHERE d_w_id = ? AND d_id = ? AND s_quantity < ?",
-            &[V::from(w), V::from(d), V::I(threshold as i64)],
+            &vals![w, d, threshold as i64],
         )?);
         Ok(Outcome::Committed)
     }
@@ -464,17 +419,7 @@ impl<C: SqlConn> WholeTxn for StmtSession<C> {
             Input::NewOrder { w, d, c, lines, .. } => {
                 self.txn(true, |s| s.new_order(*w, *d, *c, lines, now))
             }
-            Input::Payment {
-                w,
-                d,
-                c_w,
-                c_d,
-                by_name,
-                c_id,
-                amount,
-            } => self.txn(true, |s| {
-                s.payment(*w, *d, *c_w, *c_d, by_name, *c_id, *amount, now)
-            }),
+            Input::Payment(p) => self.txn(true, |s| s.payment(p, now)),
             Input::OrderStatus {
                 w,
                 d,

@@ -3,8 +3,9 @@
 
 use std::collections::HashSet;
 
+use super::input::Input;
 use super::rows::*;
-use super::{retry, Input, Outcome, TpccTx, TxnSession};
+use super::traits::{order_id_taken_is_a_conflict, retry, Outcome, TpccTx, TxnSession};
 use crate::engines::{DbError, DbResult};
 
 /// The row-at-a-time way: the transactions below, over `TpccTx`.
@@ -118,7 +119,7 @@ fn execute(tx: &mut dyn TpccTx, input: &Input, max: u64) -> (u64, DbResult<Outco
                 Ok(Outcome::Committed)
             };
             let (retries, r) = retry(tx, true, max, &mut |tx| {
-                body(tx).map_err(|e| super::order_id_taken_is_a_conflict(input, e))
+                body(tx).map_err(|e| order_id_taken_is_a_conflict(input, e))
             });
             match r {
                 Err(DbError::Other(e)) if e.is::<RollbackSignal>() => {
@@ -128,16 +129,8 @@ fn execute(tx: &mut dyn TpccTx, input: &Input, max: u64) -> (u64, DbResult<Outco
             }
         }
         // clause 2.5
-        Input::Payment {
-            w,
-            d,
-            c_w,
-            c_d,
-            by_name,
-            c_id,
-            amount,
-        } => {
-            let (w, d, c_w, c_d, amount) = (*w, *d, *c_w, *c_d, *amount);
+        Input::Payment(p) => {
+            let (w, d, c_w, c_d, amount) = (p.w, p.d, p.c_w, p.c_d, p.amount);
             retry(tx, true, max, &mut |tx| {
                 let mut wh = tx.warehouse(w)?;
                 wh.ytd += amount;
@@ -145,7 +138,7 @@ fn execute(tx: &mut dyn TpccTx, input: &Input, max: u64) -> (u64, DbResult<Outco
                 let mut dist = tx.district(w, d)?;
                 dist.ytd += amount;
                 tx.put_district(&dist, false)?;
-                let c = by_name_or_id(tx, c_w, c_d, by_name, *c_id)?;
+                let c = by_name_or_id(tx, c_w, c_d, &p.by_name, p.c_id)?;
                 let mut cust = tx.customer(c_w, c_d, c)?;
                 cust.balance -= amount;
                 cust.ytd_payment += amount;

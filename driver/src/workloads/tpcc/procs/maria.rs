@@ -1,12 +1,13 @@
 //! TPC-C's five transactions as MariaDB stored procedures (the text, and creating them).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use super::NAMES;
+use super::text::{create, Language};
 use crate::sql::Server;
 
-pub const MARIADB: [&str; 5] = [
-    r"CREATE OR REPLACE PROCEDURE tpcc_neword(p_w INT, p_d INT, p_c INT, p_cnt INT, p_items VARCHAR(200),
+/// The five procedures in MariaDB's language.
+pub(super) const MARIADB: Language = Language {
+    new_order: r"CREATE OR REPLACE PROCEDURE tpcc_neword(p_w INT, p_d INT, p_c INT, p_cnt INT, p_items VARCHAR(200),
     p_supply VARCHAR(200), p_qty VARCHAR(100), p_now BIGINT)
 proc: BEGIN
   DECLARE v_o, n, v_i, v_sw, v_q, v_sq, v_all_local INT;
@@ -51,7 +52,7 @@ proc: BEGIN
   COMMIT;
   SELECT 0 AS rolled_back;
 END",
-    r"CREATE OR REPLACE PROCEDURE tpcc_payment(p_w INT, p_d INT, p_c_w INT, p_c_d INT, p_c INT,
+    payment: r"CREATE OR REPLACE PROCEDURE tpcc_payment(p_w INT, p_d INT, p_c_w INT, p_c_d INT, p_c INT,
     p_last VARCHAR(16), p_amount BIGINT, p_now BIGINT)
 BEGIN
   DECLARE v_c, v_n INT;
@@ -64,35 +65,15 @@ BEGIN
   SELECT w_name INTO v_w_name FROM warehouse WHERE w_id = p_w;
   UPDATE district SET d_ytd = d_ytd + p_amount WHERE d_w_id = p_w AND d_id = p_d;
   SELECT d_name INTO v_d_name FROM district WHERE d_w_id = p_w AND d_id = p_d;
-  IF p_last IS NULL THEN
-    SET v_c = p_c;
-  ELSE
-    SELECT COUNT(*) INTO v_n FROM customer WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_last = p_last;
-    IF v_n = 0 THEN
-      SET v_msg = CONCAT('no customer named ', p_last, ' in w', p_c_w, ' d', p_c_d);
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
-    END IF;
-    SET v_n = (v_n - 1) DIV 2;
-    SELECT c_id INTO v_c FROM customer WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_last = p_last
-      ORDER BY c_first LIMIT v_n, 1;
-  END IF;
-  SELECT c_credit INTO v_credit FROM customer WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c FOR UPDATE;
-  IF v_credit = 'BC' THEN
-    UPDATE customer SET c_balance = c_balance - p_amount, c_ytd_payment = c_ytd_payment + p_amount,
-      c_payment_cnt = c_payment_cnt + 1,
-      c_data = LEFT(CONCAT(v_c, ' ', p_c_d, ' ', p_c_w, ' ', p_d, ' ', p_w, ' ',
-                           CAST(p_amount / 100 AS DECIMAL(12, 2)), '|', c_data), 500)
-      WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c;
-  ELSE
-    UPDATE customer SET c_balance = c_balance - p_amount, c_ytd_payment = c_ytd_payment + p_amount,
-      c_payment_cnt = c_payment_cnt + 1
-      WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c;
-  END IF;
+  {customer}
+  {update}
   INSERT INTO history VALUES (v_c, p_c_d, p_c_w, p_d, p_w, p_now, p_amount, CONCAT(v_w_name, '    ', v_d_name));
   COMMIT;
   SELECT 0 AS rolled_back;
 END",
-    r"CREATE OR REPLACE PROCEDURE tpcc_delivery(p_w INT, p_carrier INT, p_now BIGINT)
+    c_data: r"LEFT(CONCAT(v_c, ' ', p_c_d, ' ', p_c_w, ' ', p_d, ' ', p_w, ' ',
+                         CAST(p_amount / 100 AS DECIMAL(12, 2)), '|', c_data), 500)",
+    delivery: r"CREATE OR REPLACE PROCEDURE tpcc_delivery(p_w INT, p_carrier INT, p_now BIGINT)
 BEGIN
   DECLARE d, v_o, v_c INT;
   DECLARE v_sum BIGINT;
@@ -107,18 +88,14 @@ BEGIN
       DELETE FROM new_order WHERE no_w_id = p_w AND no_d_id = d AND no_o_id = v_o;
       SELECT o_c_id INTO v_c FROM orders WHERE o_w_id = p_w AND o_d_id = d AND o_id = v_o FOR UPDATE;
       UPDATE orders SET o_carrier_id = p_carrier WHERE o_w_id = p_w AND o_d_id = d AND o_id = v_o;
-      UPDATE order_line SET ol_delivery_d = p_now WHERE ol_w_id = p_w AND ol_d_id = d AND ol_o_id = v_o;
-      SELECT COALESCE(SUM(ol_amount), 0) INTO v_sum FROM order_line
-        WHERE ol_w_id = p_w AND ol_d_id = d AND ol_o_id = v_o;
-      UPDATE customer SET c_balance = c_balance + v_sum, c_delivery_cnt = c_delivery_cnt + 1
-        WHERE c_w_id = p_w AND c_d_id = d AND c_id = v_c;
+      {delivered}
     END IF;
     SET d = d + 1;
   END WHILE;
   COMMIT;
   SELECT 0 AS rolled_back;
 END",
-    r"CREATE OR REPLACE PROCEDURE tpcc_slev(p_w INT, p_d INT, p_threshold INT)
+    stock_level: r"CREATE OR REPLACE PROCEDURE tpcc_slev(p_w INT, p_d INT, p_threshold INT)
 BEGIN
   DECLARE v_next, v_low INT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
@@ -130,25 +107,14 @@ BEGIN
   COMMIT;
   SELECT v_low AS low_stock;
 END",
-    r"CREATE OR REPLACE PROCEDURE tpcc_ostat(p_w INT, p_d INT, p_c INT, p_last VARCHAR(16))
+    order_status: r"CREATE OR REPLACE PROCEDURE tpcc_ostat(p_w INT, p_d INT, p_c INT, p_last VARCHAR(16))
 BEGIN
   DECLARE v_c, v_n, v_o INT;
   DECLARE v_msg VARCHAR(128);
   DECLARE v_balance BIGINT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
   START TRANSACTION READ ONLY;
-  IF p_last IS NULL THEN
-    SET v_c = p_c;
-  ELSE
-    SELECT COUNT(*) INTO v_n FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = p_last;
-    IF v_n = 0 THEN
-      SET v_msg = CONCAT('no customer named ', p_last, ' in w', p_w, ' d', p_d);
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
-    END IF;
-    SET v_n = (v_n - 1) DIV 2;
-    SELECT c_id INTO v_c FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = p_last
-      ORDER BY c_first LIMIT v_n, 1;
-  END IF;
+  {customer}
   SELECT c_balance INTO v_balance FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_id = v_c;
   -- the last of the customer's orders, over a forward read of them: MAX(o_id + 0) is not
   -- answered by one backward read of the index's prefix (MAX(o_id) would be), which TideSQL
@@ -162,20 +128,31 @@ BEGIN
     WHERE ol_w_id = p_w AND ol_d_id = p_d AND ol_o_id = v_o;
   COMMIT;
 END",
-];
+    customer: r"IF p_last IS NULL THEN
+  SET v_c = p_c;
+ELSE
+  SELECT COUNT(*) INTO v_n FROM customer WHERE c_w_id = {w} AND c_d_id = {d} AND c_last = p_last;
+  IF v_n = 0 THEN
+    SET v_msg = CONCAT('no customer named ', p_last, ' in w', {w}, ' d', {d});
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  SET v_n = (v_n - 1) DIV 2;
+  SELECT c_id INTO v_c FROM customer WHERE c_w_id = {w} AND c_d_id = {d} AND c_last = p_last
+    ORDER BY c_first LIMIT v_n, 1;
+END IF;
+",
+};
 
 /// Create (or replace) the five procedures; an error names the server and the procedure.
 pub fn create_mariadb(conn: &mut mysql::Conn, server: &Server) -> Result<()> {
     use mysql::prelude::Queryable;
-    for (name, text) in NAMES.iter().zip(MARIADB) {
-        conn.query_drop(text).with_context(|| {
-            format!(
-                "MariaDB at {} cannot create the stored procedure {name} (stored routines and \
-                 CREATE ROUTINE are needed for --tpcc-mode procedures; --tpcc-mode statements \
-                 needs neither)",
-                server.socket.display()
-            )
-        })?;
-    }
-    Ok(())
+    let failed = |name: &str| {
+        format!(
+            "MariaDB at {} cannot create the stored procedure {name} (stored routines and \
+             CREATE ROUTINE are needed for --tpcc-mode procedures; --tpcc-mode statements \
+             needs neither)",
+            server.socket.display()
+        )
+    };
+    create(&MARIADB, |text| conn.query_drop(text), failed)
 }

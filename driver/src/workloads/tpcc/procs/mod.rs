@@ -12,25 +12,18 @@
 
 mod maria;
 mod pg;
+mod text;
 
 pub use maria::create_mariadb;
 pub use pg::create_postgres;
 
 use anyhow::Result;
 
-use super::{Input, Outcome, WholeTxn};
+use super::input::Input;
+use super::traits::{Outcome, WholeTxn};
 use crate::engines::DbResult;
 use crate::sql::mariadb::Calls;
 use crate::sql::postgres::{pg_err, Calls as PgCalls};
-
-/// The procedures' names, for errors that say which one failed to create.
-pub const NAMES: [&str; 5] = [
-    "tpcc_neword",
-    "tpcc_payment",
-    "tpcc_delivery",
-    "tpcc_slev",
-    "tpcc_ostat",
-];
 
 /// The rollback New-Order asks for (PostgreSQL).
 const ROLLBACK_STATE: &str = "TPCRB";
@@ -72,24 +65,16 @@ fn call_args<R>(input: &Input, now: i64, call: impl FnOnce(usize, &[Arg]) -> R) 
                 Big(now),
             ],
         ),
-        Input::Payment {
-            w,
-            d,
-            c_w,
-            c_d,
-            by_name,
-            c_id,
-            amount,
-        } => call(
+        Input::Payment(p) => call(
             1,
             &[
-                Id(*w),
-                Id(*d),
-                Id(*c_w),
-                Id(*c_d),
-                Id(*c_id),
-                Name(by_name),
-                Big(*amount),
+                Id(p.w),
+                Id(p.d),
+                Id(p.c_w),
+                Id(p.c_d),
+                Id(p.c_id),
+                Name(&p.by_name),
+                Big(p.amount),
                 Big(now),
             ],
         ),

@@ -1,13 +1,13 @@
 //! TPC-C's five transactions as PostgreSQL functions (the text, and creating them).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use super::NAMES;
+use super::text::{create, Language};
 use crate::sql::Server;
 
-/// Create (or replace) the five functions; an error names the server and the function.
-pub const POSTGRES: [&str; 5] = [
-    r"CREATE OR REPLACE FUNCTION tpcc_neword(p_w INT, p_d INT, p_c INT, p_items INT[], p_supply INT[],
+/// The five functions in PL/pgSQL.
+pub(super) const POSTGRES: Language = Language {
+    new_order: r"CREATE OR REPLACE FUNCTION tpcc_neword(p_w INT, p_d INT, p_c INT, p_items INT[], p_supply INT[],
     p_qty INT[], p_now BIGINT) RETURNS INT LANGUAGE plpgsql AS $$
 DECLARE
   v_o INT; v_sq INT; v_price BIGINT; v_w_tax BIGINT; v_d_tax BIGINT; v_disc BIGINT; v_dist CHAR(24);
@@ -38,39 +38,21 @@ BEGIN
   END LOOP;
   RETURN 0;
 END $$",
-    r"CREATE OR REPLACE FUNCTION tpcc_payment(p_w INT, p_d INT, p_c_w INT, p_c_d INT, p_c INT, p_last VARCHAR(16),
+    payment: r"CREATE OR REPLACE FUNCTION tpcc_payment(p_w INT, p_d INT, p_c_w INT, p_c_d INT, p_c INT, p_last VARCHAR(16),
     p_amount BIGINT, p_now BIGINT) RETURNS INT LANGUAGE plpgsql AS $$
 DECLARE
   v_c INT; v_n INT; v_w_name VARCHAR(10); v_d_name VARCHAR(10); v_credit CHAR(2);
 BEGIN
   UPDATE warehouse SET w_ytd = w_ytd + p_amount WHERE w_id = p_w RETURNING w_name INTO v_w_name;
   UPDATE district SET d_ytd = d_ytd + p_amount WHERE d_w_id = p_w AND d_id = p_d RETURNING d_name INTO v_d_name;
-  IF p_last IS NULL THEN
-    v_c := p_c;
-  ELSE
-    SELECT COUNT(*) INTO v_n FROM customer WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_last = p_last;
-    IF v_n = 0 THEN
-      RAISE EXCEPTION 'no customer named % in w% d%', p_last, p_c_w, p_c_d;
-    END IF;
-    SELECT c_id INTO v_c FROM customer WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_last = p_last
-      ORDER BY c_first OFFSET (v_n - 1) / 2 LIMIT 1;
-  END IF;
-  SELECT c_credit INTO v_credit FROM customer WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c FOR UPDATE;
-  IF v_credit = 'BC' THEN
-    UPDATE customer SET c_balance = c_balance - p_amount, c_ytd_payment = c_ytd_payment + p_amount,
-      c_payment_cnt = c_payment_cnt + 1,
-      c_data = LEFT(v_c || ' ' || p_c_d || ' ' || p_c_w || ' ' || p_d || ' ' || p_w || ' '
-                    || to_char(p_amount / 100.0, 'FM9999999990.00') || '|' || c_data, 500)
-      WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c;
-  ELSE
-    UPDATE customer SET c_balance = c_balance - p_amount, c_ytd_payment = c_ytd_payment + p_amount,
-      c_payment_cnt = c_payment_cnt + 1
-      WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c;
-  END IF;
+  {customer}
+  {update}
   INSERT INTO history VALUES (v_c, p_c_d, p_c_w, p_d, p_w, p_now, p_amount, v_w_name || '    ' || v_d_name);
   RETURN 0;
 END $$",
-    r"CREATE OR REPLACE FUNCTION tpcc_delivery(p_w INT, p_carrier INT, p_now BIGINT) RETURNS INT
+    c_data: r"LEFT(v_c || ' ' || p_c_d || ' ' || p_c_w || ' ' || p_d || ' ' || p_w || ' '
+                  || to_char(p_amount / 100.0, 'FM9999999990.00') || '|' || c_data, 500)",
+    delivery: r"CREATE OR REPLACE FUNCTION tpcc_delivery(p_w INT, p_carrier INT, p_now BIGINT) RETURNS INT
     LANGUAGE plpgsql AS $$
 DECLARE
   v_o INT; v_c INT; v_sum BIGINT;
@@ -82,15 +64,11 @@ BEGIN
     DELETE FROM new_order WHERE no_w_id = p_w AND no_d_id = d AND no_o_id = v_o;
     UPDATE orders SET o_carrier_id = p_carrier WHERE o_w_id = p_w AND o_d_id = d AND o_id = v_o
       RETURNING o_c_id INTO v_c;
-    UPDATE order_line SET ol_delivery_d = p_now WHERE ol_w_id = p_w AND ol_d_id = d AND ol_o_id = v_o;
-    SELECT COALESCE(SUM(ol_amount), 0) INTO v_sum FROM order_line
-      WHERE ol_w_id = p_w AND ol_d_id = d AND ol_o_id = v_o;
-    UPDATE customer SET c_balance = c_balance + v_sum, c_delivery_cnt = c_delivery_cnt + 1
-      WHERE c_w_id = p_w AND c_d_id = d AND c_id = v_c;
+    {delivered}
   END LOOP;
   RETURN 0;
 END $$",
-    r"CREATE OR REPLACE FUNCTION tpcc_slev(p_w INT, p_d INT, p_threshold INT) RETURNS INT
+    stock_level: r"CREATE OR REPLACE FUNCTION tpcc_slev(p_w INT, p_d INT, p_threshold INT) RETURNS INT
     LANGUAGE plpgsql AS $$
 DECLARE
   v_next INT; v_low INT;
@@ -101,22 +79,13 @@ BEGIN
       AND s_quantity < p_threshold;
   RETURN v_low;
 END $$",
-    r"CREATE OR REPLACE FUNCTION tpcc_ostat(p_w INT, p_d INT, p_c INT, p_last VARCHAR(16))
+    order_status: r"CREATE OR REPLACE FUNCTION tpcc_ostat(p_w INT, p_d INT, p_c INT, p_last VARCHAR(16))
     RETURNS TABLE (i_id INT, supply_w_id INT, quantity INT, amount BIGINT, delivery_d BIGINT)
     LANGUAGE plpgsql AS $$
 DECLARE
   v_c INT; v_n INT; v_o INT; v_balance BIGINT;
 BEGIN
-  IF p_last IS NULL THEN
-    v_c := p_c;
-  ELSE
-    SELECT COUNT(*) INTO v_n FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = p_last;
-    IF v_n = 0 THEN
-      RAISE EXCEPTION 'no customer named % in w% d%', p_last, p_w, p_d;
-    END IF;
-    SELECT c_id INTO v_c FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = p_last
-      ORDER BY c_first OFFSET (v_n - 1) / 2 LIMIT 1;
-  END IF;
+  {customer}
   SELECT c_balance INTO v_balance FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_id = v_c;
   SELECT o_id INTO v_o FROM orders WHERE o_w_id = p_w AND o_d_id = p_d AND o_c_id = v_c
     ORDER BY o_id DESC LIMIT 1;
@@ -126,18 +95,28 @@ BEGIN
   RETURN QUERY SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d FROM order_line
     WHERE ol_w_id = p_w AND ol_d_id = p_d AND ol_o_id = v_o;
 END $$",
-];
+    customer: r"IF p_last IS NULL THEN
+  v_c := p_c;
+ELSE
+  SELECT COUNT(*) INTO v_n FROM customer WHERE c_w_id = {w} AND c_d_id = {d} AND c_last = p_last;
+  IF v_n = 0 THEN
+    RAISE EXCEPTION 'no customer named % in w% d%', p_last, {w}, {d};
+  END IF;
+  SELECT c_id INTO v_c FROM customer WHERE c_w_id = {w} AND c_d_id = {d} AND c_last = p_last
+    ORDER BY c_first OFFSET (v_n - 1) / 2 LIMIT 1;
+END IF;
+",
+};
 
+/// Create (or replace) the five functions; an error names the server and the function.
 pub fn create_postgres(conn: &mut postgres::Client, server: &Server) -> Result<()> {
-    for (name, text) in NAMES.iter().zip(POSTGRES) {
-        conn.batch_execute(text).with_context(|| {
-            format!(
-                "PostgreSQL in {} cannot create the function {name} (plpgsql and CREATE on the \
-                 schema are needed for --tpcc-mode procedures; --tpcc-mode statements needs \
-                 neither)",
-                server.socket.display()
-            )
-        })?;
-    }
-    Ok(())
+    let failed = |name: &str| {
+        format!(
+            "PostgreSQL in {} cannot create the function {name} (plpgsql and CREATE on the \
+             schema are needed for --tpcc-mode procedures; --tpcc-mode statements needs \
+             neither)",
+            server.socket.display()
+        )
+    };
+    create(&POSTGRES, |text| conn.batch_execute(text), failed)
 }

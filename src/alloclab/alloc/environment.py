@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import os
 
-# Environment variables that tune an allocator: stripped from every environment unless the
-# allocator variant under test sets them, so that a stray setting in the user's shell never
-# changes a run silently.
-TUNING_PREFIXES = ("MALLOC_", "TCMALLOC_", "MIMALLOC_", "JE_MALLOC_", "GLIBC_TUNABLES", "HEAPPROFILE", "SCUDO_OPTIONS",
-                   "TBB_MALLOC_")
+from alloclab.catalog.allocators import TUNING_PREFIXES
 
 
 def clean(base: dict[str, str] | None = None) -> dict[str, str]:

@@ -1,0 +1,65 @@
+"""The key-value suite of TidesDB's benchtool (write, read, mixed, delete, seek, range) on an
+engine inside the driver: its plan, its cells, its labels, its driver arguments and its runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alloclab.catalog.names import ENGINES, KV_WORKLOADS, SYSBENCH
+from alloclab.core.errors import AlloclabError
+from alloclab.core.units import fmt_latency, fmt_rate
+from alloclab.plan.workload import Workload, extra_settings, profile_suffix
+from alloclab.run.kinds import EmbeddedKind
+
+
+class EmbeddedKV(EmbeddedKind):
+    name = "embedded key-value"
+
+
+class KeyValue(Workload):
+    names = KV_WORKLOADS
+
+    # --- the plan ------------------------------------------------------------------------
+    def check(self, i: int, w: dict, engines: list[str]) -> None:
+        servers = [e for e in engines if e not in ENGINES]
+        if servers:
+            raise AlloclabError(f"workloads[{i}]: {w['workload']} runs in-process on an embedded engine, not on "
+                                f"{', '.join(servers)} (yet)", "use workload = \"sysbench\" against servers")
+
+    def axes(self, w: dict, engine: str) -> tuple[list, list, list, list]:
+        return [0], [""], w.get("client", [SYSBENCH]), [""]
+
+    def fields(self, w: dict, client: str) -> dict[str, Any]:
+        return {"mix": w.get("mix", "spec")}
+
+    # --- naming a cell ---------------------------------------------------------------------
+    def key(self, c) -> str:
+        prof = "" if c.profile == "default" else f"/{c.profile}"
+        return (f"{c.engine}/{c.part}/{c.workload}/{c.pattern}/k{c.key_bytes}/v{c.value_bytes}/b{c.batch}"
+                f"/t{c.threads}{prof}")
+
+    def settings(self, c: dict) -> str:
+        return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}{extra_settings(c)}"
+
+    def params(self, c: dict) -> str:
+        return (f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}"
+                f"{profile_suffix(c)} t{c['threads']}")
+
+    def describe(self, c) -> str:
+        return f"t{c.threads} b{c.batch}"
+
+    def outcome(self, r) -> str:
+        return (f"{fmt_rate(r.ops_per_s)} ops/s  p99 {fmt_latency(r.p99_ns)}  "
+                f"peak RSS {r.peak_rss_bytes / 2**20:.0f} MiB  ({r.wall_s:.1f}s)")
+
+    # --- the run ---------------------------------------------------------------------------
+    def run_kind(self, cell):
+        return EmbeddedKV()
+
+    def driver_args(self, c) -> list[str]:
+        a = ["--pattern", c.pattern, "--key-bytes", str(c.key_bytes), "--value-bytes", str(c.value_bytes),
+             "--batch", str(c.batch), "--range-len", str(c.range_len)]
+        return a + (["--keyspace", str(c.keyspace)] if c.keyspace is not None else [])
+
+
+KV = KeyValue()

@@ -1,0 +1,282 @@
+"""A server's life (workload "life", issue 36): its plan keys, the memory-life preset, the life's
+verdicts, and real lives on MariaDB: a smoke life under glibc, a planted creep
+(driver/creep/creep.c preloaded into the server) found with its slope inside the interval, and a
+server the kernel OOM-kills under its cgroup limit, recorded as killed at its cycle."""
+
+import io
+import json
+import shutil
+import statistics
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import expand
+
+from alloclab import plan, study
+from alloclab.alloc.allocators import Allocator
+from alloclab.answers import decide, life, metrics
+from alloclab.core.errors import AlloclabError
+from alloclab.plan.design import Design
+from alloclab.plan.presets import JEMALLOC_BACKGROUND, preset
+from alloclab.results.store import RunRow, Store
+from alloclab.run.node import Node, make_scratch
+from alloclab.study.progress import Progress
+from alloclab.workloads import life as life_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+FOUND = {"glibc": Allocator("glibc", "glibc", None, version="2.36"),
+         "jemalloc": Allocator("jemalloc", "jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", version="5.3")}
+STEADY = {"name": "load", "kind": "steady", "duration_s": 1.5, "load": "oltp_read_only"}
+IDLE = {"name": "rest", "kind": "idle", "duration_s": 2.5}
+
+
+def raw_life(phases=None, engines=("mariadb-innodb",), **table):
+    w = {"part": "life", "workload": "life", "threads": [2], "tables": 1, "table_size": 1000, **table}
+    if phases is not None:
+        w["phases"] = phases
+    return {"engines": list(engines), "allocators": ["glibc"], "runs": 1, "scale": "smoke", "workloads": [w]}
+
+
+def load(raw):
+    return plan.load(raw, found_allocators=FOUND, default_seed=1)
+
+
+# --- the plan ------------------------------------------------------------------------------
+@pytest.mark.parametrize("raw, says", [
+    (raw_life([{"name": "x", "kind": "nap", "duration_s": 1}]), "workloads[0].phases[0].kind: 'nap' is not allowed"),
+    (raw_life([{"name": "x", "kind": "steady", "duration_s": 1}]),
+     "workloads[0].phases[0].load: a steady phase needs a load"),
+    (raw_life([{"name": "x", "kind": "steady", "load": "oltp_read_only"}]),
+     "workloads[0].phases[0].duration_s: a steady phase needs its length"),
+    (raw_life([{"name": "x", "kind": "burst", "duration_s": 1}]),
+     "workloads[0].phases[0].burst: a burst phase needs a burst"),
+    (raw_life([{"name": "x", "kind": "burst", "burst": "fsck"}]),
+     "workloads[0].phases[0].burst: 'fsck' is not allowed"),
+    (raw_life([{"name": "x", "kind": "burst", "burst": "dump", "load": "oltp_read_only"}]),
+     "workloads[0].phases[0].duration_s: a burst phase with a load needs its length"),
+    (raw_life([{"name": "x", "kind": "burst", "burst": "dump", "connections": 10}]),
+     "workloads[0].phases[0].connections: only a storm opens connections"),
+    (raw_life([{"name": "x", "kind": "idle", "duration_s": 1, "load": "oltp_read_only"}]),
+     "workloads[0].phases[0].load: an idle phase runs nothing"),
+    (raw_life([{"name": "x", "kind": "idle", "duration_s": 1, "burst": "dump"}]),
+     "workloads[0].phases[0].burst: only a burst phase has a burst"),
+    (raw_life([{"name": "x", "kind": "idle", "duration_s": "0s"}]),
+     "workloads[0].phases[0].duration_s: must be a duration > 0.0s"),
+    (raw_life([{"name": "a b", "kind": "idle", "duration_s": 1}]), "workloads[0].phases[0].name: 'a b' may hold only"),
+    (raw_life([IDLE, IDLE]), "workloads[0].phases: the phase name 'rest' is given twice"),
+    (raw_life([]), "workloads[0].phases: expected a non-empty array of tables"),
+    (raw_life([{"kind": "idle", "duration_s": 1}]), "workloads[0].phases[0]: a phase needs a name and a kind"),
+    (raw_life([{**IDLE, "speed": 3}]), "workloads[0].phases[0]: unknown key(s) speed"),
+    (raw_life(cycles=0), "workloads[0].cycles: must be >= 1"),
+    (raw_life(duration_s=30), "workloads[0].duration_s: a life's length is its cycles and its phases' duration_s"),
+    (raw_life(engines=["rocksdb"]), "workloads[0]: a life runs on a MariaDB server so far, not on rocksdb"),
+    (raw_life(engines=["postgres"]), "workloads[0]: a life runs on a MariaDB server so far, not on postgres"),
+    ({"engines": ["mariadb-innodb"], "workloads": [{"workload": "sysbench", "test": "oltp_read_only", "cycles": 3}]},
+     'workloads[0]: cycles only apply to workload = "life"'),
+])
+def test_bad_life_plans_are_refused_in_one_sentence_naming_the_key(raw, says):
+    with pytest.raises(AlloclabError) as e:
+        load(raw)
+    assert e.value.message.startswith(says) and "\n" not in e.value.message, e.value.message
+
+
+def test_a_life_without_phases_is_the_issues_mariadb_life():
+    c = load(raw_life()).cells()[0]
+    assert c.cycles == 5 and [p["name"] for p in life_workload.phases_of(c)] == ["oltp", "dump", "storm", "rest"]
+    storm = life_workload.phases_of(c)[2]
+    assert storm == {"name": "storm", "kind": "burst", "burst": "storm", "connections": 150}
+    word = load({"engines": ["mariadb-innodb"], "allocators": ["glibc"],
+                 "workloads": [life_workload.LIFE_WORKLOAD.table_of("life")]}).cells()[0]
+    assert (word.tables, word.table_size, word.threads) == (4, 20_000, 64)
+    # its own cell per shape: a life whose idle is longer is another cell
+    a = load(raw_life([STEADY, IDLE], cycles=3)).cells()[0]
+    b = load(raw_life([STEADY, {**IDLE, "duration_s": 3.0}], cycles=3)).cells()[0]
+    assert a.key != b.key and a.key.startswith("mariadb-innodb/life/life/1x1000/c3:load+rest:")
+
+
+def test_the_memory_life_preset():
+    smoke, quick = load(preset("memory-life", "smoke")), plan.load(preset("memory-life", "quick"), default_seed=1,
+                                                                      found_allocators=_every_allocator())
+    assert [a.name for a in smoke.allocators] == ["glibc", "jemalloc"] and smoke.runs == 1
+    assert [a.name for a in quick.allocators] == ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND,
+                                                  "glibc+MALLOC_ARENA_MAX=2"]
+    assert quick.budget == 1800 and quick.engines == ["mariadb-innodb"]
+    for p, most_s in ((smoke, 5 * 60 / 2), (quick, 30 * 60 / 4 / 6)):  # smoke: 2 runs; quick: 4 rounds of 6
+        c = p.cells()[0]
+        planned = c.cycles * sum(ph.get("duration_s", 2.0) for ph in life_workload.phases_of(c))
+        assert planned + 10 < most_s, (p.scale, planned)
+
+
+def _every_allocator():
+    return {n: Allocator(n, n, None if n == "glibc" else f"/usr/lib/lib{n}.so") for n in
+            ("glibc", "jemalloc", "tcmalloc", "mimalloc")}
+
+
+# --- verdicts ----------------------------------------------------------------------------------
+def _row(alloc, rnd, creep=None, given=None, overhead=None, ops=1000.0):
+    base = dict.fromkeys(RunRow.columns(), 0)
+    base |= dict(run_id=f"{alloc}-{rnd}", study="s", cell="c", engine="mariadb-innodb", allocator=alloc,
+                 allocator_base=alloc, allocator_verified=True, workload="life", part="life", pattern="c3:x:1",
+                 repeat=rnd, ops_per_s=ops, p99_ns=1e6, peak_rss_bytes=1 << 27, status="ok", reason="",
+                 started_at="", profile="default", shape="default", client="", tpcc_mode="", node="",
+                 machine_fingerprint="", purpose="measure", creep_mib_per_cycle=creep, given_back_share=given,
+                 overhead_bytes=overhead, index=rnd)
+    return RunRow(**{k: v for k, v in base.items() if k in RunRow.columns()})
+
+
+def test_life_verdicts_only_where_the_rows_have_lives():
+    policy = Design(questions=("allocators",), baseline="glibc", adaptive=False)
+    rows = [_row("glibc", r, creep=14.0 + r % 2, given=0.02, overhead=(60 + r) << 20) for r in range(1, 6)]
+    rows += [_row("jemalloc", r, creep=0.3, given=0.45 + 0.01 * r, overhead=(30 + r) << 20) for r in range(1, 6)]
+    vs = {v.metric: v for v in decide.verdicts(rows, policy)}
+    assert set(vs) == {"throughput", "p99_latency", "peak_rss", "creep", "given_back", "overhead"}
+    # creep under 1 MiB/cycle counts as 1 (no creep), a share under 5 % as 5 % (nothing given back)
+    assert vs["creep"].verdict == "lower" and vs["creep"].ratio == pytest.approx(1 / 14.5, rel=0.05)
+    assert vs["given_back"].verdict == "higher" and vs["given_back"].ratio == pytest.approx(0.48 / 0.05, rel=0.05)
+    assert vs["overhead"].verdict == "lower"
+    # a life with no engine account larger than RSS: an overhead of 0 or less is no value
+    assert metrics.value(_row("glibc", 1, overhead=-5 << 20), metrics.OVERHEAD) is None
+    assert metrics.value(_row("glibc", 1, creep=-3.0), metrics.CREEP) == 1.0
+    # rows without lives keep the three metrics they always had
+    plain = [replace(r, creep_mib_per_cycle=None, given_back_share=None, overhead_bytes=None) for r in rows]
+    assert {v.metric for v in decide.verdicts(plain, policy)} == {"throughput", "p99_latency", "peak_rss"}
+    assert decide.stopping(plain) == () and decide.stopping(rows) == metrics.LIFE
+
+
+def test_a_cycles_bursts_give_back_as_one():
+    """A dump that takes 4 MiB, then a storm that takes 100 MiB, then idle that returns 50: the
+    cycle gave back half of its excess (the dump's own share would count the storm's growth as
+    kept), half of it within 2 s of the idle phase's start."""
+    mib, hz = life.MIB, 20
+
+    def rss(t):
+        if t < 10:
+            return 100
+        if t < 12:
+            return 104
+        if t < 14:
+            return 104 + 96 * (t - 12) / 2
+        return 200 if t < 14.05 else max(150, 200 - 25 * (t - 14))
+    timeline = [(i / hz, int(rss(i / hz) * mib)) for i in range(24 * hz)]
+    phases = [(1, "oltp", "steady", 0, 10), (1, "dump", "burst", 10, 12), (1, "storm", "burst", 12, 14.05),
+              (1, "rest", "idle", 14.05, 24)]
+    m = life.measure(timeline, phases)
+    dump = next(g for g in m.given_back if g.burst == "dump")
+    assert dump.share < -10  # its own share: the storm's growth counted against it
+    f = life_workload.row_fields(m, None)
+    assert f["given_back_share"] == pytest.approx(0.5, abs=0.01)
+    assert f["half_given_back_s"] == pytest.approx(2.0, abs=0.1)
+    assert f["settled_rss_bytes"] == 150 * mib and f["life_cycles"] == 1 and f["oom_killed"] is False
+
+
+def test_old_folders_load_with_empty_life_columns():
+    rows = Store(ROOT / "tests/fixtures/study-v1").rows()
+    assert rows and all(r.creep_mib_per_cycle is None and not r.oom_killed and r.life_cycles == 0 for r in rows)
+
+
+# --- real lives --------------------------------------------------------------------------------
+def test_a_smoke_life_on_mariadb_records_its_phases_and_memory(tmp_path, found):
+    raw = {**preset("memory-life", "smoke"), "allocators": ["glibc"]}
+    out = tmp_path / "res"
+    res = study.run(plan.load(raw, default_seed=1), out, Progress(0, stream=io.StringIO(), live=False))
+    (r,) = Store(out).rows()
+    assert res.ok == 1 and r.status == "ok" and r.allocator_verified, r.reason
+    j = json.loads((out / "runs" / r.run_id / "run.json").read_text())
+    phases = j["life"]["phases"]
+    assert [(p["cycle"], p["name"]) for p in phases] == [(c, n) for c in (1, 2, 3)
+                                                         for n in ("oltp", "dump", "storm", "rest")]
+    assert all(not p["cut"] for p in phases) and j["life"]["stopped"] is None
+    # on the samples' clock, one after another, inside the sampled span
+    samples = life.read_rss(out / "runs" / r.run_id)
+    assert samples[0][0] <= phases[0]["t_start_s"] and phases[-1]["t_end_s"] <= samples[-1][0] + 0.1
+    assert all(a["t_end_s"] <= b["t_start_s"] for a, b in zip(phases, phases[1:]))
+    steady = [p for p in phases if p["kind"] == "steady"]
+    assert all(p["t_end_s"] - p["t_start_s"] >= 3.0 and p["ops"] > 0 for p in steady)
+    # the engine's account at the end of every phase: Memory_used and the buffer pool
+    ends = [p["engine"] for p in phases if p["kind"] == "idle"]
+    assert all(e["memory_used_bytes"] > e["engine_bytes"] > e["buffer_pool_data_bytes"] > 0 for e in ends)
+    # the row's life, as answers.life measures the stored timeline
+    assert r.life_cycles == 3 and r.settled_rss_bytes > 50 << 20 and r.oom_killed is False and r.oom_cycle is None
+    assert r.creep_ci_low_mib_per_cycle <= r.creep_mib_per_cycle <= r.creep_ci_high_mib_per_cycle
+    assert r.overhead_bytes is not None and r.overhead_growth_mib_per_cycle is not None
+    assert r.ops_per_s > 0 and r.ops == sum(p["ops"] for p in steady)
+    whole = [(p["cycle"], p["name"], p["kind"], p["t_start_s"], p["t_end_s"]) for p in phases]
+    again = life.measure(samples, whole)
+    assert again.creep.slope_mib_per_cycle == pytest.approx(r.creep_mib_per_cycle, abs=1e-3)
+    assert r.settled_rss_bytes == int(again.settled[-1][2])
+
+
+@pytest.fixture(scope="module")
+def creep_shim(tmp_path_factory):
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.fail("no C compiler (cc): install one (./setup.sh installs clang)")
+    out = tmp_path_factory.mktemp("creep") / "liballoclab_creep.so"
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-o", str(out),
+                    str(ROOT / "driver/creep/creep.c")], check=True)
+    return out
+
+
+# kept by the shim: 15.94 MiB/s in steps of 8 MiB, which fall anywhere in an idle phase's tail: the
+# settled values scatter by a few MiB, as a real server's do, so that the interval is a real one
+# (smooth steps gave one of ±0.1 MiB that the server's own creep and the sampler's delays under a
+# busy CPU, 0.1-0.2 MiB per cycle, could miss)
+KIB, PERIOD_S = 8160, 0.5
+
+
+def creeping_life(tmp_path, driver_exe, shim, limit: str | None = None, cycles: int = 6):
+    """One life of `cycles` cycles (1.5 s of light load, 2.5 s idle) on MariaDB under glibc with the
+    creep shim preloaded into the server, run by the one runner (a shim that is no allocator
+    would be refused by the study's preflight)."""
+    raw = raw_life([STEADY, IDLE], cycles=cycles)
+    if limit:
+        raw["server_memory_bytes"] = limit
+    spec = expand(plan.load(raw, default_seed=1))[0]
+    spec = replace(spec, allocator=Allocator(name="glibc+creep", base="creep", path=str(shim), env=(
+        ("ALLOCLAB_CREEP_KIB", str(KIB)), ("ALLOCLAB_CREEP_PERIOD_S", str(PERIOD_S)))))
+    scratch = make_scratch()  # short: a unix socket's path has room for 107 bytes
+    try:
+        node = Node(driver_exe, scratch, tmp_path / "study", "life")
+        run_dir = tmp_path / "study" / "runs" / spec.run_id
+        row = node.run(spec, run_dir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    assert (run_dir / "run.json").exists(), row.reason
+    return row, json.loads((run_dir / "run.json").read_text()), life.read_rss(run_dir)
+
+
+def test_a_planted_creep_is_found_with_its_slope_inside_the_interval(tmp_path, driver_exe, creep_shim):
+    row, j, samples = creeping_life(tmp_path, driver_exe, creep_shim)
+    assert row.status == "ok" and row.allocator_verified, row.reason
+    assert row.life_cycles == 6 and not row.oom_killed
+    # the shim keeps a fixed amount per second, and cycles are not all equally long: what it kept
+    # per cycle is its rate times the slope over cycles of the moments each settled value was read
+    # (the median time of the samples in the last 20 % of each idle phase)
+    idle = [p for p in j["life"]["phases"] if p["kind"] == "idle"]
+    read_at = [statistics.median([t for t, _ in samples if p["t_end_s"] - life.SETTLE_SHARE * (
+        p["t_end_s"] - p["t_start_s"]) <= t <= p["t_end_s"]]) for p in idle]
+    seconds_per_cycle = np.polyfit(range(1, len(read_at) + 1), read_at, 1)[0]
+    planted = KIB / 1024 / PERIOD_S * seconds_per_cycle
+    assert row.creep_ci_low_mib_per_cycle <= planted <= row.creep_ci_high_mib_per_cycle, (planted, row)
+    # and the interval is narrow enough to tell it (measured here: ±1.1 to ±1.7 MiB on 65 MiB)
+    assert row.creep_ci_high_mib_per_cycle - row.creep_ci_low_mib_per_cycle < 0.1 * planted
+
+
+def test_a_server_oom_killed_under_its_cgroup_limit_is_an_outcome_at_its_cycle(tmp_path, driver_exe, creep_shim):
+    # about 100 MiB at start, 16 MiB more a second: 400 MiB are reached in the fourth or fifth cycle
+    row, j, samples = creeping_life(tmp_path, driver_exe, creep_shim, limit="400MiB", cycles=8)
+    assert row.status == "ok" and row.allocator_verified, row.reason  # an outcome, not a failed row
+    oom = j["life"]["oom"]
+    assert row.oom_killed and oom["killed"] and oom["kills"] == 1 and j["life"]["stopped"] == "the server went away"
+    # the kill lies between two readings of the cgroup's counter, in the phase that held the
+    # server's last sample: the timeline ends there
+    cycle_of_last = next(p["cycle"] for p in j["life"]["phases"] if p["t_start_s"] <= samples[-1][0] <= p["t_end_s"])
+    assert row.oom_cycle == oom["cycle"] == cycle_of_last and 3 <= row.oom_cycle <= 6, (row.oom_cycle, oom)
+    assert oom["t_before_s"] <= oom["t_seen_s"] and samples[-1][0] <= oom["t_seen_s"] + 0.1
+    # the cycles before it kept their settled RSS and creep, and the server's last RSS neared the limit
+    assert row.life_cycles == row.oom_cycle - 1 and row.creep_mib_per_cycle > 30
+    assert samples[-1][1] > 350 << 20 and j["life"]["server_memory_bytes"] == 400 << 20
+    assert j["clean_shutdown"] is False

@@ -1,0 +1,163 @@
+"""bench/turns_bias.py's store and analysis on synthetic stored rounds: no real runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("turns_bias_bench", ROOT / "bench" / "turns_bias.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # the dataclass looks its module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+tb = _load()
+
+
+def run(allocator, tp, share=0.99, busy=0.0, threads=2, dur=6.0):
+    return {"allocator": allocator, "cell_key": "tidesdb/read_random/read/random/k16/v100/b1/t2", "status": "ok",
+            "reason": "", "metric": "ops_per_s", "throughput": tp, "duration_s": dur, "threads": threads,
+            "cpu_user_s": share * threads * dur, "cpu_sys_s": 0.0, "client_cpu_s": None, "other_busy_cores": busy,
+            "wall_s": 20.0, "started_at": "", "machine_fingerprint": "f"}
+
+
+def record(machine, ratios, seed=1, cell="default", share=0.99, busy=0.0):
+    """A stored round: `ratios` design -> allocator -> throughput ratio vs glibc."""
+    results = {}
+    for d, per in ratios.items():
+        slice_s = 0.0 if d == "alone" else tb.SLICES.get(d, 0.5)
+        alone = d == "alone"
+        runs = [run("glibc", 1e6, share if alone else 0.99, busy if alone else 0.0)]
+        runs += [run(x, 1e6 * r, share if alone else 0.99, busy if alone else 0.0) for x, r in per.items()]
+        results[d] = [{"allocators": ["glibc", *per], "slice_s": slice_s, "rc": 0, "error": None, "runs": runs,
+                       "seconds": 60.0}]
+    return {"format": tb.FORMAT, "round": f"{machine}-{seed}-{random.random():.12f}", "seed": seed, "cell": cell,
+            "cell_args": tb.CELLS[cell], "designs": list(ratios), "order": list(ratios), "results": results,
+            "machine": {"key": machine, "words": f"machine {machine}, 2 cores", "cores": 2, "fingerprint": machine},
+            "alloclab": {"commit": "abc", "dirty": False}, "started_at": "", "ended_at": ""}
+
+
+def planted(machine, bias, rounds, rng, noise=0.01, alone_sd=0.2):
+    """Rounds whose alone ratios wander widely and whose turns ratio sits `bias` (log) above them."""
+    out = []
+    for i in range(rounds):
+        alone = {x: math.exp(rng.gauss(0, alone_sd)) for x in tb.COMPARED}
+        turns = {x: alone[x] * math.exp(bias + rng.gauss(0, noise)) for x in tb.COMPARED}
+        out.append(record(machine, {"alone": alone, "t0.5": turns}, seed=i))
+    return out
+
+
+def test_a_planted_bias_is_found_within_its_interval():
+    rng = random.Random(7)
+    bias = math.log(1.04)
+    recs = [r for m in ("a", "b", "c") for r in planted(m, bias, 8, rng)]
+    est = tb.pool(tb.paired(recs, "t0.5", "alone")[("default", "jemalloc")])
+    assert est.n == 24 and est.k == 3
+    assert est.lo < bias < est.hi and est.lo > 0  # found, and told apart from no bias
+    assert est.half_pct <= tb.TARGET_PCT
+    table = tb.report(recs)
+    assert "| default | jemalloc | +4." in table and "✓" in table and "| 24 | 3 |" in table
+    # one machine alone: its t interval
+    one = tb.pool(tb.paired(recs[:8], "t0.5", "alone")[("default", "mimalloc")])
+    assert one.k == 1 and one.tau is None and one.lo < bias < one.hi
+
+
+def test_two_machines_with_different_biases_give_tau_above_zero():
+    rng = random.Random(3)
+    recs = planted("a", math.log(1.06), 6, rng) + planted("b", math.log(0.94), 6, rng)
+    est = tb.pool(tb.paired(recs, "t0.5", "alone")[("default", "tcmalloc")])
+    assert est.k == 2 and est.tau > 0.03
+    assert est.lo < 0 < est.hi  # the machines disagree: the pooled interval is wide
+    # the same bias on both machines, exactly: τ = 0
+    same = planted("a", 0.02, 5, random.Random(1)) + planted("b", 0.02, 5, random.Random(1))
+    assert tb.pool(tb.paired(same, "t0.5", "alone")[("default", "tcmalloc")]).tau == 0.0
+
+
+def test_dersimonian_laird_by_hand():
+    mean, se, tau2 = tb.dersimonian_laird([0.0, 0.1], [0.001, 0.001])
+    # Q = 5, c = 1000: tau² = (5 - 1) / 1000
+    assert tau2 == pytest.approx(0.004) and mean == pytest.approx(0.05) and se == pytest.approx(math.sqrt(0.0025))
+
+
+def test_the_gate_removes_a_round_with_a_starved_run_and_one_on_a_busy_host():
+    rng = random.Random(5)
+    recs = planted("a", math.log(1.02), 6, rng)
+    wild = {x: 1.0 for x in tb.COMPARED}
+    starved = record("a", {"alone": wild, "t0.5": {x: 1.5 for x in tb.COMPARED}}, seed=90, share=0.5)
+    busy = record("a", {"alone": wild, "t0.5": {x: 1.5 for x in tb.COMPARED}}, seed=91, busy=0.5)
+    assert tb.gate(starved) and tb.gate(starved)[0].startswith("starved")
+    assert tb.gate(busy)[0].startswith("busy")
+    assert tb.gate(recs[0]) == []
+    table = tb.report(recs + [starved, busy])
+    kept = [r for r in recs + [starved, busy] if not tb.gate(r)]
+    est = tb.pool(tb.paired(kept, "t0.5", "alone")[("default", "jemalloc")])
+    assert est.n == 6 and est.hi < math.log(1.1)  # the +50 % rounds did not count
+    assert "| default | jemalloc |" in table and "| 6 | 1 | – | 2 |" in table
+    assert "| 8 | 2 (1 starved, 1 busy) |" in table  # per machine: 8 stored, 2 removed, why
+    # a round with no alone design is not gated
+    assert tb.gate(record("a", {"t0.5": wild})) == []
+
+
+def test_the_cpu_share_of_a_real_runs_csv():
+    runs = tb.runs_from_csv(ROOT / "tests/fixtures/replication/machine-b/runs.csv", "ops_per_s", 2)
+    assert runs and all(r["throughput"] > 0 for r in runs if r["status"] == "ok")
+    assert all(0.9 < r["cpu_share"] < 1.1 for r in runs if r["status"] == "ok")
+
+
+def test_the_slope_on_the_slice():
+    recs = []
+    for i in range(6):
+        base = math.exp(random.Random(i).gauss(0, 0.1))
+        recs.append(record("a", {d: {x: base * math.exp(0.02 * math.log10(s) + 0.001 * (i % 2))
+                                     for x in tb.COMPARED} for d, s in tb.SLICES.items()}, seed=i))
+    est = tb.pool(tb.slice_slopes(recs)[("default", "mimalloc")])
+    assert est.mean == pytest.approx(0.02, abs=1e-6)
+
+
+def test_append_refuses_without_the_flag_and_adds_whole_lines(tmp_path, monkeypatch, capsys):
+    store = tmp_path / "store"
+    tb.append_record(store, record("a", {"alone": {"jemalloc": 1.0}, "t0.5": {"jemalloc": 1.01}}))
+    before = tb.store_file(store).read_bytes()
+
+    def never(*a, **k):
+        raise AssertionError("measured")
+    monkeypatch.setattr(tb, "measure_round", never)
+    assert tb.main(["--store", str(store), "--rounds", "1", "--designs", "alone,t0.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"turns_bias: {store} already holds 1 round(s); add --append to add rounds to it, "
+                   "or name a new folder with --store.")
+    monkeypatch.setattr(tb, "measure_round", lambda cell, designs, seed: record(
+        "b", {"alone": {"jemalloc": 1.0}, "t0.5": {"jemalloc": 0.99}}, seed=seed))
+    assert tb.main(["--store", str(store), "--append", "--rounds", "2", "--designs", "alone,t0.5", "--seed", "4"]) == 0
+    after = tb.store_file(store).read_bytes()
+    assert after.startswith(before) and after.count(b"\n") == 3  # appended, never rewritten
+    assert [r["seed"] for r in tb.read_store(store)[0]] == [1, 4, 5]
+    assert "Gate (fixed before the data)" in capsys.readouterr().out
+
+
+def test_a_torn_last_line_is_left_out_and_closed_before_the_next(tmp_path):
+    store = tmp_path / "s"
+    tb.append_record(store, record("a", {"alone": {"jemalloc": 1.0}}))
+    with open(tb.store_file(store), "a") as f:
+        f.write('{"format": "alloclab-turns-bias/1", "rou')
+    tb.append_record(store, record("a", {"alone": {"jemalloc": 1.0}}, seed=2))
+    recs, bad = tb.read_store(store)
+    assert [r["seed"] for r in recs] == [1, 2] and bad == 1
+    assert all(json.loads(x) for x in tb.store_file(store).read_text().splitlines()[::2])
+
+
+def test_report_of_an_empty_store_is_one_sentence(tmp_path, capsys):
+    assert tb.main(["--store", str(tmp_path / "none"), "--report"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert tb.main(["--store", str(tmp_path), "--designs", "alone,t7", "--rounds", "1"]) == 2
