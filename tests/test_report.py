@@ -307,6 +307,8 @@ def test_a_study_over_machines_that_differ_answers_per_machine_and_pools_only_wh
     md = (out / "report" / "report.md").read_text()
     assert "differs between the machines" in md and "answered per machine, not pooled" in md
     assert "2 of 6 throughput comparison(s) differ between them" in md
+    # what to expect on one more machine of this kind, as alloclab compare says it over folders
+    assert "On a new machine of this kind: jemalloc vs glibc (tidesdb large_4kb t2) between " in md
     head = md.split("## Answers")[1].split("\n\n")[1]
     assert "; on 2 machines (AMD EPYC, 2 cores, kernel 6.18.44-fc-v657; Another CPU, 2 cores" in head
     assert "Measured on 2 machines (AMD EPYC, 2 cores, kernel 6.18.44-fc-v657; Another CPU, 2 cores" in md

@@ -173,6 +173,26 @@ def new_machine(studies: list[list[Verdict]], margin: float = DEFAULT_MARGIN) ->
     return [p for p in out if p is not None]
 
 
+def _pct0(x: float) -> str:
+    return f"{100 * (x - 1):+.0f} %".replace("-", "−")
+
+
+def new_machine_sentences(preds: list[NewMachine], on: str = "on a new machine of this kind", unit: str = "machines",
+                          metric: str = "throughput") -> list[str]:
+    """One line per comparison on `metric`: "on a new machine of this kind: jemalloc vs glibc
+    (tidesdb read_random t2) between −12 % and +9 %, not known (2 machines, τ 3.0 %: wide ...)"."""
+    out = []
+    for p in preds:
+        m, comparison, engine, workload, threads, settings, baseline, variant = p.key
+        if m != metric:
+            continue
+        few = f" ({p.k} {unit}, τ {100 * p.tau:.1f} %: wide with few {unit})" if p.k < 5 else \
+            f" ({p.k} {unit}, τ {100 * p.tau:.1f} %)"
+        out.append(f"{on}: {variant} vs {baseline} ({engine} {workload} t{threads}) between {_pct0(p.pi_low)} "
+                   f"and {_pct0(p.pi_high)}, {p.outcome}{few}")
+    return out
+
+
 # --- before/after of two folders ----------------------------------------------------------
 
 def between_folders(before: Mapping, after: Mapping, higher_is_better: bool,

@@ -349,7 +349,9 @@ def _between_machines(study: analyse.Study) -> list[str]:
     out.append(f"The runs came from {len(words)} machines that differ ({'; '.join(words)}): {len(differ)} of "
                f"{len(reps)} throughput comparison(s) differ between them, {agree} replicate, "
                f"{len(reps) - len(differ) - agree} cannot tell; all but the differing ones are pooled.")
-    return out
+    # what to expect on one more machine of this kind (random effects over the study's machines)
+    preds = replicate.new_machine(list(study.per_machine().values()), study.design.margin)
+    return out + [s[:1].upper() + s[1:] + "." for s in replicate.new_machine_sentences(preds)]
 
 
 def _unanswered(study: analyse.Study) -> list[str]:

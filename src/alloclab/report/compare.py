@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from alloclab.answers import analyse, metrics, stats
 from alloclab.answers.metrics import METRICS
-from alloclab.answers.replicate import NewMachine, between_folders, new_machine, replicate
+from alloclab.answers.replicate import NewMachine, between_folders, new_machine, new_machine_sentences, replicate
 from alloclab.core.errors import AlloclabError
 from alloclab.host.machine import MACHINE_KEYS
 from alloclab.report.formatting import fmt_cmp, params
@@ -130,10 +130,6 @@ def machine_differences(studies: list[analyse.Study]) -> list[str]:
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{100 * (x - 1):+.0f} %".replace("-", "−")
-
-
 def _pct1(x: float) -> str:
     return f"{100 * (x - 1):+.1f}".replace("-", "−")
 
@@ -144,22 +140,6 @@ def where(studies: list[analyse.Study]) -> tuple[str, str]:
     if machine_differences(studies):
         return "on a new machine of this kind", "machines"
     return "in another study on this machine", "studies"
-
-
-def new_machine_sentences(preds: list[NewMachine], on: str = "on a new machine of this kind", unit: str = "machines",
-                          metric: str = "throughput") -> list[str]:
-    """One line per comparison on `metric`: "on a new machine of this kind: jemalloc vs glibc
-    (tidesdb read_random t2) between −12 % and +9 %, not known (2 machines, τ 3.0 %: wide ...)"."""
-    out = []
-    for p in preds:
-        m, comparison, engine, workload, threads, settings, baseline, variant = p.key
-        if m != metric:
-            continue
-        few = f" ({p.k} {unit}, τ {100 * p.tau:.1f} %: wide with few {unit})" if p.k < 5 else \
-            f" ({p.k} {unit}, τ {100 * p.tau:.1f} %)"
-        out.append(f"{on}: {variant} vs {baseline} ({engine} {workload} t{threads}) between {_pct(p.pi_low)} "
-                   f"and {_pct(p.pi_high)}, {p.outcome}{few}")
-    return out
 
 
 def new_machine_table(preds: list[NewMachine], names: list[str], margin: float,
