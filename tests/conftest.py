@@ -1,5 +1,7 @@
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -45,3 +47,15 @@ def need(found, *names):
 def _no_user_preload(monkeypatch):
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     os.environ.pop("ALLOCLAB_DRIVER", None)
+
+
+@pytest.fixture(scope="module")
+def creep_shim(tmp_path_factory):
+    """The planted-creep shim (driver/creep/creep.c), built once per module with cc."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.fail("no C compiler (cc): install one (./setup.sh installs clang)")
+    out = tmp_path_factory.mktemp("creep") / "liballoclab_creep.so"
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-o", str(out),
+                    str(ROOT / "driver/creep/creep.c")], check=True)
+    return out

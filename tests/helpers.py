@@ -6,6 +6,7 @@ from pathlib import Path
 
 from alloclab import plan
 from alloclab.alloc.allocators import Allocator
+from alloclab.results.store import RunRow
 from alloclab.run import execute as _execute
 
 
@@ -70,3 +71,15 @@ def kill_servers_mid_run(out, server_pids):
     th = threading.Thread(target=killer)
     th.start()
     return th
+
+
+def sim_row(i: int, alloc: str, rnd: int, ops_per_s: float, busy: float = 0.0) -> RunRow:
+    """A simulated valid run of one TidesDB read cell (the statistics' tests): its round, its
+    throughput and the other processes' busy share."""
+    return RunRow(
+        run_id=f"{i:05d}-{alloc}-r{rnd}", index=i, study="sim", cell="tidesdb/c/read", engine="tidesdb",
+        allocator=alloc, allocator_base=alloc, allocator_verified=True, workload="read", part="c",
+        pattern="random", threads=2, batch=1, key_bytes=16, value_bytes=100, repeat=rnd, seed=0, ops=1,
+        duration_s=6.0, ops_per_s=float(ops_per_s), p50_ns=1, p95_ns=1, p99_ns=1e6, p999_ns=1, max_ns=1, mean_ns=1,
+        errors=0, retries=0, peak_rss_bytes=1 << 20, cpu_user_s=0, cpu_sys_s=0, ctx_voluntary=0, ctx_involuntary=0,
+        minor_faults=0, major_faults=0, wall_s=7.0, status="ok", reason="", started_at="", other_busy_cores=busy)

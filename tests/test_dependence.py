@@ -10,23 +10,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+from helpers import sim_row
 from test_faults import _env
 
 from alloclab.answers import analyse, dependence
 from alloclab.answers import sentences as answers
-from alloclab.results.store import RunRow
 
 SIGMA = {"glibc": 0.03, "jemalloc": 0.06, "mimalloc": 0.02, "tcmalloc": 0.04}  # each allocator's own noise
 
 
-def _row(i, alloc, rnd, ops_per_s, busy=0.0):
-    return RunRow(
-        run_id=f"{i:05d}-{alloc}-r{rnd}", index=i, study="sim", cell="tidesdb/c/read", engine="tidesdb",
-        allocator=alloc, allocator_base=alloc, allocator_verified=True, workload="read", part="c",
-        pattern="random", threads=2, batch=1, key_bytes=16, value_bytes=100, repeat=rnd, seed=0, ops=1,
-        duration_s=6.0, ops_per_s=float(ops_per_s), p50_ns=1, p95_ns=1, p99_ns=1e6, p999_ns=1, max_ns=1, mean_ns=1,
-        errors=0, retries=0, peak_rss_bytes=1 << 20, cpu_user_s=0, cpu_sys_s=0, ctx_voluntary=0, ctx_involuntary=0,
-        minor_faults=0, major_faults=0, wall_s=7.0, status="ok", reason="", started_at="", other_busy_cores=busy)
+_row = sim_row
 
 
 def _study_rows(rng, rounds=12, beta=None, drift=None, host_sd=0.10):

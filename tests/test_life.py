@@ -5,7 +5,6 @@ and a planted creep (driver/creep/creep.c) found in a real process."""
 import csv
 import os
 import random
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -220,15 +219,6 @@ def test_read_rss_of_a_fixture_run():
         life.read_rss(run_dir / "nowhere")
 
 
-@pytest.fixture(scope="module")
-def creep_shim(tmp_path_factory):
-    cc = shutil.which("cc")
-    if cc is None:
-        pytest.fail("no C compiler (cc): install one (./setup.sh installs clang)")
-    out = tmp_path_factory.mktemp("creep") / "liballoclab_creep.so"
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-o", str(out),
-                    str(ROOT / "driver/creep/creep.c")], check=True)
-    return out
 
 
 def vm_rss_bytes(pid):

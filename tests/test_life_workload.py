@@ -7,7 +7,6 @@ import io
 import json
 import shutil
 import statistics
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -209,15 +208,6 @@ def test_a_smoke_life_on_mariadb_records_its_phases_and_memory(tmp_path, found):
     assert r.settled_rss_bytes == int(again.settled[-1][2])
 
 
-@pytest.fixture(scope="module")
-def creep_shim(tmp_path_factory):
-    cc = shutil.which("cc")
-    if cc is None:
-        pytest.fail("no C compiler (cc): install one (./setup.sh installs clang)")
-    out = tmp_path_factory.mktemp("creep") / "liballoclab_creep.so"
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-o", str(out),
-                    str(ROOT / "driver/creep/creep.c")], check=True)
-    return out
 
 
 # kept by the shim: 15.94 MiB/s in steps of 8 MiB, which fall anywhere in an idle phase's tail: the
