@@ -228,9 +228,10 @@ def build(study: analyse.Study) -> Answers:
                      "is missed; HammerDB's Order-Status would commit without it): alloclab's TPC-C reads "
                      "forwards and fails a run that misses an order (warnings below).")
     notes = _between_machines(study) + _host_state(study) + notes
-    sentences = _unanswered(study) + sentences + notes
-    lines = _unanswered(study) + lines + notes
-    groups = [("", [x]) for x in _unanswered(study)] + groups + [("", [x]) for x in notes]
+    unanswered = _unanswered(study)  # read once: it walks every failed row
+    sentences = unanswered + sentences + notes
+    lines = unanswered + lines + notes
+    groups = [("", [x]) for x in unanswered] + groups + [("", [x]) for x in notes]
     decided = [v for v in primary if v.verdict != UNDECIDED]
     undecided = [v for v in primary if v.verdict == UNDECIDED]
     counts = defaultdict(int)
