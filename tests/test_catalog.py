@@ -69,6 +69,19 @@ def test_a_build_that_fails_is_refused_with_its_reason(tmp_path, monkeypatch):
         allocators.parse("snmalloc")
 
 
+def test_debian_mimallocs_options_are_the_ones_compiled_into_it():
+    """Debian's mimalloc (2.0.9) knows the options of its own option table and no other: the 2.1
+    names (purge_delay, ...) would be ignored without a word, so they are refused."""
+    lib = Path("/usr/lib/x86_64-linux-gnu/libmimalloc.so.2")
+    if not lib.exists():
+        pytest.skip("Debian's libmimalloc2.0 is not installed")
+    text = subprocess.run(["strings", str(lib)], capture_output=True, text=True, check=True).stdout.split()
+    table = text[text.index("show_errors"):text.index("destroy_on_exit") + 1]
+    assert TUNING["mimalloc-2.0"] == tuple(f"MIMALLOC_{o.upper()}" for o in table if not o.startswith("deprecated_"))
+    with pytest.raises(AlloclabError, match="MIMALLOC_PURGE_DELAY is not an option mimalloc documents"):
+        tuning.check("mimalloc+MIMALLOC_PURGE_DELAY=0", "mimalloc", [("MIMALLOC_PURGE_DELAY", "0")])
+
+
 def test_tunings_are_checked_against_each_allocators_own_options(found):
     tuning.check("mimalloc@3+MIMALLOC_PAGE_RECLAIM_ON_FREE=1", "mimalloc@3", [("MIMALLOC_PAGE_RECLAIM_ON_FREE", "1")])
     with pytest.raises(AlloclabError, match="MIMALLOC_PAGE_RECLAIM_ON_FREE is not an option mimalloc documents"):

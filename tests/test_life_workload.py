@@ -24,12 +24,14 @@ from alloclab.results.store import RunRow, Store
 from alloclab.run.node import Node, make_scratch
 from alloclab.study.progress import Progress
 from alloclab.workloads import life as life_workload
+from alloclab.workloads import life_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 FOUND = {"glibc": Allocator("glibc", "glibc", None, version="2.36"),
          "jemalloc": Allocator("jemalloc", "jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", version="5.3")}
 STEADY = {"name": "load", "kind": "steady", "duration_s": 1.5, "load": "oltp_read_only"}
 IDLE = {"name": "rest", "kind": "idle", "duration_s": 2.5}
+ROCKS_STEADY = {"name": "churn", "kind": "steady", "duration_s": 1.0, "load": "mixed"}
 
 
 def raw_life(phases=None, engines=("mariadb-innodb",), **table):
@@ -41,6 +43,11 @@ def raw_life(phases=None, engines=("mariadb-innodb",), **table):
 
 def load(raw):
     return plan.load(raw, found_allocators=FOUND, default_seed=1)
+
+
+def only(raw: dict, engine: str, **keys) -> dict:
+    """A preset's plan on one of its engines (its tables for that engine)."""
+    return {**raw, "engines": [engine], "workloads": [w for w in raw["workloads"] if engine in w["engines"]], **keys}
 
 
 # --- the plan ------------------------------------------------------------------------------
@@ -71,8 +78,23 @@ def load(raw):
     (raw_life([{**IDLE, "speed": 3}]), "workloads[0].phases[0]: unknown key(s) speed"),
     (raw_life(cycles=0), "workloads[0].cycles: must be >= 1"),
     (raw_life(duration_s=30), "workloads[0].duration_s: a life's length is its cycles and its phases' duration_s"),
-    (raw_life(engines=["rocksdb"]), "workloads[0]: a life runs on a MariaDB server so far, not on rocksdb"),
-    (raw_life(engines=["postgres"]), "workloads[0]: a life runs on a MariaDB server so far, not on postgres"),
+    (raw_life(engines=["rocksdb"]), "workloads[0].phases: a life on an embedded engine needs its phases"),
+    (raw_life(engines=["postgres"]), "workloads[0]: a life runs on a MariaDB server or an embedded engine, not on "
+     "postgres"),
+    (raw_life([STEADY, IDLE], engines=["rocksdb", "mariadb-innodb"]),
+     "workloads[0]: one life's phases run either on a server or on an embedded engine"),
+    (raw_life([ROCKS_STEADY, IDLE]), "workloads[0].phases[0].load: 'mixed' does not run on a server"),
+    (raw_life([STEADY, IDLE], engines=["rocksdb"]),
+     "workloads[0].phases[0].load: 'oltp_read_only' does not run on an embedded engine"),
+    (raw_life([ROCKS_STEADY, {"name": "d", "kind": "burst", "burst": "dump"}], engines=["rocksdb"]),
+     "workloads[0].phases[1].burst: 'dump' is not a burst of an embedded engine"),
+    (raw_life([STEADY, {"name": "c", "kind": "burst", "burst": "compact"}]),
+     "workloads[0].phases[1].burst: 'compact' is not a burst of a server"),
+    (raw_life([ROCKS_STEADY, {"name": "s", "kind": "burst", "burst": "storm", "connections": 3}], engines=["rocksdb"]),
+     "workloads[0].phases[1].burst: 'storm' is not a burst of an embedded engine"),
+    (raw_life([STEADY, IDLE], value_bytes_min=10), "workloads[0].value_bytes_min: a server's life has the sysbench"),
+    (raw_life([ROCKS_STEADY, IDLE], engines=["rocksdb"], value_bytes_min=500, value_bytes=[400]),
+     "workloads[0].value_bytes_min: 500 is above value_bytes"),
     ({"engines": ["mariadb-innodb"], "workloads": [{"workload": "sysbench", "test": "oltp_read_only", "cycles": 3}]},
      'workloads[0]: cycles only apply to workload = "life"'),
 ])
@@ -102,11 +124,26 @@ def test_the_memory_life_preset():
     assert [a.name for a in smoke.allocators] == ["glibc", "jemalloc"] and smoke.runs == 1
     assert [a.name for a in quick.allocators] == ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND,
                                                   "glibc+MALLOC_ARENA_MAX=2"]
-    assert quick.budget == 1800 and quick.engines == ["mariadb-innodb"]
-    for p, most_s in ((smoke, 5 * 60 / 2), (quick, 30 * 60 / 4 / 6)):  # smoke: 2 runs; quick: 4 rounds of 6
-        c = p.cells()[0]
-        planned = c.cycles * sum(ph.get("duration_s", 2.0) for ph in life_workload.phases_of(c))
-        assert planned + 10 < most_s, (p.scale, planned)
+    assert quick.budget == 1800 and quick.engines == ["mariadb-innodb", "rocksdb"]
+    assert {c.engine for c in smoke.cells()} == {c.engine for c in quick.cells()} == {"mariadb-innodb", "rocksdb"}
+    # the lives' planned seconds (a burst without a length: 2 s) and about 15 s each to start and end,
+    # side by side a cell's lives once per group: smoke one round in 5 minutes, quick 8 rounds in 30
+    for p, most_s in ((smoke, 5 * 60), (quick, 30 * 60 / 8)):
+        groups = -(-len(p.allocators) // p.side_by_side)
+        planned = sum(c.cycles * sum(ph.get("duration_s", 2.0) for ph in life_workload.phases_of(c)) + 15
+                      for c in p.cells()) * groups
+        assert planned < most_s, (p.scale, planned)
+    assert smoke.side_by_side == 1 and quick.side_by_side == 6
+
+
+def test_the_small_server_preset_is_seed_004s_shapes_around_a_life():
+    quick = plan.load(preset("small-server", "quick"), default_seed=1, found_allocators=_every_allocator())
+    assert [a.name for a in quick.allocators] == ["glibc", "jemalloc", "tcmalloc", "mimalloc"]
+    assert quick.side_by_side == 4 and quick.budget == 1800
+    limits = sorted(s["server_memory_bytes"] for s in quick.shapes.values())
+    assert limits == [320 << 20, 1 << 30, 2 << 30] and quick.shapes["1core-2GiB"]["server_cpus"] == "0"
+    assert {c.workload for c in quick.cells()} == {"life"} and len(quick.cells()) == 3
+    assert all(c.engine == "mariadb-innodb" for c in quick.cells())
 
 
 def _every_allocator():
@@ -145,6 +182,36 @@ def test_life_verdicts_only_where_the_rows_have_lives():
     assert decide.stopping(plain) == () and decide.stopping(rows) == metrics.LIFE
 
 
+def test_survived_or_killed_is_counted_over_rounds_paired_by_round():
+    """glibc OOM-killed in 6 of 7 rounds, jemalloc in none: fewer kills (McNemar's exact test on
+    the 6 discordant rounds, p = 1/32); tcmalloc killed in the same rounds as glibc: not told
+    apart. The answer lines say it with the cycles the kills happened in."""
+    from alloclab.answers import sentences
+    killed = {1, 2, 3, 5, 6, 7}
+    rows = [replace(_row("glibc", r), oom_killed=r in killed, oom_cycle=4 if r in killed else None)
+            for r in range(1, 8)]
+    rows += [_row("jemalloc", r) for r in range(1, 8)]
+    rows += [replace(_row("tcmalloc", r), oom_killed=r in killed, oom_cycle=5 if r in killed else None)
+             for r in range(1, 8)]
+    k = life.kills({r.repeat: r.oom_killed for r in rows if r.allocator == "glibc"},
+                   {r.repeat: r.oom_killed for r in rows if r.allocator == "jemalloc"})
+    assert (k.rounds, k.base_killed, k.var_killed, k.only_base, k.p, k.word) == (7, 6, 0, 6, 1 / 32, "fewer kills")
+    assert life.kills({1: True, 2: False}, {1: True, 2: False}).word == "not told apart"
+    assert life.kills({1: False}, {1: False}).word == "none killed"
+    policy = Design(questions=("allocators",), baseline="glibc", adaptive=False)
+    speed = [v for v in decide.verdicts(rows, policy) if v.metric == "throughput"]
+    by_unit = {}
+    for r in rows:
+        by_unit.setdefault((r.cell, r.allocator), []).append(r)
+    said = sentences.survived(by_unit, speed)
+    assert said.startswith("OOM-killed in rounds: glibc 6 of 7 (cycles 4, 4, 4, 4, 4, 4); ")
+    assert "jemalloc 0 of 7, fewer kills (McNemar p = 0.031)" in said
+    assert "tcmalloc 6 of 7 (cycles 5, 5, 5, 5, 5, 5), not told apart (McNemar p = 1)" in said
+    assert sentences.survived(by_unit, speed[:0]) == ""
+    calm = {u: [replace(r, oom_killed=False) for r in rs] for u, rs in by_unit.items()}
+    assert sentences.survived(calm, speed) == ""
+
+
 def test_a_cycles_bursts_give_back_as_one():
     """A dump that takes 4 MiB, then a storm that takes 100 MiB, then idle that returns 50: the
     cycle gave back half of its excess (the dump's own share would count the storm's growth as
@@ -165,7 +232,7 @@ def test_a_cycles_bursts_give_back_as_one():
     m = life.measure(timeline, phases)
     dump = next(g for g in m.given_back if g.burst == "dump")
     assert dump.share < -10  # its own share: the storm's growth counted against it
-    f = life_workload.row_fields(m, None)
+    f = life_runs.row_fields(m, None)
     assert f["given_back_share"] == pytest.approx(0.5, abs=0.01)
     assert f["half_given_back_s"] == pytest.approx(2.0, abs=0.1)
     assert f["settled_rss_bytes"] == 150 * mib and f["life_cycles"] == 1 and f["oom_killed"] is False
@@ -178,7 +245,7 @@ def test_old_folders_load_with_empty_life_columns():
 
 # --- real lives --------------------------------------------------------------------------------
 def test_a_smoke_life_on_mariadb_records_its_phases_and_memory(tmp_path, found):
-    raw = {**preset("memory-life", "smoke"), "allocators": ["glibc"]}
+    raw = only(preset("memory-life", "smoke"), "mariadb-innodb", allocators=["glibc"])
     out = tmp_path / "res"
     res = study.run(plan.load(raw, default_seed=1), out, Progress(0, stream=io.StringIO(), live=False))
     (r,) = Store(out).rows()
@@ -209,6 +276,41 @@ def test_a_smoke_life_on_mariadb_records_its_phases_and_memory(tmp_path, found):
 
 
 
+
+
+def test_a_smoke_life_on_rocksdb_records_its_phases_and_both_accounts(tmp_path, found):
+    """RocksDB inside the driver, open through the whole life: the phases on the samples' clock,
+    RocksDB's own account (block cache, memtables, table readers) and the allocator's at the end
+    of every phase, and the row's life measured from them."""
+    raw = only(preset("memory-life", "smoke"), "rocksdb", allocators=["glibc", "jemalloc"])
+    out = tmp_path / "res"
+    res = study.run(plan.load(raw, default_seed=1), out, Progress(0, stream=io.StringIO(), live=False))
+    rows = Store(out).rows()
+    assert res.ok == 2 and all(r.status == "ok" and r.allocator_verified for r in rows), [r.reason for r in rows]
+    for r in rows:
+        run_dir = out / "runs" / r.run_id
+        j = json.loads((run_dir / "run.json").read_text())
+        phases = j["life"]["phases"]
+        assert [(p["cycle"], p["name"]) for p in phases] == [(c, n) for c in (1, 2, 3)
+                                                             for n in ("churn", "swarm", "compact", "rest")]
+        samples = life.read_rss(run_dir)
+        assert samples[0][0] <= phases[0]["t_start_s"] and phases[-1]["t_end_s"] <= samples[-1][0] + 0.1
+        assert all(a["t_end_s"] <= b["t_start_s"] for a, b in zip(phases, phases[1:]))
+        assert all(p["ops"] > 0 for p in phases if p["kind"] == "steady" or p["name"] == "swarm")
+        for p in phases:  # RocksDB's account, its cache within its 16 MiB
+            parts = p["engine"]["engine_parts"]
+            assert set(parts) == {"block_cache_bytes", "memtables_bytes", "table_readers_bytes"}
+            assert 0 < parts["block_cache_bytes"] <= 17 << 20 and parts["memtables_bytes"] > 0
+            assert p["engine"]["engine_bytes"] == sum(parts.values())
+        account = phases[-1]["engine"]["allocator"]
+        assert account["resident_bytes"] >= account["live_bytes"] > 0 if r.allocator == "jemalloc" else \
+            account["live_bytes"] > 0
+        # the row: what was settled, and RSS over RocksDB's account, measured from the stored files
+        assert r.life_cycles == 3 and r.settled_rss_bytes > phases[-1]["engine"]["engine_bytes"]
+        assert r.overhead_bytes is not None and r.ops > 0 and not r.oom_killed
+        assert r.cell.startswith("rocksdb/life/life/uniform/k16/v128-4096/n20000/c3:churn+swarm+compact+rest:")
+        ends = j["life"]["measured"]["ends"]
+        assert all(e["alloc_live_bytes"] is not None for e in ends), ends
 
 # kept by the shim: 15.94 MiB/s in steps of 8 MiB, which fall anywhere in an idle phase's tail: the
 # settled values scatter by a few MiB, as a real server's do, so that the interval is a real one

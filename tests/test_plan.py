@@ -296,6 +296,49 @@ def test_turns_are_refused_where_they_cannot_apply_naming_slice_s(raw, words):
     assert str(e.value).startswith("slice_s: ") and words in str(e.value) + (e.value.hint or "")
 
 
+@pytest.mark.parametrize("raw, words", [
+    ({"slice_s": 0.5}, "turns (slice_s)"),
+    ({"executor": "ray"}, "a Ray cluster"),
+    ({"side_by_side": 0}, "side_by_side: must be >= 1"),
+])
+def test_side_by_side_is_refused_beside_turns_and_ray(raw, words):
+    with pytest.raises(AlloclabError) as e:
+        load({"scale": "smoke", "engines": ["tidesdb"], "side_by_side": 3,
+              "workloads": [{"workload": "read", "duration_s": 10}]} | raw)
+    assert str(e.value).startswith("side_by_side: ") and words in str(e.value), str(e.value)
+
+
+def test_side_by_side_runs_a_cells_runs_of_a_round_together_that_many_at_a_time():
+    from alloclab.run import interleave
+    p = load({"scale": "smoke", "engines": ["tidesdb", "rocksdb"], "side_by_side": 2, "runs": 2,
+              "allocators": ["glibc", "jemalloc", "mimalloc"], "workloads": [{"workload": "read", "ops": 1000}]})
+    todo = p.round_specs(1, None, 0)
+    got = [[(s.cell.engine, s.allocator.name) for s in g] for g in interleave.groups(todo)]
+    assert [len(g) for g in got] == [2, 1, 2, 1]
+    assert all(len({e for e, _ in g}) == 1 for g in got)  # never two cells together
+    assert sorted(a for g in got for _, a in g) == sorted(["glibc", "jemalloc", "mimalloc"] * 2)
+
+
+def test_a_budget_counts_runs_side_by_side_as_one_runs_time():
+    """Six lives of 100 s side by side take 100 s a round, not 600 s: a 30-minute budget affords
+    about 16 rounds, not 2."""
+    from dataclasses import replace
+
+    from alloclab.results.store import RunRow
+    from alloclab.study import rounds
+    raw = {"scale": "smoke", "engines": ["tidesdb"], "budget": "30m", "allocators": ["glibc", "jemalloc", "mimalloc"],
+           "workloads": [{"workload": "read", "duration_s": 10}]}
+    base = dict.fromkeys(RunRow.columns(), 0)
+    rows = [RunRow(**{k: v for k, v in base.items() if k in RunRow.columns()})] * 3
+    for sbs, want in ((1, 3 * 110), (3, 110)):
+        p = load({**raw, "side_by_side": sbs})
+        cell = p.cells()[0].key
+        done = [replace(r, cell=cell, repeat=1, wall_s=100.0, allocator=a.name) for r, a in zip(rows, p.allocators)]
+        d = rounds.plan_design(p, done, elapsed_s=want / 1.1, rounds_done=1)
+        assert f"at about {want // 60:.0f}m{want % 60:02.0f}s a round" in d["basis"], d["basis"]
+        assert rounds._round_wall(p, done, 1) == 100.0 * 3 / sbs
+
+
 @pytest.mark.parametrize("raw", [
     {"engines": ["mariadb11-innodb", "postgres"], "workloads": [{"workload": "tpcc", "duration_s": 10}]},
     {"engines": ["tidesdb", "sqlite"],

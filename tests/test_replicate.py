@@ -17,7 +17,7 @@ import pytest
 from scipy import stats as sps
 
 from alloclab import cli
-from alloclab.answers import analyse, replicate, stats
+from alloclab.answers import analyse, metrics, replicate, stats
 from alloclab.answers.decide import Verdict
 from alloclab.plan.design import Design
 from alloclab.report import compare
@@ -180,6 +180,27 @@ def test_compare_of_the_real_folders_prints_a_prediction_per_comparison(real, ca
     assert "(t, 1 df: k = 2)" in out and "before (" not in out
     rc = cli.main(["replicate", str(real["machine-a"]), str(real["machine-b"])])
     assert rc == 0 and "## What to expect on a new machine" in capsys.readouterr().out
+
+
+def test_agreement_counts_how_the_folders_verdicts_agree_per_metric(real, tmp_path):
+    a, b = analyse.load(real["machine-a"]), analyse.load(real["machine-b"])
+    lines = compare.agreement([a, b])
+    by = {m: next(x for x in lines if x.startswith(f"Verdicts on {metrics.words(m)} in "))
+          for m in ("throughput", "p99_latency", "peak_rss")}
+    assert len(lines) == 3
+    for m, x in by.items():
+        va = {v.variant: v.verdict for v in a.verdicts() if v.metric == m}
+        vb = {v.variant: v.verdict for v in b.verdicts() if v.metric == m}
+        same = sum(va[k] == vb[k] != "undecided" for k in va)
+        assert x.startswith(f"Verdicts on {metrics.words(m)} in machine-a and machine-b: {same} of 3 the same and "
+                            "decided, "), x
+    # jemalloc's throughput: equivalent on one, faster on the other: decided in both, not the same, not opposite
+    assert "0 opposite" in by["throughput"]
+    copy = _third(real["machine-a"], tmp_path / "copy", "6.18.44-fc-v782")
+    same = next(x for x in compare.agreement([a, analyse.load(copy)]) if x.startswith("Verdicts on throughput"))
+    decided = sum(v.verdict != "undecided" for v in a.verdicts() if v.metric == "throughput")
+    assert same.startswith(f"Verdicts on throughput in machine-a and copy: {decided} of 3 the same and decided, "
+                              f"0 decided in some only, {3 - decided} undecided in all, 0 opposite; 0 ratio(s)")
 
 
 def test_machine_differences_follow_the_order_of_the_names(real):

@@ -33,6 +33,9 @@ pub enum Cmd {
     Info,
     /// Run one workload against one engine.
     Run(Box<RunArgs>),
+    /// Live through cycles of phases (loads, bursts, idle) on one embedded engine, kept open
+    /// throughout: memory over its life (alloclab's `life` workload).
+    Life(Box<LifeArgs>),
     /// Load TPC-C warehouses into an empty database (unmeasured).
     TpccLoad(Box<LoadArgs>),
     /// Check TPC-C consistency conditions 1-4 (clause 3.3.2); emits a `check` event.
@@ -89,6 +92,9 @@ pub struct RunArgs {
     pub key_bytes: usize,
     #[arg(long, default_value_t = 100)]
     pub value_bytes: usize,
+    /// values of mixed sizes: each put's value is uniform in [--value-bytes-min, --value-bytes]
+    #[arg(long)]
+    pub value_bytes_min: Option<usize>,
     /// operations per engine batch / transaction
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
@@ -152,6 +158,25 @@ pub struct RunArgs {
     pub table_size: u32,
     #[command(flatten)]
     pub channel: Channel,
+}
+
+#[derive(Args, Debug)]
+pub struct LifeArgs {
+    /// the engine, the keys (--keyspace, populated first), value sizes, threads, seed and events
+    /// (--workload is not used: each phase names its load)
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// cycles of the phases
+    #[arg(long)]
+    pub cycles: u32,
+    /// one cycle's phases as a JSON array of {name, kind, duration_s, load, threads, burst}
+    /// (steady: a key-value load; burst: compact or scan, with a load beside it if given;
+    /// idle: nothing)
+    #[arg(long)]
+    pub phases: String,
+    /// where each load's events go (default: `life/` beside --events)
+    #[arg(long)]
+    pub phase_events: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -323,12 +348,13 @@ impl RunArgs {
     }
 
     /// The key-value workload's spec (checked by `KvSpec::validate`).
-    fn kv_spec(&self, kind: KvKind, ops: Option<u64>) -> KvSpec {
+    pub fn kv_spec(&self, kind: KvKind, ops: Option<u64>) -> KvSpec {
         KvSpec {
             kind,
             pattern: self.pattern,
             key_bytes: self.key_bytes,
             value_bytes: self.value_bytes,
+            value_bytes_min: self.value_bytes_min,
             batch: self.batch,
             keyspace: self.keyspace.unwrap_or(ops.unwrap_or(1_000_000)),
             range_len: self.range_len,

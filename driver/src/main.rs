@@ -8,6 +8,7 @@ mod engines;
 mod events;
 mod gate;
 mod histograms;
+mod life;
 mod runner;
 mod rusage;
 mod sql;
@@ -20,7 +21,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use serde_json::json;
 
-use cli::{CheckArgs, Cli, Cmd, CorruptArgs, LoadArgs, RunArgs};
+use cli::{CheckArgs, Cli, Cmd, CorruptArgs, LifeArgs, LoadArgs, RunArgs};
 use events::EventSink;
 use workloads::kv::KvWorkload;
 use workloads::oltp::OltpWorkload;
@@ -101,6 +102,27 @@ fn run(a: RunArgs) -> Result<()> {
             }
         }
         Ok(())
+    })
+}
+
+fn life(a: LifeArgs) -> Result<()> {
+    a.run.ops()?;
+    let opts = a.run.target.options()?;
+    let sink = a.run.channel.open()?;
+    let start = json!({
+        "engine": a.run.target.engine,
+        "engine_version": a.run.target.engine_version(),
+        "engine_options": opts,
+        "workload": "life",
+        "threads": a.run.threads,
+        "cycles": a.cycles,
+    });
+    with_events(&sink, start, || {
+        let t0 = Instant::now();
+        let engine = engines::open(&a.run.target.engine, &opts)?;
+        phase_end(&sink, "open", t0)?;
+        life::live(&a, &*engine, &sink)?;
+        close(&sink, engine)
     })
 }
 
@@ -187,6 +209,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Cmd::Run(a) => run(*a),
+        Cmd::Life(a) => life(*a),
         Cmd::TpccLoad(a) => load(*a),
         Cmd::TpccCheck(a) => check(*a),
         Cmd::TpccCorrupt(a) => corrupt(*a),

@@ -48,6 +48,16 @@ def build_plan_dict(a: argparse.Namespace) -> dict:
         v = getattr(a, key)
         if v is not None:
             raw[key] = v
+    if a.engines is not None and isinstance(raw.get("workloads"), list):
+        # a preset's table for engines --engines leaves out goes; one for several keeps those chosen
+        kept = []
+        for w in raw["workloads"]:
+            if isinstance(w, dict) and isinstance(w.get("engines"), list):
+                w = {**w, "engines": [e for e in w["engines"] if e in a.engines]}
+                if not w["engines"]:
+                    continue
+            kept.append(w)
+        raw["workloads"] = kept or raw["workloads"]
     if a.warmup is not None:
         raw["warmup_s"] = a.warmup
     if a.slice is not None:
@@ -220,6 +230,8 @@ def cmd_compare(a: argparse.Namespace) -> int:
     head = ("The machines differ (the answers say where each holds):\n" + "\n".join(f"- {d}" for d in diff) + "\n\n"
             if diff else "")
     head += "".join(f"{x}\n" for x in lines) + ("\n" if lines else "")
+    agree = compare.agreement(studies)
+    head += "".join(f"- {x}\n" for x in agree) + ("\n" if agree else "")
     text = head + "\n\n".join(f"## {t.title}\n\n" + (f"_{t.note}_\n\n" if t.note else "") + to_markdown(t)
                                 for t in tables) + "\n"
     print(text)

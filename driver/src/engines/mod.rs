@@ -69,6 +69,15 @@ pub struct EngineOptions {
 pub trait Engine: Send + Sync {
     /// One session per worker thread; a session holds at most one open transaction.
     fn session(&self) -> Result<Box<dyn Session + '_>>;
+    /// What the engine says it holds in memory, in bytes, by part (RocksDB: its block cache,
+    /// memtables and table readers); None where it keeps no account.
+    fn memory(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        None
+    }
+    /// Flush and compact everything now (a life's burst); an engine without either does nothing.
+    fn compact(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What `Session::scan` calls with each entry's key and value: true to go on.

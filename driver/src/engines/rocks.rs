@@ -65,7 +65,28 @@ impl Rocks {
     }
 }
 
+/// RocksDB's own account of its memory (its properties), by the names `Engine::memory` gives.
+const MEMORY: &[(&str, &str)] = &[
+    ("block_cache_bytes", "rocksdb.block-cache-usage"),
+    ("memtables_bytes", "rocksdb.cur-size-all-mem-tables"),
+    ("table_readers_bytes", "rocksdb.estimate-table-readers-mem"),
+];
+
 impl Engine for Rocks {
+    fn memory(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let mut m = serde_json::Map::new();
+        for (name, property) in MEMORY {
+            if let Ok(Some(v)) = self.db.property_int_value(*property) {
+                m.insert(name.to_string(), v.into());
+            }
+        }
+        Some(m)
+    }
+    fn compact(&self) -> Result<()> {
+        self.db.flush().context("RocksDB flush failed")?;
+        self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+        Ok(())
+    }
     fn session(&self) -> Result<Box<dyn Session + '_>> {
         let mut wopts = WriteOptions::default();
         wopts.set_sync(self.sync);

@@ -42,6 +42,9 @@ pub struct KvSpec {
     pub pattern: Pattern,
     pub key_bytes: usize,
     pub value_bytes: usize,
+    /// values of mixed sizes: each put's value is uniform in [value_bytes_min, value_bytes]
+    /// (None: every value is value_bytes long)
+    pub value_bytes_min: Option<usize>,
     pub batch: usize,
     /// keys 0..keyspace are populated first (read, mixed, delete, seek, range) and are what
     /// uniform and zipfian draw from
@@ -59,6 +62,14 @@ impl KvSpec {
                 self.key_bytes
             );
         }
+        if let Some(m) = self.value_bytes_min {
+            if m == 0 || m > self.value_bytes {
+                bail!(
+                    "--value-bytes-min must be between 1 and --value-bytes ({}), got {m}",
+                    self.value_bytes
+                );
+            }
+        }
         if self.batch == 0 {
             bail!("--batch must be at least 1");
         }
@@ -73,6 +84,14 @@ impl KvSpec {
 
     fn needs_populate(&self) -> bool {
         self.kind != KvKind::Write
+    }
+
+    /// A put's value length: value_bytes, or drawn from [value_bytes_min, value_bytes].
+    fn value_len(&self, rng: &mut SmallRng) -> usize {
+        match self.value_bytes_min {
+            Some(m) if m < self.value_bytes => rng.gen_range(m..=self.value_bytes),
+            _ => self.value_bytes,
+        }
     }
 }
 
@@ -190,6 +209,7 @@ impl Workload for KvWorkload<'_> {
             let mut session = engine.session()?;
             let mut rng = SmallRng::seed_from_u64(s.seed ^ 0xF00D ^ t);
             let pool = value_pool(s.value_bytes, &mut rng);
+            let mut sizes = SmallRng::seed_from_u64(s.seed ^ 0x517E ^ t);
             let lo = s.keyspace * t / threads as u64;
             let hi = s.keyspace * (t + 1) / threads as u64;
             let mut key = Vec::with_capacity(s.key_bytes);
@@ -200,7 +220,7 @@ impl Workload for KvWorkload<'_> {
                     for i in start..end {
                         encode_key(i, s.key_bytes, &mut key);
                         let off = (i as usize * 7919) % 4096;
-                        sess.put(&key, &pool[off..off + s.value_bytes])?;
+                        sess.put(&key, &pool[off..off + s.value_len(&mut sizes)])?;
                     }
                     Ok(())
                 });
@@ -250,7 +270,8 @@ impl KvWorker<'_> {
     fn write(&mut self, op: usize) -> Step {
         self.fill_keys();
         let off = self.keygen.rng.gen_range(0..4096);
-        let value = &self.pool[off..off + self.spec.value_bytes];
+        let len = self.spec.value_len(&mut self.keygen.rng);
+        let value = &self.pool[off..off + len];
         let keys = &self.keys;
         let r = transact(&mut *self.session, true, self.spec.max_retries, &mut |s| {
             keys.iter().try_for_each(|k| s.put(k, value))
@@ -324,6 +345,7 @@ mod tests {
             pattern,
             key_bytes: 16,
             value_bytes: 8,
+            value_bytes_min: None,
             batch: 1,
             keyspace: 1000,
             range_len: 10,

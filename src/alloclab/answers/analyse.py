@@ -105,7 +105,9 @@ class Study:
         words = sorted({machine.in_words(n) for n in nodes})
         on = words[0] if len(words) == 1 else f"{len(words)} machines ({'; '.join(words)})"
         turn = float(self.plan.get("slice_s") or 0)
-        return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else "runs one after another")
+        side = int(self.plan.get("side_by_side") or 1)
+        return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else f"a cell's runs {side} at a time, side by side"
+                            if side > 1 else "runs one after another")
 
     def unit_walls(self) -> dict:
         """(cell key, allocator) -> median wall seconds of its runs."""

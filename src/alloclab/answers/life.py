@@ -362,3 +362,32 @@ def read_rss(run_dir: Path, name: str = SAMPLES_CSV) -> list[tuple[float, int]]:
         if not {"t_s", "rss_bytes"} <= set(reader.fieldnames or ()):
             raise AlloclabError(f"{path} has no t_s and rss_bytes columns", "give a samples file that alloclab wrote")
         return [(float(r["t_s"]), int(r["rss_bytes"])) for r in reader]
+
+
+@dataclass(frozen=True)
+class Kills:
+    """OOM kills of a variant against its baseline over the rounds both ran (paired by round):
+    how many rounds each was killed in, the discordant rounds, and McNemar's exact two-sided p
+    (a binomial test of the discordant rounds at one half). `word`: "fewer kills" or "more kills"
+    where p < alpha, else "not told apart" (or "none killed")."""
+
+    rounds: int
+    base_killed: int
+    var_killed: int
+    only_base: int  # rounds in which the baseline was killed and the variant survived
+    only_var: int
+    p: float | None
+    word: str
+
+
+def kills(base: dict[int, bool], var: dict[int, bool], alpha: float = 0.05) -> Kills:
+    """Survived against killed, counted over the rounds both sides ran (round -> killed)."""
+    both = sorted(set(base) & set(var))
+    b = sum(base[r] and not var[r] for r in both)
+    c = sum(var[r] and not base[r] for r in both)
+    killed_b, killed_v = sum(base[r] for r in both), sum(var[r] for r in both)
+    if not killed_b and not killed_v:
+        return Kills(len(both), 0, 0, 0, 0, None, "none killed")
+    p = float(_scipy_stats.binomtest(min(b, c), b + c, 0.5).pvalue) if b + c else 1.0
+    word = "not told apart" if p >= alpha else ("fewer kills" if b > c else "more kills")
+    return Kills(len(both), killed_b, killed_v, b, c, p, word)

@@ -10,6 +10,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from alloclab.answers import analyse, causes, decide, metrics, replicate, stats
+from alloclab.answers.lives import LIFE_METRICS, leanest, life_headline, limit_words, survived
+from alloclab.answers.wording import short
+from alloclab.answers.wording import signed as _signed
+from alloclab.answers.wording import top as _top
 from alloclab.core.units import fmt_duration
 from alloclab.plan import presets, workload
 from alloclab.plan.design import DECIDED_WORDS, DEFAULT_MARGIN, EQUIVALENT, FASTER, LOWER, UNDECIDED
@@ -40,11 +44,6 @@ class Answers:
 
 def _pct(x: float) -> str:
     return f"{x:.1f}".replace("-", "−")
-
-
-def _signed(x: float) -> str:
-    """+3.2 or −3.2 (a minus sign): numbers only, never the names beside them (tcmalloc-google)."""
-    return f"{x:+.1f}".replace("-", "−")
 
 
 def _ci_pct(v: decide.Verdict) -> str:
@@ -91,33 +90,6 @@ def cell_label(v: decide.Verdict) -> str:
     if v.comparison == "allocators":
         return f"{v.engine} {v.workload} ({v.settings}, {threads}){on}"
     return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator}){on}"
-
-
-def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
-    """"jemalloc +6.1 % [+3.2, +9.0] faster" and the like; undecided says the precision reached."""
-    if v.ratio is None:
-        return f"{v.variant}: no valid runs"
-    d = v.delta_pct
-    if v.ci_low is None:
-        return f"{v.variant} {_signed(d)} % (no interval yet)"
-    lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
-    word = v.verdict
-    if word == UNDECIDED and lo < 0 < hi:  # no difference shown: say how large one could still be
-        word = f"equivalent within ±{max(-lo, hi):.1f} % (undecided at the ±{margin_pct:g} % margin)"
-    return f"{v.variant} {_signed(d)} % [{_signed(lo)}, {_signed(hi)}] {word}"
-
-
-def _top(vs: list[decide.Verdict], better: str, sign: int) -> str:
-    """The allocator with the best decided ratio, and those whose intervals overlap its own (not
-    told apart from it); the baseline when none is decided better."""
-    won = [v for v in vs if v.verdict == better and v.ci_low is not None]
-    if not won:
-        return f"{vs[0].baseline} (none is decided {better} than it)"
-    first = max(won, key=lambda v: sign * v.ratio)
-    ties = [v.variant for v in won if v is not first and v.ci_low <= first.ci_high and first.ci_low <= v.ci_high]
-    lo, hi = (first.ci_low - 1) * 100, (first.ci_high - 1) * 100
-    said = f"{first.variant} {_signed(first.delta_pct)} % [{_signed(lo)}, {_signed(hi)}]"
-    return said + (f", not told apart from {', '.join(sorted(ties))}" if ties else "")
 
 
 def best(speed: list[decide.Verdict], memory: list[decide.Verdict]) -> str:
@@ -196,9 +168,12 @@ def build(study: analyse.Study) -> Answers:
     groups: list[tuple[str, list[str]]] = []
     found = study.findings()
     memory = defaultdict(list)  # the same questions on peak RSS: the memory answer beside the speed one
+    lives: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))  # a life's memory verdicts
     for v in vs:
         if v.metric == "peak_rss" and v.ratio is not None:
             memory[_question(v)].append(v)
+        if v.metric in LIFE_METRICS and v.ratio is not None:
+            lives[_question(v)][v.metric].append(v)
     for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
         items = sorted(by_q[q], key=lambda v: -_effect(v))
         what = _headline_words(by_unit, items[0])
@@ -206,7 +181,21 @@ def build(study: analyse.Study) -> Answers:
         own = [f"{what} vs {items[0].baseline}: " + "; ".join(short(v, 100 * pol.margin) + _quiet(found, v)
                                                                 for v in items)]
         mem = sorted(memory.get(q, []), key=lambda v: -_effect(v))
-        if mem and items[0].comparison == "allocators" and len(items) > 1:  # several allocators: which to ship
+        lived = lives.get(q)
+        if lived:  # a life: its memory verdicts, and the leanest allocator with its cost in speed
+            for m in metrics.LIFE:
+                got = sorted(lived.get(m.name, []), key=lambda v: -_effect(v))
+                if got:
+                    own.append(f"{m.words} vs {got[0].baseline}: " + "; ".join(short(v, 100 * pol.margin)
+                                                                              for v in got))
+            own.append(leanest(lived, items))
+            killed = survived(by_unit, items)
+            if killed:
+                own.append(killed)
+            sentences.append(f"{_where(items[0])}, over its life: " + "; ".join(
+                f"{metrics.words(name)}: " + "; ".join(phrase(v) for v in got)
+                for name, got in lived.items() if got) + ".")
+        elif mem and items[0].comparison == "allocators" and len(items) > 1:  # several allocators: which to ship
             own += [f"{metrics.words('peak_rss')} vs {mem[0].baseline}: "
                     + "; ".join(short(v, 100 * pol.margin) for v in mem), best(items, mem)]
         groups.append((cell_label(items[0]), own))
@@ -246,6 +235,8 @@ def build(study: analyse.Study) -> Answers:
     if not primary:
         headline = ("Nothing to compare: the study has no pair of " +
                     " or ".join(COMPARISON_NOUN[q] + "s" for q in pol.questions) + " with valid runs in the same cell.")
+    elif lives:
+        headline = life_headline(lives, by_q, where, limit_words(study))
     else:
         headline = answer_headline(primary, decided, counts, where)
     subline = (f"After {rounds} round(s)" + (f" in {fmt_duration(spent)}" if spent else "")
@@ -261,8 +252,10 @@ def build(study: analyse.Study) -> Answers:
             "intervals hold together with about 95 % probability" if pol.adaptive
             else "one look after a fixed number of runs")
     turn = float(study.plan.get("slice_s") or 0)
+    side = int(study.plan.get("side_by_side") or 1)
     paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn
-              else "runs of one round are interleaved")
+              else f"the runs of a cell in one round run {side} at a time, side by side, sharing the machine"
+              if side > 1 else "runs of one round are interleaved")
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided.")
@@ -380,9 +373,16 @@ def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
     walls = study.unit_walls()
 
+    side = int(study.plan.get("side_by_side") or 1)
+
     def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
         units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
-        return k * sum(walls.get(u, 0.0) for u in units)
+        if side <= 1:
+            return k * sum(walls.get(u, 0.0) for u in units)
+        cells: dict = defaultdict(list)  # side by side: a cell's runs take the longest's time per group
+        for u in units:
+            cells[u[0]].append(walls.get(u, 0.0))
+        return k * sum(max(w) * math.ceil(len(w) / side) for w in cells.values())
 
     half = need[(len(need) - 1) // 2]
     lead = ""

@@ -73,14 +73,15 @@ GPERFTOOLS_TUNING = ("TCMALLOC_SAMPLE_PARAMETER", "TCMALLOC_RELEASE_RATE", "TCMA
                      "TCMALLOC_TRANSFER_NUM_OBJ", "TCMALLOC_OVERRIDE_PAGESIZE", "TCMALLOC_MEMFS_MALLOC_PATH",
                      "TCMALLOC_MEMFS_LIMIT_MB", "TCMALLOC_MEMFS_ABORT_ON_FAIL", "TCMALLOC_MEMFS_IGNORE_MMAP_FAIL",
                      "TCMALLOC_MEMFS_MAP_PRIVATE")
-# mimalloc reads MIMALLOC_<OPTION> (options.c of each version; 2.0.9 is Debian's)
+# mimalloc reads MIMALLOC_<OPTION> (options.c of each version; 2.0.9 is Debian's: the option table
+# compiled into libmimalloc.so.2, its deprecated_* entries left out; purge_delay and the other purge
+# options came with 2.1, so Debian's mimalloc would ignore them: its delay is reset_delay)
 MIMALLOC_2_0_OPTIONS = ("show_errors", "show_stats", "verbose", "eager_commit", "large_os_pages",
                         "reserve_huge_os_pages", "reserve_huge_os_pages_at", "reserve_os_memory",
                         "abandoned_page_decommit", "abandoned_page_reset", "eager_commit_delay", "reset_delay",
                         "use_numa_nodes", "limit_os_alloc", "os_tag", "max_errors", "max_warnings",
                         "max_segment_reclaim", "allow_decommit", "segment_decommit_delay", "decommit_extend_delay",
-                        "destroy_on_exit", "arena_eager_commit", "purge_decommits", "purge_delay", "arena_purge_mult",
-                        "purge_extend_delay", "page_reset", "segment_reset")
+                        "destroy_on_exit")
 MIMALLOC_2_OPTIONS = ("abandoned_page_purge", "abandoned_page_reset", "abandoned_reclaim_on_free",
                       "allow_large_os_pages", "allow_thp", "arena_eager_commit", "arena_purge_mult", "arena_reserve",
                       "destroy_on_exit", "disallow_arena_alloc", "disallow_os_alloc", "eager_commit",

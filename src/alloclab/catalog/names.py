@@ -40,4 +40,8 @@ COMPRESSION = ("none", "lz4", "zstd")
 
 # a life's phases: what each kind runs, and the bursts a MariaDB life knows
 LIFE_PHASE_KINDS = ("steady", "burst", "idle")
-LIFE_BURSTS = ("dump", "storm", "groupby")  # mariadb-dump to nowhere; short GROUP BY connections; one big GROUP BY
+# a server's bursts: mariadb-dump to nowhere; short GROUP BY connections; one big GROUP BY
+LIFE_SERVER_BURSTS = ("dump", "storm", "groupby")
+# an embedded engine's (the driver's `life`): flush and compact everything; one iterator over every key
+LIFE_ENGINE_BURSTS = ("compact", "scan")
+LIFE_BURSTS = LIFE_SERVER_BURSTS + LIFE_ENGINE_BURSTS

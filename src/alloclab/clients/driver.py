@@ -122,7 +122,7 @@ def argv(exe: str | Path, spec: RunSpec, events: Path, *, db_path: Path | None =
     c = spec.cell
     wl = workload.of(c.workload)
     where = ["--engine", c.engine, "--db-path", str(db_path)] if srv is None else wl.driver_reach(c, srv)
-    a = [str(exe), "run", *where, "--workload", wl.driver_workload(c), "--threads", str(c.threads),
+    a = [str(exe), wl.driver_command(c), *where, "--workload", wl.driver_workload(c), "--threads", str(c.threads),
          "--seed", str(spec.seed), "--warmup-s", repr(spec.warmup_s), "--interval-ms", str(spec.interval_ms),
          "--events", str(events), *wl.driver_args(c)]
     a += _window(c) + (["--gate"] if gate and c.duration_s is not None else [])

@@ -44,6 +44,8 @@ class Cell:
     # a server's life only: how many cycles, and its phases (their plan tables, as JSON text)
     cycles: int = 0
     phases: str = ""
+    # a life on an embedded engine: values of mixed sizes, uniform in [value_bytes_min, value_bytes] (0: fixed)
+    value_bytes_min: int = 0
 
     @property
     def tpcc_mode(self) -> str:
@@ -79,6 +81,7 @@ class RunSpec:
     # "warmup": an unmeasured first run of a cell (plan key warmup_round).
     purpose: str = "measure"
     slice_s: float = 0.0  # > 0: measured in turns with the cell's other allocators (interleave.py)
+    side_by_side: int = 1  # > 1: run at the same time as up to this many of the cell's runs (interleave.py)
 
     def to_json(self) -> dict:
         d = asdict(self)

@@ -144,11 +144,16 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         profile_runs=d.get("profile_runs", 2),
         warmup_round=d.get("warmup_round", False),
         slice_s=d.get("slice_s", 0.0),
+        side_by_side=d.get("side_by_side", 1),
         executor=d.get("executor", "ray" if d.get("ray_address") else "local"),
         ray_address=d.get("ray_address", ""),
     )
     if plan.slice_s:
         _check_slices(plan)
+    if plan.side_by_side > 1 and (plan.slice_s or plan.executor == "ray"):
+        raise AlloclabError("side_by_side: runs side by side share one machine at the same time; turns (slice_s) "
+                            "and a Ray cluster's nodes are other ways to run them",
+                            "leave out side_by_side, or slice_s and --ray")
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:
         linked = [a.name for a in allocs if a.link]

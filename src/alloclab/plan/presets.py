@@ -268,37 +268,100 @@ GLIBC_TWO_ARENAS = "glibc+MALLOC_ARENA_MAX=2"
 
 
 def memory_life(scale: str) -> dict:
-    """Memory over a MariaDB server's life (issue 36): cycles of sysbench's read/write, a
-    mariadb-dump while the load goes on, a storm of short GROUP BY connections, then idle; what
-    each allocator (and tuning) keeps, gives back and lets creep. `smoke` (CI, about 2 minutes):
-    3 short cycles, glibc and jemalloc. `quick` (30 minutes): the seeds' four allocators and the
-    two most deployed tunings, 4 cycles of about 16 s, so that a round of six lives takes about 7
-    minutes. `full`: the issue's life (5 cycles of 25 s load at 64 connections, 150-connection
-    storms, 15 s idle) with every tuning the issue names. RocksDB's embedded life is to come."""
+    """Memory over a server's life (issue 36), on MariaDB (InnoDB) and on RocksDB embedded in the
+    driver; what each allocator (and tuning) keeps, gives back and lets creep.
+
+    MariaDB: cycles of sysbench's read/write, a mariadb-dump while the load goes on, a storm of
+    short GROUP BY connections, then idle. RocksDB: block-cache churn (uniform reads and writes
+    over data about eight times its 16 MiB cache, values of 128 B to 4 KiB), a swarm of 32
+    short-lived threads each with its own iterators beside one full scan (a connection storm's
+    shape), a flush and full compaction, then idle.
+
+    `smoke` (CI, about 3 minutes): 3 short cycles, glibc and jemalloc, one life after another.
+    `quick` (30 minutes): the seeds' four allocators and the two most deployed tunings, 4 cycles
+    per life (about 70 s on MariaDB, 50 s on RocksDB). One after another, a round of twelve lives
+    took 15 minutes here, two rounds in the budget: too few to decide. So a cell's six lives of a
+    round run side by side (`side_by_side`): each shares the machine with the other five alike,
+    as runs in turns share its drift; their steady throughput is then a sixth of the machine's,
+    and compares only within the round. `full`: the issue's MariaDB life (5 cycles of 25 s load
+    at 64 connections, 150-connection storms, 15 s idle), a longer RocksDB life on more data, and
+    every tuning the issue names, side by side as well."""
     steady = {"smoke": 3.0, "quick": 6.0, "full": 25.0}[scale]
+    idle = {"smoke": 3.0, "quick": 6.0, "full": 15.0}[scale]
     phases = [
         {"name": "oltp", "kind": "steady", "duration_s": steady, "load": "oltp_read_write"},
         {"name": "dump", "kind": "burst", "burst": "dump", "load": "oltp_read_write",
          "duration_s": {"smoke": 1.0, "quick": 2.0, "full": 5.0}[scale]},
         {"name": "storm", "kind": "burst", "burst": "storm",
          "connections": {"smoke": 20, "quick": 60, "full": 150}[scale]},
-        {"name": "rest", "kind": "idle", "duration_s": {"smoke": 3.0, "quick": 6.0, "full": 15.0}[scale]},
+        {"name": "rest", "kind": "idle", "duration_s": idle},
+    ]
+    rocks_phases = [
+        {"name": "churn", "kind": "steady", "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 20.0}[scale],
+         "load": "mixed"},
+        # a swarm of short-lived threads, each with its own iterators (a connection storm's shape:
+        # per-thread caches and arenas), beside one full scan
+        {"name": "swarm", "kind": "burst", "burst": "scan", "load": "range",
+         "threads": {"smoke": 16, "quick": 32, "full": 64}[scale], "duration_s": {"smoke": 1.0, "quick": 2.0,
+                                                                                "full": 5.0}[scale]},
+        {"name": "compact", "kind": "burst", "burst": "compact"},
+        {"name": "rest", "kind": "idle", "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 15.0}[scale]},
     ]
     allocators = {"smoke": ["glibc", "jemalloc"],
                   "quick": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS],
                   "full": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS,
                            "glibc+MALLOC_TRIM_THRESHOLD_=131072", "tcmalloc+TCMALLOC_RELEASE_RATE=10",
-                           "mimalloc+MIMALLOC_PURGE_DELAY=0"]}[scale]
+                           "mimalloc+MIMALLOC_RESET_DELAY=0"]}[scale]
+    cycles = {"smoke": 3, "quick": 4, "full": 5}[scale]
     return {
         "name": "memory-life",
+        "engines": ["mariadb-innodb", "rocksdb"],
+        "allocators": allocators,
+        **_rounds(scale, "30m"),
+        # a cell's lives of one round all at once (quick, full): see the docstring
+        **({"side_by_side": len(allocators)} if scale != "smoke" else {}),
+        # RocksDB's: a 16 MiB block cache and 8 MiB memtables (of data about 8x the cache)
+        "engine_options": {"block_cache_bytes": "16MiB", "memtable_bytes": "8MiB", "sync": "none",
+                           "compression": "none"},
+        "workloads": [{"part": LIFE, "workload": LIFE, "engines": ["mariadb-innodb"],
+                       "cycles": cycles, "phases": phases,
+                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale],
+                       "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
+                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]},
+                      {"part": LIFE, "workload": LIFE, "engines": ["rocksdb"], "cycles": cycles,
+                       "phases": rocks_phases, "threads": [2], "pattern": ["uniform"], "key_bytes": [16],
+                       "value_bytes": [4096], "value_bytes_min": 128,
+                       "keyspace": {"smoke": 20_000, "quick": 60_000, "full": 250_000}[scale]}],
+    }
+
+
+def small_server(scale: str) -> dict:
+    """Seed 004's small servers, answering speed and memory together (issue 36): memory-life's
+    MariaDB life (its steady throughput is the speed answer; creep, given back, overhead and OOM
+    kills the memory answer) with the server in seed 004's shapes, scaled to this machine: 1 core
+    and 2 GiB; 4 cores and 1 GiB (as many cores as leave one for the client); and the 1 GiB shape
+    scaled to this life's footprint, 320 MiB (the life holds a 128 MiB buffer pool and settled at
+    200-350 MiB here), where what an allocator keeps meets the limit and the OOM killer answers.
+    The seed's four allocators (smoke: glibc and jemalloc), a cell's lives side by side."""
+    n = len(os.sched_getaffinity(0))
+    four, last = max(1, min(4, n - 1)), n - 1
+    allocators = ["glibc", "jemalloc"] if scale == "smoke" else ["glibc", "jemalloc", "tcmalloc", "mimalloc"]
+    client = _cpu_range(min(four, last), last)
+    return {
+        "name": "small-server",
         "engines": ["mariadb-innodb"],
         "allocators": allocators,
         **_rounds(scale, "30m"),
-        "workloads": [{"part": LIFE, "workload": LIFE,
-                       "cycles": {"smoke": 3, "quick": 4, "full": 5}[scale], "phases": phases,
-                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale],
-                       "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
-                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]}],
+        **({"side_by_side": len(allocators)} if scale != "smoke" else {}),
+        "shapes": {
+            "1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
+                           "server_memory_bytes": "2GiB"},
+            f"{four}cores-1GiB": {"server_cpus": _cpu_range(0, four - 1), "client_cpus": client,
+                                  "server_memory_bytes": "1GiB"},
+            f"{four}cores-320MiB": {"server_cpus": _cpu_range(0, four - 1), "client_cpus": client,
+                                    "server_memory_bytes": "320MiB"},
+        },
+        "workloads": [w for w in memory_life(scale)["workloads"] if w["engines"] == ["mariadb-innodb"]],
     }
 
 
@@ -332,8 +395,10 @@ PRESETS = {
     "engines-tpcc": (engines_tpcc, "study 4: engines under TPC-C with small and large settings"),
     "sysbench-scaling": (sysbench_scaling, "study 3: sysbench OLTP thread scaling on MariaDB, by allocator"),
     "sysbench-allocators": (sysbench_allocators, "study 5: sysbench read/write on constrained MariaDB shapes"),
-    "memory-life": (memory_life, "issue 36: memory over a MariaDB server's life (creep, given back, overhead, "
-                    "OOM), by allocator and tuning"),
+    "memory-life": (memory_life, "issue 36: memory over a server's life, MariaDB and RocksDB (creep, given "
+                    "back, overhead, OOM), by allocator and tuning"),
+    "small-server": (small_server, "seed 004's small servers (1 core / 2 GiB, 4 cores / 1 GiB, and 1 GiB scaled to "
+                     "the life's footprint): speed and memory over a MariaDB server's life, by allocator"),
     "allocator-shootout": (allocator_shootout, "every catalog allocator against glibc: speed and peak RSS, "
                            "TidesDB reads and writes (full: and TPC-C on InnoDB)"),
 }

@@ -43,6 +43,7 @@ class Plan:
     profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
     warmup_round: bool = False  # one unmeasured run per cell before round 1
     slice_s: float = 0.0  # > 0: a cell's measured runs of a round take turns of this length
+    side_by_side: int = 1  # > 1: a cell's measured runs of a round run this many at a time
     perf_absent: str = ""  # why profiles were asked for and could not be recorded here (preflight)
     executor: str = "local"  # "ray": the runs go to the nodes of a Ray cluster (fleet.py)
     ray_address: str = ""  # the cluster's address (host:port); empty: Ray's own default (RAY_ADDRESS, "auto")
@@ -129,6 +130,7 @@ class Plan:
                     engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
                     timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
                     purpose=purpose, slice_s=self.slice_s if purpose == "measure" else 0.0,
+                    side_by_side=self.side_by_side if purpose == "measure" else 1,
                     **self.placement(cell.shape)))
         return specs
 

@@ -105,6 +105,10 @@ class Workload:
         """The kind of run of a cell (run.kinds.RunKind): what it starts, reads and records."""
         raise NotImplementedError
 
+    def driver_command(self, c) -> str:
+        """The driver's subcommand for a cell's run (`life`: one engine through a life's phases)."""
+        return "run"
+
     def driver_workload(self, c) -> str:
         """The driver's `--workload` of a cell."""
         return c.workload
@@ -129,6 +133,12 @@ class Workload:
 
     def report_tables(self, a, rows: list) -> list:
         """Its own tables (report.tables.Table) over its valid rows, from the analysis `a`."""
+        return []
+
+    def first_charts(self, a, rows: list, out) -> list:
+        """Charts that answer its study first, in place of the throughput forest plot (a life's
+        memory: RSS over the life and the forest plots of its memory verdicts); [] for a speed
+        workload."""
         return []
 
     def report_charts(self, a, rows: list, out) -> list:

@@ -75,6 +75,10 @@ def build(root: Path) -> Path:
     forest = draw_verdicts(ans, out / "charts")  # the main question's answer, on the first screen
     # the memory answer beside it, where the study compares several allocators
     memory = draw_verdicts(ans, out / "charts", "peak_rss") if len(study.allocators) > 2 else None
+    first, beside = [forest] if forest else [], [memory] if memory else []
+    own = [c for wl in workload.every() for c in wl.first_charts(a, study.valid_of(wl.names), out / "charts")]
+    if own:  # a study whose answer is memory over a life: its pictures first, the speed beside them
+        first, beside = own, [forest] if forest else []
     charts = [c for c in (draw_host_state(a, out / "charts"), draw_cell_bars(a, out / "charts")) if c]
     for wl in workload.every():
         charts += wl.report_charts(a, study.valid_of(wl.names), out / "charts")
@@ -89,6 +93,6 @@ def build(root: Path) -> Path:
     warns = a.warnings()  # after the tables and charts: they note files they could not read
     later = main_tables + shaped + other + ([excluded] if excluded.rows else [])
     md_path = out / "report.md"
-    atomic_write(md_path, markdown.page(title, ans, verdicts, charts, warns, env, later, forest, memory))
-    atomic_write(out / "report.html", html.page(title, ans, verdicts, charts, warns, env, later, cells, forest, memory))
+    atomic_write(md_path, markdown.page(title, ans, verdicts, charts, warns, env, later, first, beside))
+    atomic_write(out / "report.html", html.page(title, ans, verdicts, charts, warns, env, later, cells, first, beside))
     return md_path

@@ -27,6 +27,15 @@ VERDICT_COLOURS = {FASTER: "#2a9d4b", LOWER: "#2a9d4b", SLOWER: "#c0392b", HIGHE
                    EQUIVALENT: "#2c6fbb", UNDECIDED: "#888888"}
 
 
+def _colour(v) -> str:
+    """A verdict's colour: green where the variant is better, red where worse (more of a life's
+    given back is better: "higher" is green there), blue equivalent, grey undecided."""
+    m = metrics.BY_NAME.get(v.metric)
+    if m is not None and m.higher_is_better and m is not THROUGHPUT and v.verdict in (HIGHER, LOWER):
+        return VERDICT_COLOURS[LOWER if v.verdict == HIGHER else HIGHER]
+    return VERDICT_COLOURS.get(v.verdict, "#888")
+
+
 def _marks(ans: answers.Answers, v) -> tuple[str, ...]:
     """A comparison's marks on the forest plot (answers.causes.marks)."""
     return ans.marks.get((v.metric, tuple(v.base_unit), tuple(v.var_unit)), ())
@@ -65,7 +74,7 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
             ax.axhline(y - 0.5, color="#ddd", lw=0.6) if i else None
             continue
         v = item
-        colour = VERDICT_COLOURS.get(v.verdict, "#888")
+        colour = _colour(v)
         if v.ci_low is not None:
             ax.errorbar([v.ratio], [y], xerr=[[v.ratio - v.ci_low], [v.ci_high - v.ratio]], fmt="o", color=colour,
                         capsize=3, ms=5)
@@ -267,6 +276,41 @@ def draw_rss_timelines(study: analyse.Study, out: Path) -> tuple[Path, Path] | N
     fig.suptitle("RSS timeline of the process under test")
     fig.tight_layout()
     return _save(fig, out, "rss_timeline")
+
+
+PHASE_SHADES = {"burst": "#f4a261", "idle": "#b0bec5"}  # a life's bursts and idle phases; steady: unshaded
+LIFE_POINTS = 900  # at most this many samples drawn per line (every n-th: a line, not a cloud)
+
+
+def draw_life(lives: list[dict], out: Path) -> tuple[Path, Path] | None:
+    """RSS over whole lives, one panel per life (workloads.life's section data): one line per
+    allocator, the phases of the baseline's run shaded (bursts orange, idle grey), the cgroup's
+    limit dashed where there is one, a cross where the kernel killed a run."""
+    if not lives:
+        return None
+    fig, axes = plt.subplots(len(lives), 1, figsize=(11, 3.6 * len(lives)), squeeze=False)
+    for ax, lf in zip(axes[:, 0], lives):
+        for kind, t0, t1 in lf["phases"]:
+            if kind in PHASE_SHADES:
+                ax.axvspan(t0, t1, color=PHASE_SHADES[kind], alpha=0.35, lw=0)
+        for line in lf["lines"]:
+            step = max(1, math.ceil(len(line["t"]) / LIFE_POINTS))
+            t, mib = line["t"][::step] + line["t"][-1:], line["mib"][::step] + line["mib"][-1:]
+            (drawn,) = ax.plot(t, mib, lw=1.1, label=line["label"])
+            if line["killed"] and t:
+                ax.plot([t[-1]], [mib[-1]], "x", color=drawn.get_color(), ms=9, mew=2)
+        if lf["limit_mib"]:
+            ax.axhline(lf["limit_mib"], ls="--", color="#c0392b", lw=1)
+            ax.text(0.0, lf["limit_mib"], " cgroup limit", va="bottom", fontsize=7, color="#c0392b",
+                    transform=transforms.blended_transform_factory(ax.transAxes, ax.transData))
+        ax.set_title(lf["title"], fontsize=9)
+        ax.set_xlabel("seconds since the life began")
+        ax.set_ylabel("RSS (MiB)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, ncol=3, loc="lower right")
+    fig.tight_layout()
+    return _save(fig, out, "life_rss")
 
 
 def draw_grouped_bars(g: Groups, out: Path, name: str, title: str, ylabel: str) -> tuple | None:

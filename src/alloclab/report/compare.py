@@ -16,6 +16,7 @@ from alloclab.answers.metrics import METRICS
 from alloclab.answers.replicate import NewMachine, between_folders, new_machine, new_machine_sentences, replicate
 from alloclab.core.errors import AlloclabError
 from alloclab.host.machine import MACHINE_KEYS
+from alloclab.plan.design import EQUIVALENT, UNDECIDED
 from alloclab.report.formatting import fmt_cmp, params
 from alloclab.report.tables import Table
 
@@ -77,6 +78,30 @@ def before_after(a: analyse.Study, b: analyse.Study, force: bool = False) -> lis
                                 "compare two runs of the same plan")
         tables.append(t)
     return tables
+
+
+def agreement(studies: list[analyse.Study]) -> list[str]:
+    """Per metric, how the folders' verdicts agree over the comparisons all of them made: the same
+    decided verdict in every folder, decided in some and undecided in others, undecided in all,
+    or decided in opposite directions; and how many ratios of ratios exclude 1 ("differs"). Where
+    effects are large (a life's memory: tens of percent), a ratio of ratios within a ±2 % margin is
+    rarely shown, and this is the replication a reader asks for."""
+    names = [s.root.name for s in studies]
+    reps = [r for r in replicate([s.verdicts() for s in studies], studies[0].design.margin)
+            if all(v is not None for v in r.verdicts)]
+    out = []
+    for metric in dict.fromkeys(r.key[0] for r in reps):
+        mine = [r for r in reps if r.key[0] == metric]
+        words = [{v.verdict for v in r.verdicts} for r in mine]
+        same = sum(len(w) == 1 and UNDECIDED not in w for w in words)
+        none = sum(w == {UNDECIDED} for w in words)
+        opposite = sum(len(w - {UNDECIDED, EQUIVALENT}) > 1 for w in words)
+        some = len(mine) - same - none - opposite
+        differs = sum(any(x is not None and x.outcome == "differs" for x in r.against_first) for r in mine)
+        out.append(f"Verdicts on {metrics.words(metric)} in {' and '.join(names)}: {same} of {len(mine)} the same and "
+                   f"decided, {some} decided in some only, {none} undecided in all, {opposite} opposite; "
+                   f"{differs} ratio(s) of ratios exclude 1.")
+    return out
 
 
 def _ratio(v) -> str:

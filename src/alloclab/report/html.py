@@ -52,25 +52,26 @@ def _group_html(label: str, items: list[str]) -> str:
 
 
 def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[Path, Path, str]], warns: list[str],
-         env: list[str], later: list[Table], cells: Table, forest: tuple[Path, Path, str] | None = None,
-         memory: tuple[Path, Path, str] | None = None) -> str:
+         env: list[str], later: list[Table], cells: Table, first: list[tuple[Path, Path, str]] = (),
+         beside: list[tuple[Path, Path, str]] = ()) -> str:
     """report.html: the first screen holds the answer (the headline and the forest plot of the
-    main question's verdicts, one line per cell under it, then the forest plot of peak RSS: the
-    memory answer beside the speed answer); then why, the verdicts, what
+    main question's verdicts, or a life's RSS and memory verdicts; one line per cell under it,
+    then the forest plot of peak RSS: the memory answer beside the speed answer, or a life's speed
+    beside its memory); then why, the verdicts, what
     report.md holds with the charts inlined as SVG, and the per-cell statistics folded away."""
     h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
          f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
          f"<p class='headline' id='answer'>{html.escape(ans.headline)}</p>",
          f"<p class='subline'>{_versions_link(ans.subline)}</p>"]
-    if forest:
-        h.append(f"<figure id='forest'>{_inline_svg(forest[1])}<figcaption>{html.escape(forest[2])}</figcaption>"
-                 "</figure>")
+    for i, (_png, svg, cap) in enumerate(first):
+        h.append(f"<figure id='{'forest' if i == 0 else f'forest{i + 1}'}'>{_inline_svg(svg)}"
+                 f"<figcaption>{html.escape(cap)}</figcaption></figure>")
     h += ["<ul class='answers'>"] + ([_group_html(label, items) for label, items in ans.groups]
                                      or ["<li>(no comparison)</li>"])
     h.append("</ul>")
-    if memory:
-        h.append(f"<figure id='memory'>{_inline_svg(memory[1])}<figcaption>{html.escape(memory[2])}</figcaption>"
-                 "</figure>")
+    for i, (_png, svg, cap) in enumerate(beside):
+        h.append(f"<figure id='{'memory' if i == 0 else f'memory{i + 1}'}'>{_inline_svg(svg)}"
+                 f"<figcaption>{html.escape(cap)}</figcaption></figure>")
     h += [f"<p class='note'>{html.escape(ans.note)}</p>", "<h2>Why: each answer in full</h2><ul class='answers'>"]
     h += [f"<li>{html.escape(x)}</li>" for x in ans.sentences] + ["</ul>"]
     h += [f"<h2>{html.escape(verdicts.title)}</h2>", to_html(verdicts), "<h2>Charts</h2>"]

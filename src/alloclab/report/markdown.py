@@ -16,17 +16,18 @@ def to_markdown(t: Table) -> str:
 
 
 def page(title: str, ans: answers.Answers, verdicts: Table, charts: list[tuple[Path, Path, str]], warns: list[str],
-         env: list[str], later: list[Table], forest: tuple[Path, Path, str] | None = None,
-         memory: tuple[Path, Path, str] | None = None) -> str:
-    """report.md: the answers (the forest plot of the main question right under the headline),
-    why, the verdicts, the other charts (as PNG, with captions), warnings, environment, then every
-    other table."""
+         env: list[str], later: list[Table], first: list[tuple[Path, Path, str]] = (),
+         beside: list[tuple[Path, Path, str]] = ()) -> str:
+    """report.md: the answers (the main question's pictures right under the headline: the forest
+    plot of its verdicts, or a life's RSS and memory verdicts), the answer lines, the pictures
+    beside them (peak RSS; a life's speed), why, the verdicts, the other charts (as PNG, with
+    captions), warnings, environment, then every other table."""
     md = [f"# {title}", ""] + answers.head_markdown(ans)
-    if forest:
-        md += [f"![{forest[0].stem}](charts/{forest[0].name})", "", f"_{forest[2]}_", ""]
+    for png, _svg, cap in first:
+        md += [f"![{png.stem}](charts/{png.name})", "", f"_{cap}_", ""]
     md += answers.lines_markdown(ans) + ["", f"_{ans.note}_", ""]
-    if memory:  # the memory answer beside the speed answer
-        md += [f"![{memory[0].stem}](charts/{memory[0].name})", "", f"_{memory[2]}_", ""]
+    for png, _svg, cap in beside:  # the memory answer beside the speed answer
+        md += [f"![{png.stem}](charts/{png.name})", "", f"_{cap}_", ""]
     md += [answers.details_markdown(ans), f"## {verdicts.title}", "", to_markdown(verdicts), ""]
     md += ["## Charts", ""]
     for png, _svg, cap in charts:

@@ -137,12 +137,14 @@ class Member:
 
 def groups(todo: list[RunSpec]) -> list[list[RunSpec]]:
     """A round's runs as they execute: the measured runs of a cell with slices together (they
-    are consecutive in a round), every other run alone."""
+    are consecutive in a round), those side by side up to that many together, every other run
+    alone."""
     out: list[list[RunSpec]] = []
     for s in todo:
         prev = out[-1][-1] if out else None
-        if (s.slice_s and prev is not None and prev.slice_s and prev.cell.key == s.cell.key
-                and prev.repeat == s.repeat):
+        together = prev is not None and prev.cell.key == s.cell.key and prev.repeat == s.repeat
+        if together and ((s.slice_s and prev.slice_s) or (
+                s.side_by_side > 1 and prev.side_by_side > 1 and len(out[-1]) < s.side_by_side)):
             out[-1].append(s)
         else:
             out.append([s])
@@ -197,3 +199,38 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
         if m.error is not None:
             raise m.error
     return [m.row for m in members]
+
+
+def run_side_by_side(specs: list[RunSpec], run_one: Callable[[RunSpec], RunRow],
+                     stop_all: Callable[[], None]) -> list[RunRow]:
+    """Run `specs` (one cell, one round) all at the same time, each by the one runner in a thread
+    of its own (plan key side_by_side): runs whose question is their memory over a life, which
+    then share the machine alike, as runs in turns share its drift. Rows in spec order. On
+    Ctrl-C or an error, `stop_all` stops every process tree the runs started, and the runs'
+    own runners record nothing more."""
+    rows: list[RunRow | None] = [None] * len(specs)
+    errors: list[BaseException] = []
+
+    def body(i: int, spec: RunSpec) -> None:
+        try:
+            rows[i] = run_one(spec)
+        except BaseException as e:  # handed to the coordinator, re-raised there
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i, s), name=f"run {s.run_id}", daemon=True)
+               for i, s in enumerate(specs)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+    except BaseException:
+        stop_all()
+        for t in threads:
+            t.join(60)
+        raise
+    if errors:
+        stop_all()
+        raise errors[0]
+    return rows  # type: ignore[return-value]

@@ -6,17 +6,19 @@ import shutil
 import threading
 from pathlib import Path
 
+from alloclab.host.processes import children, stop_groups
 from alloclab.plan import Plan, RunSpec
 from alloclab.results.store import Store
-from alloclab.run import interleave
+from alloclab.run import interleave, kinds
 from alloclab.run.node import Node, make_scratch
 from alloclab.run.preflight import preflight
 from alloclab.study.progress import Progress
 
 
 class Local:
-    """The executor of a study on its own machine: one node, one run at a time, in the round's
-    order, its files written straight into the study's folder."""
+    """The executor of a study on its own machine: one node, one run at a time (a cell's runs of a
+    round together where they take turns or run side by side), in the round's order, its files
+    written straight into the study's folder."""
 
     def __init__(self, plan: Plan, store: Store, progress: Progress, scratch_root: Path | None):
         exe = preflight(plan, progress)
@@ -34,15 +36,20 @@ class Local:
                 return
             self.progress.start(group[0])
             self.current = [self.store.run_dir(s.run_id) for s in group]
+            lock = threading.Lock()
+
+            def on_event(ev, lock=lock):
+                with lock:
+                    self.progress.event(ev)
+
             if len(group) == 1 and not group[0].slice_s:
                 rows = [self.node.run(group[0], self.current[0], on_event=self.progress.event)]
+            elif not group[0].slice_s:  # side by side: the data prepared once, then every run at once
+                kinds.of(group[0].cell).data(group[0], self.node)
+                rows = interleave.run_side_by_side(
+                    group, lambda s: self.node.run(s, self.store.run_dir(s.run_id), on_event=on_event),
+                    stop_all=lambda: stop_groups(children()))
             else:
-                lock = threading.Lock()
-
-                def on_event(ev, lock=lock):
-                    with lock:
-                        self.progress.event(ev)
-
                 rows = interleave.run_group(
                     group, lambda s, m: self.node.run(s, self.store.run_dir(s.run_id), on_event=on_event, gate=m),
                     seed=group[0].seed)

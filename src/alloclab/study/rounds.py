@@ -15,6 +15,7 @@ under runs/ is a run that was cut short: `resume` removes it and runs it again.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import shutil
 import statistics
@@ -211,9 +212,7 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
     if plan.budget is not None and rounds_done:
         walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
                 [r.wall_s for r in rows if r.wall_s > 0]
-        # runs taking turns (slice_s) are up together: a cell's group lasts about as long as each of them
-        at_once = len(plan.cells()) if plan.slice_s else len(plan.units())
-        per_round = 1.1 * at_once * statistics.median(walls) if walls else 0.0
+        per_round = 1.1 * _slots(plan) * statistics.median(walls) if walls else 0.0
         if per_round > 0:
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
             basis = (f"a budget of {fmt_duration(plan.budget)} at about {fmt_duration(per_round)} a round affords "
@@ -227,16 +226,31 @@ def _affordable(plan: Plan, elapsed_s: float, rounds_done: int, per_round: float
     return min(plan.design.max_rounds, rounds_done + int(max(0.0, plan.budget - elapsed_s) // per_round))
 
 
+def _slots(plan: Plan) -> int:
+    """How many runs' time a round takes: one after another, every run's; in turns (slice_s), a
+    cell's runs are up together, so one per cell; side by side, one per group of that many."""
+    if plan.slice_s:
+        return len(plan.cells())
+    if plan.side_by_side > 1:
+        return len(plan.cells()) * math.ceil(len(plan.allocators) / plan.side_by_side)
+    return len(plan.units())
+
+
 def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
     """How long round `rnd`'s runs took: one after another, the sum of their wall times; in turns,
-    a cell's runs are up together, so the longest of each cell's."""
+    a cell's runs are up together, so the longest of each cell's; side by side, the longest of
+    each cell's once per group of that many."""
     walls = [(r.cell, r.wall_s) for r in rows if r.repeat == rnd and r.wall_s > 0]
-    if not plan.slice_s:
+    if not plan.slice_s and plan.side_by_side <= 1:
         return sum(w for _, w in walls)
     longest: dict[str, float] = {}
+    count: dict[str, int] = {}
     for cell, w in walls:
         longest[cell] = max(longest.get(cell, 0.0), w)
-    return sum(longest.values())
+        count[cell] = count.get(cell, 0) + 1
+    if plan.slice_s:
+        return sum(longest.values())
+    return sum(w * math.ceil(count[c] / plan.side_by_side) for c, w in longest.items())
 
 
 def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float, rounds_done: int) -> dict:

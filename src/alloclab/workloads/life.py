@@ -8,32 +8,38 @@ golden data, as sysbench's OLTP; one server for the whole life, whose client is 
 sequencer clients/life.py); its target, which reads the cgroup's OOM counter so that a server
 the kernel killed for memory is an outcome, not a failure; and its row fields, computed after the
 run by answers.life from the stored timeline (samples.csv) and the phases the client recorded.
-MariaDB (InnoDB and the other engines of a MariaDB server) so far; RocksDB's embedded life and
-PostgreSQL's are to come (a kind and a client of their own, the same measurement).
+Two kinds of life, one measurement: on a MariaDB server (InnoDB and the other engines of a MariaDB
+server), whose client is the phase sequencer clients/life.py with sysbench loads and the server's
+bursts (dump, storm, groupby); and on an embedded engine (RocksDB; TidesDB and SQLite keep no
+account of their memory), where the driver's `life` command keeps the engine open in the process
+under test through key-value loads and the engine's bursts (compact, scan), with values of mixed
+sizes (uniform in [value_bytes_min, value_bytes]). PostgreSQL's life is not built: a backend that
+exits returns its whole heap, so a life there measures the postmaster's shared memory, not an
+allocator.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import statistics
-import time
-from dataclasses import asdict, replace
 
-from alloclab.answers import life
+from alloclab.answers import decide, metrics
 from alloclab.catalog import targets
-from alloclab.catalog.names import ENGINES, LIFE, LIFE_BURSTS, LIFE_PHASE_KINDS, SYSBENCH_TESTS
+from alloclab.catalog.names import (
+    KV_WORKLOADS,
+    LIFE,
+    LIFE_BURSTS,
+    LIFE_ENGINE_BURSTS,
+    LIFE_PHASE_KINDS,
+    LIFE_SERVER_BURSTS,
+    SYSBENCH_TESTS,
+)
 from alloclab.clients import driver, sysbench
-from alloclab.clients import life as life_client
 from alloclab.core.errors import AlloclabError
-from alloclab.plan import RunSpec
-from alloclab.plan.schema import MAX_THREADS, check_table, choice, seconds, text, whole
+from alloclab.plan.schema import MAX_THREADS, check_table, choice, seconds, size, text, whole
 from alloclab.plan.workload import Workload, extra_settings, profile_suffix
-from alloclab.results.store import write_json
-from alloclab.run.target import OnServer
-from alloclab.servers.server import which
-from alloclab.workloads.oltp import ServerOLTP
+from alloclab.report import charts
+from alloclab.workloads.life_runs import EmbeddedLife, LifeKind, embedded, phases_of, shape_tag
 
 # The issue's MariaDB life (measured by hand on this machine kind): 5 cycles of 25 s of sysbench's
 # read/write at 64 connections, a mariadb-dump to nowhere while the load goes on, 150 connections
@@ -49,168 +55,6 @@ PHASES = (
 DATA = {"tables": 4, "table_size": 20_000, "threads": [64]}
 
 
-def phases_of(c) -> list[dict]:
-    return json.loads(c.phases) if c.phases else []
-
-
-def shape_tag(c) -> str:
-    """A life's shape in a cell's key and labels: its cycles, its phases' names and a digest of
-    the phases whole (two lives that differ in a duration are two cells)."""
-    names = "+".join(p["name"] for p in phases_of(c))
-    return f"c{c.cycles}:{names}:{hashlib.sha256(c.phases.encode()).hexdigest()[:6]}"
-
-
-class LifeTarget(OnServer):
-    """A server kept up for a whole life, and the OOM-kill counter of its cgroup read while it
-    runs: a server that dies while the counter grew was killed for memory, which ends its life
-    as an outcome (the client ends where it is); any other death fails the run as before."""
-
-    OOM_READ_S = 0.25  # between readings of the counter while the server runs
-
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.oom_readings: list[tuple[float, int]] = []  # (CLOCK_MONOTONIC, oom_kill)
-        self.oom_error: str | None = None
-        self.killed = False
-
-    def read_oom(self) -> None:
-        if self.limit is None:
-            return
-        try:
-            n = life.oom_kills(self.limit.oom_counter().read_text())
-        except (OSError, AlloclabError) as e:
-            self.oom_error = self.oom_error or str(e)
-            return
-        self.oom_readings.append((time.monotonic(), n))
-
-    def start(self) -> None:
-        self.read_oom()  # before the server exists: the count its life starts from
-        super().start()
-
-    def _oom_grew(self) -> bool:
-        return bool(self.oom_readings) and self.oom_readings[-1][1] > self.oom_readings[0][1]
-
-    def failure(self) -> str | None:
-        if self.killed:
-            return None
-        why = super().failure()
-        if why or not self.oom_readings or time.monotonic() - self.oom_readings[-1][0] >= self.OOM_READ_S:
-            self.read_oom()
-        if why and self._oom_grew():
-            self.killed = True  # its client ends the life where it is
-            return None
-        return why
-
-    def stop(self) -> str | None:
-        self.read_oom()  # the last reading, before the cgroup goes
-        died = super().failure() is not None
-        why = super().stop()
-        self.killed = self.killed or (died and self._oom_grew())  # its client saw it first
-        return None if self.killed else why
-
-
-class LifeKind(ServerOLTP):
-    """A life on a MariaDB server: the sysbench tables as golden data, one server throughout, the
-    phase sequencer as its client, and its memory measured after the run."""
-
-    name = "server life"
-
-    def __init__(self):
-        super().__init__(native=True)
-        self.client_label = "life client"
-
-    def plan(self, spec: RunSpec, exe, srv, run_dir) -> dict:
-        """Every phase of every cycle, resolved: a load's whole driver command line, its events file."""
-        c = spec.cell
-        out = []
-        for cycle in range(1, c.cycles + 1):
-            for i, ph in enumerate(phases_of(c)):
-                ph = {**ph, "cycle": cycle}
-                if "load" in ph:
-                    ph["threads"] = ph.get("threads", c.threads)
-                    cell = replace(c, test=ph["load"], threads=ph["threads"], duration_s=ph["duration_s"], ops=None)
-                    ph["load_events"] = str(run_dir / "life" / f"c{cycle}-{ph['name']}.events.jsonl")
-                    ph["load_argv"] = driver.argv(exe, replace(spec, cell=cell, warmup_s=0.0,
-                                                               seed=spec.seed + 1000 * cycle + i),
-                                                  ph["load_events"], srv=srv)
-                out.append(ph)
-        return {"engine": srv.target.kind, "socket": str(srv.socket), "database": sysbench.DATABASE,
-                "tables": c.tables, "client": which("mariadb", "mysql"), "dump": which("mariadb-dump", "mysqldump"),
-                "phases": out}
-
-    def client_argv(self, spec, exe, events):
-        run_dir = events.parent
-
-        def argv(srv):
-            path = run_dir / "life" / "plan.json"
-            write_json(path, self.plan(spec, exe, srv, run_dir))
-            return life_client.command(path, events)
-        return argv
-
-    def target(self, spec, run_dir, node, data, events):
-        return LifeTarget(spec, run_dir, node.scratch, data, self.client_argv(spec, node.exe, events),
-                          self.client_label)
-
-    def row_fields(self, spec):
-        return {"pattern": shape_tag(spec.cell), "batch": 1, "key_bytes": 0, "value_bytes": 0, "client": ""}
-
-    def outcome(self, target, watch, timeline, run_dir):
-        """The life measured from the stored timeline and the phases its client recorded (moved to
-        the samples' clock), and the OOM outcome from the cgroup's counter."""
-        got = (watch.summary or {}).get("life")
-        if not got or not isinstance(target, LifeTarget):
-            return {}, {}
-        t0 = timeline.t0
-        recs = [{k: v for k, v in r.items() if not k.startswith("mono_")} | {
-            "t_start_s": round(r["mono_start"] - t0, 4), "t_end_s": round(r["mono_end"] - t0, 4)}
-            for r in got["phases"]]
-        readings = [got["engine_at_start"]] + [r["engine"] for r in got["phases"] if r.get("engine")]
-        engine = [(round(e["mono_s"] - t0, 4), e["engine_bytes"]) for e in readings]
-        spans = [r for r in recs if r["t_end_s"] > r["t_start_s"]]
-        whole = [(r["cycle"], r["name"], r["kind"], r["t_start_s"], r["t_end_s"]) for r in spans if not r["cut"]]
-        every = [(r["cycle"], r["name"], r["kind"], r["t_start_s"], r["t_end_s"]) for r in spans]
-        oom_at = [(round(t - t0, 4), n) for t, n in target.oom_readings]
-        note = {"phases": recs, "engine": [{**{k: v for k, v in e.items() if k != "mono_s"},
-                                            "t_s": round(e["mono_s"] - t0, 4)} for e in readings],
-                "stopped": got.get("stopped"), "server_memory_bytes": target.spec.server_memory_bytes or None,
-                "oom_readings": oom_at, "oom_counter_error": target.oom_error}
-        try:
-            measured = life.measure(life.read_rss(run_dir), whole, engine=engine)
-            oom = life.oom_outcome(oom_at, every) if oom_at else None
-        except AlloclabError as e:  # recorded beside the run; its row keeps no life fields
-            return {}, {"life": note | {"error": str(e)}}
-        return row_fields(measured, oom), {"life": note | {"measured": measured.to_json(),
-                                                           "oom": asdict(oom) if oom else None}}
-
-
-def _mib(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
-
-
-def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
-    """runs.csv's life columns (results.store.RunRow) from a measured life."""
-    settled = [v for _, _, v in m.settled if v is not None]
-    # a cycle's bursts one after another share the settled RSS before them and the idle after:
-    # what the cycle gave back is the share of its highest burst's excess (a burst's own share
-    # would count the growth of the bursts after it as not given back)
-    highest = {}
-    for g in m.given_back:
-        if g.peak_bytes is not None and (g.cycle not in highest or g.peak_bytes > highest[g.cycle].peak_bytes):
-            highest[g.cycle] = g
-    shares = [g.share for g in highest.values() if g.share is not None]
-    halves = [g.half_s for g in highest.values() if g.half_s is not None]
-    last = next((e for e in reversed(m.ends) if e.over_engine_bytes is not None), None)
-    return {"life_cycles": len(settled), "settled_rss_bytes": int(settled[-1]) if settled else None,
-            "creep_mib_per_cycle": _mib(m.creep.slope_mib_per_cycle),
-            "creep_ci_low_mib_per_cycle": _mib(m.creep.ci_low_mib_per_cycle),
-            "creep_ci_high_mib_per_cycle": _mib(m.creep.ci_high_mib_per_cycle),
-            "given_back_share": round(statistics.fmean(shares), 4) if shares else None,
-            "half_given_back_s": round(statistics.median(halves), 3) if halves else None,
-            "overhead_bytes": int(last.over_engine_bytes) if last else None,
-            "overhead_growth_mib_per_cycle": _mib(m.overhead.over_engine_creep.slope_mib_per_cycle),
-            "oom_killed": bool(oom and oom.killed), "oom_cycle": oom.cycle if oom and oom.killed else None}
-
-
 def _fmt(x: float | None, fmt: str, unit: str = "") -> str:
     return "–" if x is None else format(x, fmt) + unit
 
@@ -220,7 +64,9 @@ PHASE_SCHEMA = {
     "name": text,
     "kind": choice(LIFE_PHASE_KINDS),
     "duration_s": seconds(0.0, strict=True),
-    "load": choice(SYSBENCH_TESTS),  # the driver's native sysbench test that runs through the phase
+    # what runs through the phase: on a server the driver's native sysbench test, on an embedded
+    # engine a key-value workload
+    "load": choice(SYSBENCH_TESTS + KV_WORKLOADS),
     "threads": whole(1, MAX_THREADS),  # the load's connections (default: the table's threads)
     "burst": choice(LIFE_BURSTS),
     "connections": whole(1, 100_000),  # storm: short connections, all at once
@@ -233,7 +79,7 @@ def _check_phase(where: str, p: dict) -> None:
     kind = p["kind"]
     if kind == "steady" and "load" not in p:
         raise AlloclabError(f"{where}.load: a steady phase needs a load",
-                            "allowed values: " + ", ".join(SYSBENCH_TESTS))
+                            "allowed values: " + ", ".join(SYSBENCH_TESTS + KV_WORKLOADS))
     if kind == "burst" and "burst" not in p:
         raise AlloclabError(f"{where}.burst: a burst phase needs a burst", "allowed values: " + ", ".join(LIFE_BURSTS))
     if kind != "burst" and "burst" in p:
@@ -278,6 +124,7 @@ class LifeWorkload(Workload):
     schema = {
         "cycles": whole(1, 1000),  # cycles of the phases below, one server up throughout
         "phases": phases_key,
+        "value_bytes_min": size(1),  # an embedded engine's values: uniform in [value_bytes_min, value_bytes]
     }
     only = frozenset(schema)
     keys = only | {"tables", "table_size"}
@@ -289,18 +136,48 @@ class LifeWorkload(Workload):
             if k in w:
                 raise AlloclabError(f"workloads[{i}].{k}: a life's length is its cycles and its phases' duration_s",
                                     "leave out ops and duration_s, and give cycles and [[workloads.phases]]")
-        bad = [e for e in engines if e in ENGINES or targets.parse(e).kind != "mariadb"]
+        bad = [e for e in engines if not embedded(e) and targets.parse(e).kind != "mariadb"]
         if bad:
-            raise AlloclabError(f"workloads[{i}]: a life runs on a MariaDB server so far, not on {', '.join(bad)}",
-                                "use mariadb-innodb (or another engine of a MariaDB server); lives on RocksDB and "
-                                "PostgreSQL are to come")
+            raise AlloclabError(f"workloads[{i}]: a life runs on a MariaDB server or an embedded engine, not on "
+                                f"{', '.join(bad)}", "use mariadb-innodb (or another engine of a MariaDB server) or "
+                                "rocksdb; a PostgreSQL backend that exits returns its whole heap, so its life is not "
+                                "built; give the table engines = [...] to keep it off other engines")
+        kinds = {embedded(e) for e in engines}
+        if len(kinds) > 1:
+            raise AlloclabError(f"workloads[{i}]: one life's phases run either on a server or on an embedded engine, "
+                                f"and this table is for {', '.join(engines)}",
+                                "give each kind its own [[workloads]] table with engines = [...] (a server's loads are "
+                                "sysbench tests, an embedded engine's key-value workloads)")
+        if True in kinds and "phases" not in w:
+            raise AlloclabError(f"workloads[{i}].phases: a life on an embedded engine needs its phases (the default "
+                                "phases are a MariaDB server's)", "give [[workloads.phases]] with key-value loads and "
+                                "bursts " + " or ".join(LIFE_ENGINE_BURSTS) + ", or use the preset memory-life")
+        loads, bursts = (KV_WORKLOADS, LIFE_ENGINE_BURSTS) if True in kinds else (SYSBENCH_TESTS, LIFE_SERVER_BURSTS)
+        where = "an embedded engine" if True in kinds else "a server"
+        for j, p in enumerate(w.get("phases", PHASES)):
+            if "load" in p and p["load"] not in loads:
+                raise AlloclabError(f"workloads[{i}].phases[{j}].load: {p['load']!r} does not run on {where}",
+                                    "allowed values: " + ", ".join(loads))
+            if "burst" in p and p["burst"] not in bursts:
+                raise AlloclabError(f"workloads[{i}].phases[{j}].burst: {p['burst']!r} is not a burst of {where}",
+                                    "allowed values: " + ", ".join(bursts))
+            if "connections" in p and True in kinds:
+                raise AlloclabError(f"workloads[{i}].phases[{j}].connections: an embedded engine has no connections",
+                                    "leave it out (threads sets a load's threads)")
+        if "value_bytes_min" in w and True not in kinds:
+            raise AlloclabError(f"workloads[{i}].value_bytes_min: a server's life has the sysbench tables' rows",
+                                "leave it out, or run the life on an embedded engine")
+        if w.get("value_bytes_min", 1) > min(w.get("value_bytes", [100])):
+            raise AlloclabError(f"workloads[{i}].value_bytes_min: {w['value_bytes_min']} is above value_bytes",
+                                "give value_bytes_min at most the smallest value_bytes")
 
     def axes(self, w: dict, engine: str) -> tuple[list, list, list, list]:
         return [0], [""], [""], [""]
 
     def fields(self, w: dict, client: str) -> dict:
         return {"cycles": w.get("cycles", CYCLES),
-                "phases": json.dumps(w.get("phases", list(PHASES)), sort_keys=True, separators=(",", ":"))}
+                "phases": json.dumps(w.get("phases", list(PHASES)), sort_keys=True, separators=(",", ":")),
+                "value_bytes_min": w.get("value_bytes_min", 0)}
 
     def table_of(self, word: str) -> dict | None:
         """`--workloads life`: the issue's MariaDB life on its data."""
@@ -309,7 +186,12 @@ class LifeWorkload(Workload):
     def key(self, c) -> str:
         prof = "" if c.profile == "default" else f"/{c.profile}"
         shape = "" if c.shape == "default" else f"/{c.shape}"
-        return f"{c.engine}/{c.part}/{c.workload}/{c.tables}x{c.table_size}/{shape_tag(c)}/t{c.threads}{prof}{shape}"
+        if embedded(c.engine):
+            values = f"v{c.value_bytes_min}-{c.value_bytes}" if c.value_bytes_min else f"v{c.value_bytes}"
+            data = f"{c.pattern}/k{c.key_bytes}/{values}/n{c.keyspace}"
+        else:
+            data = f"{c.tables}x{c.table_size}"
+        return f"{c.engine}/{c.part}/{c.workload}/{data}/{shape_tag(c)}/t{c.threads}{prof}{shape}"
 
     def settings(self, c: dict) -> str:
         return f"{c['pattern']}{extra_settings(c)}"
@@ -331,12 +213,74 @@ class LifeWorkload(Workload):
     def work_done(self, r) -> float:
         return r.ops
 
+    # --- the report: a picture of the lives first ---------------------------------------------
+    def section_data(self, study, rows):
+        """Per life (cell), the RSS over the whole life of one round's run of each allocator (the
+        first round in which every allocator has a valid run, else each allocator's first), the
+        phases of the baseline's run and the cgroup's limit: the report's first picture."""
+        out = []
+        for cell in dict.fromkeys(decide.cell_of(r) for r in rows):
+            mine = sorted((r for r in rows if decide.cell_of(r) == cell), key=lambda r: (r.repeat, r.index))
+            allocs = [a for a in study.allocators if any(r.allocator == a for r in mine)]
+            whole = [n for n in sorted({r.repeat for r in mine})
+                     if {r.allocator for r in mine if r.repeat == n} >= set(allocs)]
+            pick = {a: next(r for r in mine if r.allocator == a and (not whole or r.repeat == whole[0]))
+                    for a in allocs}
+            base = pick.get(study.baseline) or next(iter(pick.values()))
+            lines, phases, limit = [], [], None
+            for a, r in pick.items():
+                note = study.run_json(r.run_id).get("life") or {}
+                ph = note.get("phases") or []
+                t0 = ph[0]["t_start_s"] if ph else 0.0
+                pts = [(float(x["t_s"]) - t0, int(x["rss_bytes"]) / 2**20) for x in study.samples(r.run_id)]
+                lines.append({"label": a + (f" (OOM-killed, cycle {r.oom_cycle})" if r.oom_killed else ""),
+                              "t": [t for t, _ in pts], "mib": [m for _, m in pts], "killed": bool(r.oom_killed)})
+                if r is base:
+                    phases = [(p["kind"], p["t_start_s"] - t0, p["t_end_s"] - t0) for p in ph]
+                    limit = note.get("server_memory_bytes")
+            c = dict(zip(decide.CELL_FIELDS, cell))
+            rounds = f"round {whole[0]}" if whole else "each allocator's first run"
+            cycles, _, names = base.pattern.partition(":")  # the row's pattern is the life's shape_tag
+            shape = f"{cycles[1:]} cycles of {names.rsplit(':', 1)[0]}, t{base.threads}"
+            out.append({"title": f"{c['engine']}: {shape} ({rounds})", "lines": lines,
+                        "phases": phases, "limit_mib": limit / 2**20 if limit else None})
+        return {"lives": out}
+
+    def first_charts(self, a, rows, out) -> list:
+        """The first screen of a study of lives: RSS over every life, then the forest plots of creep,
+        given back and overhead (the memory answer), each with its caption."""
+        lives = a.sections[self.names[0]]["lives"]
+        drawn = charts.draw_life(lives, out)
+        first = []
+        if drawn:
+            first.append((*drawn, "RSS of the process under test over its whole life (MiB, sampled at 20 Hz from "
+                          "/proc; a server's process tree), one line per allocator from the same round; shaded: "
+                          "bursts (orange) and idle phases (grey) as the baseline's run had them; dashed: the cgroup's "
+                          "memory limit; ×: killed by the kernel's OOM killer. Measured on " + a.answers.where + "."))
+        for m in metrics.LIFE:
+            f = charts.draw_verdicts(a.answers, out, m.name)
+            if f:
+                first.append(f)
+        return first
+
     # --- the run ---------------------------------------------------------------------------
     def run_kind(self, cell):
-        return LifeKind()
+        return EmbeddedLife() if embedded(cell.engine) else LifeKind()
+
+    def driver_command(self, c) -> str:
+        return "life" if embedded(c.engine) else "run"
 
     def driver_workload(self, c) -> str:
-        return c.test
+        return c.test or "mixed"  # an embedded life: each phase names its load
+
+    def driver_args(self, c) -> list[str]:
+        if not embedded(c.engine):
+            return []
+        a = ["--cycles", str(c.cycles), "--phases", c.phases, "--pattern", c.pattern, "--key-bytes",
+             str(c.key_bytes), "--value-bytes", str(c.value_bytes), "--batch", str(c.batch), "--range-len",
+             str(c.range_len)]
+        a += ["--value-bytes-min", str(c.value_bytes_min)] if c.value_bytes_min else []
+        return a + (["--keyspace", str(c.keyspace)] if c.keyspace is not None else [])
 
     def driver_reach(self, c, srv) -> list[str]:
         return driver.reach(srv, sysbench.DATABASE) + ["--tables", str(c.tables), "--table-size", str(c.table_size)]

@@ -1,0 +1,39 @@
+"""How a verdict is said in a few words ("jemalloc +6.1 % [+3.2, +9.0] faster"), shared by the
+answers of every study (sentences) and those of a study of lives (lives)."""
+
+from __future__ import annotations
+
+from alloclab.answers import decide
+from alloclab.plan.design import DEFAULT_MARGIN, UNDECIDED
+
+
+def signed(x: float) -> str:
+    """+3.2 or −3.2 (a minus sign): numbers only, never the names beside them (tcmalloc-google)."""
+    return f"{x:+.1f}".replace("-", "−")
+
+
+def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
+    """"jemalloc +6.1 % [+3.2, +9.0] faster" and the like; undecided says the precision reached."""
+    if v.ratio is None:
+        return f"{v.variant}: no valid runs"
+    d = v.delta_pct
+    if v.ci_low is None:
+        return f"{v.variant} {signed(d)} % (no interval yet)"
+    lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
+    word = v.verdict
+    if word == UNDECIDED and lo < 0 < hi:  # no difference shown: say how large one could still be
+        word = f"equivalent within ±{max(-lo, hi):.1f} % (undecided at the ±{margin_pct:g} % margin)"
+    return f"{v.variant} {signed(d)} % [{signed(lo)}, {signed(hi)}] {word}"
+
+
+def top(vs: list[decide.Verdict], better: str, sign: int) -> str:
+    """The allocator with the best decided ratio, and those whose intervals overlap its own (not
+    told apart from it); the baseline when none is decided better."""
+    won = [v for v in vs if v.verdict == better and v.ci_low is not None]
+    if not won:
+        return f"{vs[0].baseline} (none is decided {better} than it)"
+    first = max(won, key=lambda v: sign * v.ratio)
+    ties = [v.variant for v in won if v is not first and v.ci_low <= first.ci_high and first.ci_low <= v.ci_high]
+    lo, hi = (first.ci_low - 1) * 100, (first.ci_high - 1) * 100
+    said = f"{first.variant} {signed(first.delta_pct)} % [{signed(lo)}, {signed(hi)}]"
+    return said + (f", not told apart from {', '.join(sorted(ties))}" if ties else "")

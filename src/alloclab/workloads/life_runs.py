@@ -1,0 +1,219 @@
+"""A life's runs (issue 36, workloads/life.py): its kinds of run (on a MariaDB server, whose
+client is the phase sequencer clients/life.py, with a target that reads the cgroup's OOM-kill
+counter; on an engine inside the driver, `alloclab-driver life`), and what both measure after a
+run from its stored files: its memory (answers.life over samples.csv) and runs.csv's life columns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import time
+from dataclasses import asdict, replace
+
+from alloclab.answers import life
+from alloclab.catalog.names import (
+    ENGINES,
+)
+from alloclab.clients import driver, sysbench
+from alloclab.clients import life as life_client
+from alloclab.core.errors import AlloclabError
+from alloclab.plan import RunSpec
+from alloclab.results.store import write_json
+from alloclab.run.kinds import EmbeddedKind
+from alloclab.run.target import OnServer
+from alloclab.servers.server import which
+from alloclab.workloads.oltp import ServerOLTP
+
+
+def embedded(engine: str) -> bool:
+    """Whether a life on `engine` runs inside the driver (else on a MariaDB server)."""
+    return engine in ENGINES
+
+
+def phases_of(c) -> list[dict]:
+    return json.loads(c.phases) if c.phases else []
+
+
+def shape_tag(c) -> str:
+    """A life's shape in a cell's key and labels: its cycles, its phases' names and a digest of
+    the phases whole (two lives that differ in a duration are two cells)."""
+    names = "+".join(p["name"] for p in phases_of(c))
+    return f"c{c.cycles}:{names}:{hashlib.sha256(c.phases.encode()).hexdigest()[:6]}"
+
+
+class LifeTarget(OnServer):
+    """A server kept up for a whole life, and the OOM-kill counter of its cgroup read while it
+    runs: a server that dies while the counter grew was killed for memory, which ends its life
+    as an outcome (the client ends where it is); any other death fails the run as before."""
+
+    OOM_READ_S = 0.25  # between readings of the counter while the server runs
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.oom_readings: list[tuple[float, int]] = []  # (CLOCK_MONOTONIC, oom_kill)
+        self.oom_error: str | None = None
+        self.killed = False
+
+    def read_oom(self) -> None:
+        if self.limit is None:
+            return
+        try:
+            n = life.oom_kills(self.limit.oom_counter().read_text())
+        except (OSError, AlloclabError) as e:
+            self.oom_error = self.oom_error or str(e)
+            return
+        self.oom_readings.append((time.monotonic(), n))
+
+    def start(self) -> None:
+        self.read_oom()  # before the server exists: the count its life starts from
+        super().start()
+
+    def _oom_grew(self) -> bool:
+        return bool(self.oom_readings) and self.oom_readings[-1][1] > self.oom_readings[0][1]
+
+    def failure(self) -> str | None:
+        if self.killed:
+            return None
+        why = super().failure()
+        if why or not self.oom_readings or time.monotonic() - self.oom_readings[-1][0] >= self.OOM_READ_S:
+            self.read_oom()
+        if why and self._oom_grew():
+            self.killed = True  # its client ends the life where it is
+            return None
+        return why
+
+    def stop(self) -> str | None:
+        self.read_oom()  # the last reading, before the cgroup goes
+        died = super().failure() is not None
+        why = super().stop()
+        self.killed = self.killed or (died and self._oom_grew())  # its client saw it first
+        return None if self.killed else why
+
+
+class Measured:
+    """What both kinds of life do after a run: measure it from what the run stored."""
+
+    def outcome(self, target, watch, timeline, run_dir):
+        """The life measured from the stored timeline and the phases its client recorded (moved to
+        the samples' clock), and the OOM outcome from the cgroup's counter."""
+        got = (watch.summary or {}).get("life")
+        if not got:
+            return {}, {}
+        readings_oom = target.oom_readings if isinstance(target, LifeTarget) else []
+        t0 = timeline.t0
+        recs = [{k: v for k, v in r.items() if not k.startswith("mono_")} | {
+            "t_start_s": round(r["mono_start"] - t0, 4), "t_end_s": round(r["mono_end"] - t0, 4)}
+            for r in got["phases"]]
+        readings = [got["engine_at_start"]] + [r["engine"] for r in got["phases"] if r.get("engine")]
+        engine = [(round(e["mono_s"] - t0, 4), e["engine_bytes"]) for e in readings
+                  if e.get("engine_bytes") is not None]
+        # the allocator's own account, where the process under test read it (an embedded life)
+        account = [(round(e["mono_s"] - t0, 4), a["live_bytes"], a["resident_bytes"]) for e in readings
+                   for a in [e.get("allocator") or {}] if a.get("live_bytes") is not None
+                   and a.get("resident_bytes") is not None]
+        spans = [r for r in recs if r["t_end_s"] > r["t_start_s"]]
+        whole = [(r["cycle"], r["name"], r["kind"], r["t_start_s"], r["t_end_s"]) for r in spans if not r["cut"]]
+        every = [(r["cycle"], r["name"], r["kind"], r["t_start_s"], r["t_end_s"]) for r in spans]
+        oom_at = [(round(t - t0, 4), n) for t, n in readings_oom]
+        note = {"phases": recs, "engine": [{**{k: v for k, v in e.items() if k != "mono_s"},
+                                            "t_s": round(e["mono_s"] - t0, 4)} for e in readings],
+                "stopped": got.get("stopped"), "server_memory_bytes": target.spec.server_memory_bytes or None,
+                "oom_readings": oom_at, "oom_counter_error": getattr(target, "oom_error", None)}
+        try:
+            measured = life.measure(life.read_rss(run_dir), whole, engine=engine or None, account=account or None)
+            oom = life.oom_outcome(oom_at, every) if oom_at else None
+        except AlloclabError as e:  # recorded beside the run; its row keeps no life fields
+            return {}, {"life": note | {"error": str(e)}}
+        return row_fields(measured, oom), {"life": note | {"measured": measured.to_json(),
+                                                           "oom": asdict(oom) if oom else None}}
+
+
+
+
+class LifeKind(Measured, ServerOLTP):
+    """A life on a MariaDB server: the sysbench tables as golden data, one server throughout, the
+    phase sequencer as its client, and its memory measured after the run."""
+
+    name = "server life"
+
+    def __init__(self):
+        super().__init__(native=True)
+        self.client_label = "life client"
+
+    def plan(self, spec: RunSpec, exe, srv, run_dir) -> dict:
+        """Every phase of every cycle, resolved: a load's whole driver command line, its events file."""
+        c = spec.cell
+        out = []
+        for cycle in range(1, c.cycles + 1):
+            for i, ph in enumerate(phases_of(c)):
+                ph = {**ph, "cycle": cycle}
+                if "load" in ph:
+                    ph["threads"] = ph.get("threads", c.threads)
+                    cell = replace(c, test=ph["load"], threads=ph["threads"], duration_s=ph["duration_s"], ops=None)
+                    ph["load_events"] = str(run_dir / "life" / f"c{cycle}-{ph['name']}.events.jsonl")
+                    ph["load_argv"] = driver.argv(exe, replace(spec, cell=cell, warmup_s=0.0,
+                                                               seed=spec.seed + 1000 * cycle + i),
+                                                  ph["load_events"], srv=srv)
+                out.append(ph)
+        return {"engine": srv.target.kind, "socket": str(srv.socket), "database": sysbench.DATABASE,
+                "tables": c.tables, "client": which("mariadb", "mysql"), "dump": which("mariadb-dump", "mysqldump"),
+                "phases": out}
+
+    def client_argv(self, spec, exe, events):
+        run_dir = events.parent
+
+        def argv(srv):
+            path = run_dir / "life" / "plan.json"
+            write_json(path, self.plan(spec, exe, srv, run_dir))
+            return life_client.command(path, events)
+        return argv
+
+    def target(self, spec, run_dir, node, data, events):
+        return LifeTarget(spec, run_dir, node.scratch, data, self.client_argv(spec, node.exe, events),
+                          self.client_label)
+
+    def row_fields(self, spec):
+        return {"pattern": shape_tag(spec.cell), "batch": 1, "key_bytes": 0, "value_bytes": 0, "client": ""}
+
+class EmbeddedLife(Measured, EmbeddedKind):
+    """A life on an engine inside the driver (`alloclab-driver life`): the engine open throughout,
+    its keys populated first, the allocator under test preloaded into the driver."""
+
+    name = "embedded life"
+
+    def row_fields(self, spec):
+        c = spec.cell
+        return {"pattern": shape_tag(c), "batch": c.batch, "key_bytes": c.key_bytes, "value_bytes": c.value_bytes,
+                "client": ""}
+
+
+def _mib(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
+    """runs.csv's life columns (results.store.RunRow) from a measured life."""
+    settled = [v for _, _, v in m.settled if v is not None]
+    # a cycle's bursts one after another share the settled RSS before them and the idle after:
+    # what the cycle gave back is the share of its highest burst's excess (a burst's own share
+    # would count the growth of the bursts after it as not given back)
+    highest = {}
+    for g in m.given_back:
+        if g.peak_bytes is not None and (g.cycle not in highest or g.peak_bytes > highest[g.cycle].peak_bytes):
+            highest[g.cycle] = g
+    shares = [g.share for g in highest.values() if g.share is not None]
+    halves = [g.half_s for g in highest.values() if g.half_s is not None]
+    last = next((e for e in reversed(m.ends) if e.over_engine_bytes is not None), None)
+    return {"life_cycles": len(settled), "settled_rss_bytes": int(settled[-1]) if settled else None,
+            "creep_mib_per_cycle": _mib(m.creep.slope_mib_per_cycle),
+            "creep_ci_low_mib_per_cycle": _mib(m.creep.ci_low_mib_per_cycle),
+            "creep_ci_high_mib_per_cycle": _mib(m.creep.ci_high_mib_per_cycle),
+            "given_back_share": round(statistics.fmean(shares), 4) if shares else None,
+            "half_given_back_s": round(statistics.median(halves), 3) if halves else None,
+            "overhead_bytes": int(last.over_engine_bytes) if last else None,
+            "overhead_growth_mib_per_cycle": _mib(m.overhead.over_engine_creep.slope_mib_per_cycle),
+            "oom_killed": bool(oom and oom.killed), "oom_cycle": oom.cycle if oom and oom.killed else None}
+
+
