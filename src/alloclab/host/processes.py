@@ -36,22 +36,6 @@ def child_setup(cpus: set[int] | None = None, then=None):
     return setup
 
 
-def children(pid: int | None = None) -> list[int]:
-    """The processes whose parent is `pid` (default: this one), from /proc."""
-    pid = os.getpid() if pid is None else pid
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat", "rb") as f:
-                    stat = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(d))
-    return out
-
-
 def stop_groups(pids: list[int], grace_s: float = 5.0) -> None:
     """SIGTERM to each process group, then SIGKILL to those still there after `grace_s`."""
     import time

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from pathlib import Path
 
-from alloclab.host.processes import children, stop_groups
+from alloclab.host.processes import stop_groups
 from alloclab.plan import Plan, RunSpec
 from alloclab.results.store import Store
 from alloclab.run import interleave, kinds
 from alloclab.run.node import Node, make_scratch
 from alloclab.run.preflight import preflight
+from alloclab.servers.server import children
 from alloclab.study.progress import Progress
 
 
@@ -48,7 +50,7 @@ class Local:
                 kinds.of(group[0].cell).data(group[0], self.node)
                 rows = interleave.run_side_by_side(
                     group, lambda s: self.node.run(s, self.store.run_dir(s.run_id), on_event=on_event),
-                    stop_all=lambda: stop_groups(children()))
+                    stop_all=lambda: stop_groups(children(os.getpid())[1:]))
             else:
                 rows = interleave.run_group(
                     group, lambda s, m: self.node.run(s, self.store.run_dir(s.run_id), on_event=on_event, gate=m),
