@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -233,6 +234,14 @@ class VsBaseline:
     allocator: str
     metric: Metric
     comparison: stats.Comparison | None  # None where the baseline has no valid run or a zero median
+
+
+def cell_wall(walls: list[float], side_by_side: int = 1) -> float:
+    """How long one cell's runs of a round take: one after another, the sum of their wall times;
+    side by side, the longest once per group of `side_by_side`."""
+    if side_by_side <= 1 or not walls:
+        return sum(walls)
+    return max(walls) * math.ceil(len(walls) / side_by_side)
 
 
 def by_cell_rounds(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:

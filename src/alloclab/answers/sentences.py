@@ -377,12 +377,10 @@ def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
 
     def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
         units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
-        if side <= 1:
-            return k * sum(walls.get(u, 0.0) for u in units)
-        cells: dict = defaultdict(list)  # side by side: a cell's runs take the longest's time per group
+        cells: dict = defaultdict(list)
         for u in units:
             cells[u[0]].append(walls.get(u, 0.0))
-        return k * sum(max(w) * math.ceil(len(w) / side) for w in cells.values())
+        return k * sum(analyse.cell_wall(w, side) for w in cells.values())
 
     half = need[(len(need) - 1) // 2]
     lead = ""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab.answers import decide
+from alloclab.answers import analyse, decide
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration
 from alloclab.plan import Plan, RunSpec
@@ -243,14 +243,12 @@ def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
     walls = [(r.cell, r.wall_s) for r in rows if r.repeat == rnd and r.wall_s > 0]
     if not plan.slice_s and plan.side_by_side <= 1:
         return sum(w for _, w in walls)
-    longest: dict[str, float] = {}
-    count: dict[str, int] = {}
+    cells: dict[str, list[float]] = {}
     for cell, w in walls:
-        longest[cell] = max(longest.get(cell, 0.0), w)
-        count[cell] = count.get(cell, 0) + 1
+        cells.setdefault(cell, []).append(w)
     if plan.slice_s:
-        return sum(longest.values())
-    return sum(w * math.ceil(count[c] / plan.side_by_side) for c, w in longest.items())
+        return sum(max(ws) for ws in cells.values())
+    return sum(analyse.cell_wall(ws, plan.side_by_side) for ws in cells.values())
 
 
 def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float, rounds_done: int) -> dict:
