@@ -238,6 +238,19 @@ def test_a_cycles_bursts_give_back_as_one():
     assert f["settled_rss_bytes"] == 150 * mib and f["life_cycles"] == 1 and f["oom_killed"] is False
 
 
+def test_a_life_gives_back_mib_over_mib_not_a_mean_of_shares():
+    """Cycle 1: a burst of 40 MiB, none of it given back; cycle 2: one of 2 MiB, all of it. The
+    life gave back 2 of 42 MiB (a mean of the two shares would say half)."""
+    mib, hz = life.MIB, 20
+    shape = [(0, 10, 100), (10, 12, 140), (12, 20, 140), (20, 22, 142), (22, 30, 140)]
+    timeline = [(i / hz, int(next(v for a, b, v in shape if a <= i / hz < b) * mib)) for i in range(30 * hz)]
+    phases = [(1, "load", "steady", 0, 10), (1, "swarm", "burst", 10, 12), (1, "rest", "idle", 12, 20),
+              (2, "swarm", "burst", 20, 22), (2, "rest", "idle", 22, 30)]
+    m = life.measure(timeline, phases)
+    assert [round(g.share, 2) for g in m.given_back] == [0.0, 1.0]
+    assert life_runs.row_fields(m, None)["given_back_share"] == pytest.approx(2 / 42, abs=1e-3)
+
+
 def test_old_folders_load_with_empty_life_columns():
     rows = Store(ROOT / "tests/fixtures/study-v1").rows()
     assert rows and all(r.creep_mib_per_cycle is None and not r.oom_killed and r.life_cycles == 0 for r in rows)

@@ -64,8 +64,6 @@ def test_server_runs_prove_the_allocator_and_leave_nothing(target, found, tmp_pa
         assert r.allocator_verified and r.ops_per_s > 0 and r.p99_ns > 0 and r.peak_rss_bytes > 0
         # the real sysbench's percentiles, from its histogram: never 0
         assert 0 < r.p50_ns <= r.p95_ns <= r.p999_ns <= r.max_ns and r.p50_ns <= r.p99_ns
-        # the client is alloclab's own child: its CPU is not "other processes" (a busy machine)
-        assert r.other_busy_cores < noise.BUSY_OTHER_CORES, r.other_busy_cores
         d = out / "runs" / r.run_id
         assert (d / "server.log").exists() and (d / "client.log").exists() and (d / "client_samples.csv").exists()
         proof = __import__("json").loads((d / "run.json").read_text())["proof"]
@@ -74,6 +72,11 @@ def test_server_runs_prove_the_allocator_and_leave_nothing(target, found, tmp_pa
             assert proof["backends"] and all(b["verified"] for b in proof["backends"])
         if r.allocator == "jemalloc":
             assert "libjemalloc" in proof["server"]["reason"]
+    # the client is alloclab's own child: its CPU is not "other processes" (a busy machine).
+    # One run may still see others busy (the kernel's writeback of MyRocks' files runs in
+    # kworkers, not in the server); were the client counted, every run would be
+    busy = sorted(r.other_busy_cores for r in rows)
+    assert busy[len(busy) // 2] < noise.BUSY_OTHER_CORES, busy
     assert Store(out).verify() == []
     time.sleep(0.5)
     pids_before, sockets_before = before

@@ -46,8 +46,8 @@ def survived(by_unit: dict[tuple, list], speed: list[decide.Verdict]) -> str:
         k = life.kills(rounds(v.base_unit), rounds(v.var_unit))
         said = f"{v.variant} {k.var_killed} of {k.rounds}{cycles(v.var_unit)}"
         parts.append(said + ("" if k.p is None else f", {k.word} (McNemar p = {k.p:.2g})"))
-    n = len(rounds(base.base_unit))
-    return (f"OOM-killed in rounds: {base.baseline} {sum(rounds(base.base_unit).values())} of {n}"
+    first = rounds(base.base_unit)
+    return (f"OOM-killed in rounds: {base.baseline} {sum(first.values())} of {len(first)}"
             f"{cycles(base.base_unit)}; " + "; ".join(parts))
 
 

@@ -121,7 +121,7 @@ class RunRow:
     # (answers.life); empty for every other run. RSS settled at the end of the last idle phase
     # and its creep over the cycles (OLS slope, 95 % interval); the share of a cycle's burst
     # excess (its bursts' highest peak over the settled RSS before them) given back by the end
-    # of the idle phase after them (mean over cycles) and the seconds to give back half
+    # of the idle phase after them (over all cycles: MiB given back ÷ MiB of excess) and the seconds to give back half
     # (median); RSS over the engine's own account at the last idle end and its growth per
     # cycle; whether the cgroup's OOM killer killed the server, and in which cycle
     life_cycles: int = 0  # cycles whose idle phase ended with a settled RSS
