@@ -142,6 +142,7 @@ def test_the_small_server_preset_is_seed_004s_shapes_around_a_life():
     assert quick.side_by_side == 4 and quick.budget == 1800
     limits = sorted(s["server_memory_bytes"] for s in quick.shapes.values())
     assert limits == [320 << 20, 1 << 30, 2 << 30] and quick.shapes["1core-2GiB"]["server_cpus"] == "0"
+    assert all(n.startswith(("1core-", "2cores-", "3cores-", "4cores-")) for n in quick.shapes), list(quick.shapes)
     assert {c.workload for c in quick.cells()} == {"life"} and len(quick.cells()) == 3
     assert all(c.engine == "mariadb-innodb" for c in quick.cells())
 

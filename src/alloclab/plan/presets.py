@@ -229,6 +229,11 @@ def allocator_shootout(scale: str) -> dict:
     }
 
 
+def _cores(n: int) -> str:
+    """A shape's cores as its name says them: "1core", "4cores"."""
+    return f"{n}core{'s' if n > 1 else ''}"
+
+
 def _cpu_range(lo: int, hi: int) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
@@ -250,7 +255,7 @@ def sysbench_allocators(scale: str) -> dict:
         "shapes": {
             "1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
                            "server_memory_bytes": "2GiB"},
-            f"{four}cores-1GiB": {"server_cpus": _cpu_range(0, four - 1),
+            f"{_cores(four)}-1GiB": {"server_cpus": _cpu_range(0, four - 1),
                                   "client_cpus": _cpu_range(min(four, last), last), "server_memory_bytes": "1GiB"},
         },
         "workloads": [{"part": "oltp_rw", "workload": SYSBENCH, "test": "oltp_read_write",
@@ -356,9 +361,9 @@ def small_server(scale: str) -> dict:
         "shapes": {
             "1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
                            "server_memory_bytes": "2GiB"},
-            f"{four}cores-1GiB": {"server_cpus": _cpu_range(0, four - 1), "client_cpus": client,
+            f"{_cores(four)}-1GiB": {"server_cpus": _cpu_range(0, four - 1), "client_cpus": client,
                                   "server_memory_bytes": "1GiB"},
-            f"{four}cores-320MiB": {"server_cpus": _cpu_range(0, four - 1), "client_cpus": client,
+            f"{_cores(four)}-320MiB": {"server_cpus": _cpu_range(0, four - 1), "client_cpus": client,
                                     "server_memory_bytes": "320MiB"},
         },
         "workloads": [w for w in memory_life(scale)["workloads"] if w["engines"] == ["mariadb-innodb"]],
