@@ -313,9 +313,12 @@ def _host_state(study: analyse.Study) -> list[str]:
                        f"{o.pooled.slope:+.2f} pooled, on the {o.state}): the comparisons that depend on the "
                        f"host are one fact about {o.baseline}.")
     depends, drifted = sum(f.depends for f in found), sum(f.drifted for f in found)
-    said = ([f"{depends} comparison(s) depend on the host's load ({MARK_GLYPHS[causes.MARK_DEPENDS]} on the "
-             "forest plot)"] if depends else []) + ([f"{drifted} drifted between the halves of the study "
-                                                     f"({MARK_GLYPHS[causes.MARK_DRIFTED]})"] if drifted else [])
+    said = []
+    if depends:
+        said.append(f"{depends} comparison(s) depend on the host's load ({MARK_GLYPHS[causes.MARK_DEPENDS]} on the "
+                    "forest plot)")
+    if drifted:
+        said.append(f"{drifted} drifted between the halves of the study ({MARK_GLYPHS[causes.MARK_DRIFTED]})")
     if said:
         out.append(" and ".join(said) + ": their slopes, slow and fast regimes, quiet-host ratios and halves are in "
                    "the table \"Dependence on the host's state\".")

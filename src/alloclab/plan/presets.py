@@ -229,9 +229,19 @@ def allocator_shootout(scale: str) -> dict:
     }
 
 
-def _cores(n: int) -> str:
-    """A shape's cores as its name says them: "1core", "4cores"."""
-    return f"{n}core{'s' if n > 1 else ''}"
+def _seed004_shapes(*memories: str) -> dict:
+    """Seed 004's server shapes scaled to this machine: 1 core and 2 GiB, then 4 cores (or as many
+    as leave one for the client) with each of `memories`; the client on the other cores. Named as
+    they read: "1core-2GiB", "4cores-1GiB" ("1core-1GiB" on 2 cores)."""
+    n = len(os.sched_getaffinity(0))
+    four, last = max(1, min(4, n - 1)), n - 1
+    cores = f"{four}core{'s' if four > 1 else ''}"
+    shapes = {"1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
+                             "server_memory_bytes": "2GiB"}}
+    for mem in memories:
+        shapes[f"{cores}-{mem}"] = {"server_cpus": _cpu_range(0, four - 1),
+                                    "client_cpus": _cpu_range(min(four, last), last), "server_memory_bytes": mem}
+    return shapes
 
 
 def _cpu_range(lo: int, hi: int) -> str:
@@ -243,21 +253,13 @@ def sysbench_allocators(scale: str) -> dict:
     sysbench OLTP read/write, 4 runs per cell, the server limited to study 5's machine shapes:
     1 core and 2 GiB; 4 cores and 1 GiB (or as many cores as leave one for the client), the
     client always on the other cores."""
-    n = len(os.sched_getaffinity(0))
-    four = max(1, min(4, n - 1))
-    last = n - 1
     return {
         "name": "sysbench-allocators",
         "engines": ["mariadb-innodb"],
         **_rounds(scale, "20m"),
         **({"min_runs": 4} if scale != "smoke" else {}),  # the study's 4 runs per cell, at least
         "profiles": {workload.of(SYSBENCH).server_profile: {}},
-        "shapes": {
-            "1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
-                           "server_memory_bytes": "2GiB"},
-            f"{_cores(four)}-1GiB": {"server_cpus": _cpu_range(0, four - 1),
-                                  "client_cpus": _cpu_range(min(four, last), last), "server_memory_bytes": "1GiB"},
-        },
+        "shapes": _seed004_shapes("1GiB"),
         "workloads": [{"part": "oltp_rw", "workload": SYSBENCH, "test": "oltp_read_write",
                        "threads": {"smoke": [4], "quick": [4, 16], "full": [1, 4, 16, 64, 128]}[scale],
                        "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],
@@ -348,24 +350,14 @@ def small_server(scale: str) -> dict:
     scaled to this life's footprint, 320 MiB (the life holds a 128 MiB buffer pool and settled at
     200-350 MiB here), where what an allocator keeps meets the limit and the OOM killer answers.
     The seed's four allocators (smoke: glibc and jemalloc), a cell's lives side by side."""
-    n = len(os.sched_getaffinity(0))
-    four, last = max(1, min(4, n - 1)), n - 1
     allocators = ["glibc", "jemalloc"] if scale == "smoke" else ["glibc", "jemalloc", "tcmalloc", "mimalloc"]
-    client = _cpu_range(min(four, last), last)
     return {
         "name": "small-server",
         "engines": ["mariadb-innodb"],
         "allocators": allocators,
         **_rounds(scale, "30m"),
         **({"side_by_side": len(allocators)} if scale != "smoke" else {}),
-        "shapes": {
-            "1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
-                           "server_memory_bytes": "2GiB"},
-            f"{_cores(four)}-1GiB": {"server_cpus": _cpu_range(0, four - 1), "client_cpus": client,
-                                  "server_memory_bytes": "1GiB"},
-            f"{_cores(four)}-320MiB": {"server_cpus": _cpu_range(0, four - 1), "client_cpus": client,
-                                    "server_memory_bytes": "320MiB"},
-        },
+        "shapes": _seed004_shapes("1GiB", "320MiB"),
         "workloads": [w for w in memory_life(scale)["workloads"] if w["engines"] == ["mariadb-innodb"]],
     }
 
