@@ -169,7 +169,6 @@ fn summed(steady: &[(String, Value)]) -> Value {
     let window = out.get("duration_s").and_then(Value::as_f64).unwrap_or(0.0);
     let total = out.get("total_ops").and_then(Value::as_f64).unwrap_or(0.0);
     let (hwm, rss) = crate::rusage::memory();
-    out.insert("duration_s".into(), json!(window));
     out.insert(
         "ops_per_s".into(),
         json!(if window > 0.0 { total / window } else { 0.0 }),
