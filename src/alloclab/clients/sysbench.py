@@ -113,6 +113,13 @@ def parse(text: str) -> Result:
          f"lat_ms_p{m.group(5)}": float(m.group(6)), "err_per_s": float(m.group(7)),
          "reconn_per_s": float(m.group(8))}
         for m in _INTERVAL.finditer(text)]
+    latency = {**histogram_percentiles(text),
+               "min": _num(r"min:\s+([\d.]+)", text), "avg": _num(r"avg:\s+([\d.]+)", text),
+               "max": _num(r"max:\s+([\d.]+)", text),
+               "p99": _num(r"\d+th percentile:\s+([\d.]+)", text)}
+    # sysbench's percentiles are its histogram's bucket values, which can lie above the largest
+    # latency it measured (its exact max): no percentile is above the max
+    latency |= {k: min(v, latency["max"]) for k, v in latency.items() if k.startswith("p")}
     return Result(
         tps=_num(r"transactions:\s+\d+\s+\(([\d.]+) per sec", text),
         qps=_num(r"queries:\s+\d+\s+\(([\d.]+) per sec", text),
@@ -121,9 +128,6 @@ def parse(text: str) -> Result:
         errors=_num(r"ignored errors:\s+(\d+)", text, int, 0),
         reconnects=_num(r"reconnects:\s+(\d+)", text, int, 0),
         total_time_s=_num(r"total time:\s+([\d.]+)s", text),
-        latency_ms={**histogram_percentiles(text),
-                    "min": _num(r"min:\s+([\d.]+)", text), "avg": _num(r"avg:\s+([\d.]+)", text),
-                    "max": _num(r"max:\s+([\d.]+)", text),
-                    "p99": _num(r"\d+th percentile:\s+([\d.]+)", text)},
+        latency_ms=latency,
         intervals=intervals,
     )
