@@ -278,6 +278,18 @@ def test_a_smoke_life_on_mariadb_records_its_phases_and_memory(tmp_path, found):
     # the engine's account at the end of every phase: Memory_used and the buffer pool
     ends = [p["engine"] for p in phases if p["kind"] == "idle"]
     assert all(e["memory_used_bytes"] > e["engine_bytes"] > e["buffer_pool_data_bytes"] > 0 for e in ends)
+    # and the allocator's own, read by the helper inside the server when the client opened each
+    # phase's gate, inside the phase (after the engine's)
+    for p in phases:
+        acc = p["engine"]["allocator"]
+        assert acc["allocator"] == "glibc" and acc["processes"] == 1, acc
+        assert acc["resident_bytes"] >= acc["live_bytes"] > 0
+    assert len({p["engine"]["allocator"]["live_bytes"] for p in phases}) > 1  # read anew each time
+    measured = j["life"]["measured"]["ends"]
+    assert all(e["alloc_kept_bytes"] == e["alloc_resident_bytes"] - e["alloc_live_bytes"] for e in measured)
+    assert r.alloc_kept_bytes == int(measured[-1]["alloc_kept_bytes"]) and r.alloc_kept_growth_mib_per_cycle is not None
+    # the window's own account at the life's end still comes (the final gate, after the phases')
+    assert j["alloc_account"]["live_bytes"] > 0 and r.alloc_live_bytes > 0
     # the row's life, as answers.life measures the stored timeline
     assert r.life_cycles == 3 and r.settled_rss_bytes > 50 << 20 and r.oom_killed is False and r.oom_cycle is None
     assert r.creep_ci_low_mib_per_cycle <= r.creep_mib_per_cycle <= r.creep_ci_high_mib_per_cycle
@@ -325,6 +337,12 @@ def test_a_smoke_life_on_rocksdb_records_its_phases_and_both_accounts(tmp_path, 
         assert r.cell.startswith("rocksdb/life/life/uniform/k16/v128-4096/n20000/c3:churn+swarm+compact+rest:")
         ends = j["life"]["measured"]["ends"]
         assert all(e["alloc_live_bytes"] is not None for e in ends), ends
+        assert r.alloc_kept_bytes == int(ends[-1]["alloc_kept_bytes"]) > 0
+    # the report's life table: one line per allocator, from runs.csv
+    from alloclab.answers import analyse
+    from alloclab.report.life import life_table
+    t = life_table(analyse.load(out), rows)
+    assert [x[2] for x in t.rows] == ["glibc", "jemalloc"] and all(x[11] != "–" for x in t.rows), t.rows
 
 # kept by the shim: 15.94 MiB/s in steps of 8 MiB, which fall anywhere in an idle phase's tail: the
 # settled values scatter by a few MiB, as a real server's do, so that the interval is a real one

@@ -7,6 +7,11 @@
 //! on a shared lock of `DIR/gate`, which alloclab holds exclusively until the window ends.
 //! When alloclab lets go, every thread reads the account (the same code as the driver's,
 //! `alloc_account.rs`) and writes `DIR/account-PID.json`, then ends.
+//!
+//! A server's life reads the account at the end of every phase too: before `gate`, the
+//! thread waits on `DIR/gate-1`, `DIR/gate-2`, ... in turn, as long as the next one exists
+//! (alloclab makes them all, held, before the server starts), and writes
+//! `DIR/phase-K-PID.json` as each opens.
 
 #[path = "../../src/alloc_account.rs"]
 mod alloc_account;
@@ -61,24 +66,43 @@ fn start() {
 }
 
 fn wait_and_write(dir: PathBuf) {
+    let mut k = 1;
+    while let Ok(gate) = File::open(dir.join(format!("gate-{k}"))) {
+        if !wait(&gate) {
+            return;
+        }
+        write(&dir, &format!("phase-{k}-{}.json", std::process::id()));
+        k += 1;
+    }
     let Ok(gate) = File::open(dir.join("gate")) else {
         return;
     };
+    if wait(&gate) {
+        write(&dir, &format!("account-{}.json", std::process::id()));
+    }
+}
+
+/// Blocks until alloclab lets go of `gate`; false where the lock cannot be taken.
+fn wait(gate: &File) -> bool {
     loop {
-        // SAFETY: flock on a descriptor this function owns.
+        // SAFETY: flock on a descriptor the caller owns.
         if unsafe { libc::flock(gate.as_raw_fd(), libc::LOCK_SH) } == 0 {
-            break;
+            return true;
         }
         if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
+            return false;
         }
     }
+}
+
+/// The account now, written whole (by rename) as `dir/name`.
+fn write(dir: &std::path::Path, name: &str) {
     let pid = std::process::id();
     let mut account = alloc_account::read();
     account["pid"] = pid.into();
-    let tmp = dir.join(format!(".account-{pid}.tmp"));
+    let tmp = dir.join(format!(".{name}.tmp"));
     let written = File::create(&tmp).and_then(|mut f| f.write_all(account.to_string().as_bytes()));
     if written.is_ok() {
-        let _ = fs::rename(&tmp, dir.join(format!("account-{pid}.json")));
+        let _ = fs::rename(&tmp, dir.join(name));
     }
 }

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 ENV = "ALLOCLAB_ACCOUNT_DIR"
+PHASE_GATES_ENV = "ALLOCLAB_PHASE_GATES"  # a life's client: "FOLDER:fd1,fd2,..." (ServerAccount.client_env)
 WAIT_S = 3.0  # for every process to write its account once the gate opens
 
 
@@ -41,13 +42,24 @@ def row_fields(account: dict | None, rss_bytes: int | None) -> dict:
             "fragmentation": round(rss_bytes / live, 4) if live and rss_bytes else None}
 
 
-class ServerAccount:
-    """The gate and the accounts of one server run, in a folder the server can reach."""
+def _held(path: Path):
+    """`path` made and held exclusively (the helper's threads wait on it until it is let go)."""
+    path.touch(mode=0o644)
+    f = open(path)
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
 
-    def __init__(self, folder: Path, helper: Path | None):
+
+class ServerAccount:
+    """The gate and the accounts of one server run, in a folder the server can reach; a life's
+    also one gate per phase (`phases`), which its client opens at each phase's end (PhaseGates)."""
+
+    def __init__(self, folder: Path, helper: Path | None, phases: int = 0):
         self.folder = folder
         self.helper = helper
+        self.phases = phases
         self._gate = None
+        self._phase_gates: list = []
         self.missing = None if helper else ("the helper liballoclab_account.so is not built: run ./setup.sh "
                                             "(it builds it beside the driver)")
 
@@ -57,19 +69,30 @@ class ServerAccount:
             return env
         self.folder.mkdir(parents=True, exist_ok=True)
         os.chmod(self.folder, 0o777)  # PostgreSQL writes as its own user; alloclab's own folder
-        gate = self.folder / "gate"
-        gate.touch(mode=0o644)
-        self._gate = open(gate)
-        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        self._phase_gates = [_held(self.folder / f"gate-{k}") for k in range(1, self.phases + 1)]
+        self._gate = _held(self.folder / "gate")
         helper = str(self.helper)
         preload = " ".join(x for x in (env.get("LD_PRELOAD", ""), helper) if x)
         return {**env, "LD_PRELOAD": preload, ENV: str(self.folder)}
 
+    def client_env(self) -> tuple[dict[str, str], tuple[int, ...]]:
+        """What a life's client needs to open the phase gates itself: the variable naming the folder
+        and the gates' descriptors (passed to it: letting go through any of them opens the gate)."""
+        if not self._phase_gates:
+            return {}, ()
+        fds = tuple(f.fileno() for f in self._phase_gates)
+        return {PHASE_GATES_ENV: f"{self.folder}:{','.join(map(str, fds))}"}, fds
+
     def read(self, pids: list[int]) -> dict | None:
         """Open the gate and gather the accounts of `pids` (the server's processes at the end of
-        the window), summed; None where none came."""
+        the window), summed; None where none came. Phase gates a life left shut (it ended early)
+        are opened first: the helper passes them in turn before it reaches the last."""
         if self._gate is None:
             return None
+        for f in self._phase_gates:
+            fcntl.flock(f, fcntl.LOCK_UN)
+            f.close()
+        self._phase_gates = []
         fcntl.flock(self._gate, fcntl.LOCK_UN)
         self._gate.close()
         self._gate = None
@@ -96,10 +119,40 @@ class ServerAccount:
         return summed(got, len(want))
 
     def close(self) -> None:
-        if self._gate is not None:
-            self._gate.close()
-            self._gate = None
+        for f in [*self._phase_gates, *([self._gate] if self._gate is not None else [])]:
+            f.close()
+        self._gate, self._phase_gates = None, []
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class PhaseGates:
+    """A life's client's side of the phase gates (from PHASE_GATES_ENV): at the end of phase k it
+    lets go of gate k and gathers what the server's processes wrote then, summed."""
+
+    def __init__(self, value: str | None):
+        self.folder, self.fds = None, []
+        if value:
+            folder, _, fds = value.rpartition(":")
+            self.folder, self.fds = Path(folder), [int(x) for x in fds.split(",") if x]
+
+    def read(self, k: int) -> dict | None:
+        """Open gate k (1-based) and gather the accounts written for it; None without gates, or
+        where none came within WAIT_S (a server of one process, MariaDB: the first is all)."""
+        if self.folder is None or not 1 <= k <= len(self.fds):
+            return None
+        fcntl.flock(self.fds[k - 1], fcntl.LOCK_UN)
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            got = []
+            for p in self.folder.glob(f"phase-{k}-*.json"):
+                try:
+                    got.append(json.loads(p.read_text()))
+                except (OSError, json.JSONDecodeError):
+                    continue
+            if got:
+                return summed(got, len(got))
+            time.sleep(0.01)
+        return None
 
 
 def summed(accounts: list[dict], expected: int) -> dict:

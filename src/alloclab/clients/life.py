@@ -15,7 +15,9 @@ The plan (written by workloads/life.py for one run) lists every phase of every c
 
 The engine's own account is read at the life's start and at the end of every phase (MariaDB:
 `Memory_used`, which counts what the server reserved, its caches whole; so its caches are counted
-at what they hold instead: the buffer pool's data, the key cache's and Aria's used blocks).
+at what they hold instead: the buffer pool's data, the key cache's and Aria's used blocks), and
+right after it the allocator's own account, which the helper preloaded into the server writes when
+this client opens the phase's gate (alloc/account.py; the runner passes the gates).
 
 Events: `start`; phase `measure` begins (the life, the runner's window); per phase of the life a
 `phase` event at its begin and end (named "c1 oltp", with `life`: cycle, name, kind, mono_s); an
@@ -39,8 +41,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from alloclab.alloc import account
 from alloclab.core import events
 from alloclab.core.errors import AlloclabError
 
@@ -206,8 +210,10 @@ def _burst_error(procs: list[subprocess.Popen], what: str) -> str | None:
     return f"{len(bad)} of {len(procs)} {what} connection(s) failed; first: {said[-300:] or bad[0].returncode}"
 
 
-def run_phase(ph: dict, db: MariaDB, ev: events.Channel, stop: Stop, beat: Beat) -> tuple[dict, dict | None]:
-    """One phase of the life: its record (on CLOCK_MONOTONIC) and its load's summary."""
+def run_phase(ph: dict, db: MariaDB, ev: events.Channel, stop: Stop, beat: Beat,
+              gate: Callable[[], dict | None] = lambda: None) -> tuple[dict, dict | None]:
+    """One phase of the life: its record (on CLOCK_MONOTONIC) and its load's summary; `gate` reads
+    the allocator's own account at its end (the phase's gate, account.PhaseGates)."""
     label = f"c{ph['cycle']} {ph['name']}"
     rec = {k: ph.get(k) for k in ("cycle", "name", "kind", "burst", "load", "threads", "connections")}
     rec["mono_start"] = time.monotonic()
@@ -231,6 +237,8 @@ def run_phase(ph: dict, db: MariaDB, ev: events.Channel, stop: Stop, beat: Beat)
     if error is None and not stop.is_set():
         try:
             rec["engine"] = {**db.account(), "mono_s": time.monotonic()}
+            if (own := gate()) is not None:  # read right after the engine's, inside the phase
+                rec["engine"]["allocator"] = own
         except AlloclabError as e:
             error = str(e)
     if error and not db.alive():
@@ -276,10 +284,11 @@ def live(plan: dict, ev: events.Channel, stop: Stop) -> None:
     done: list[dict] = []
     steady: list[tuple[dict, dict]] = []
     try:
-        for ph in plan["phases"]:
+        gates = account.PhaseGates(os.environ.get(account.PHASE_GATES_ENV))
+        for k, ph in enumerate(plan["phases"], 1):
             if stop.is_set():
                 break
-            rec, summary = run_phase(ph, db, ev, stop, beat)
+            rec, summary = run_phase(ph, db, ev, stop, beat, lambda k=k: gates.read(k))
             done.append(rec)
             if summary and rec["kind"] == "steady" and not rec["cut"]:
                 steady.append((rec, summary))

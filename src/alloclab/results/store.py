@@ -123,7 +123,9 @@ class RunRow:
     # excess (its bursts' highest peak over the settled RSS before them) given back by the end
     # of the idle phase after them (over all cycles: MiB given back ÷ MiB of excess) and the seconds to give back half
     # (median); RSS over the engine's own account at the last idle end and its growth per
-    # cycle; whether the cgroup's OOM killer killed the server, and in which cycle
+    # cycle; whether the cgroup's OOM killer killed the server, and in which cycle; the allocator's
+    # own resident − live at the last idle end where it was read (its growth per cycle): the part
+    # of RSS the allocator holds that nobody uses
     life_cycles: int = 0  # cycles whose idle phase ended with a settled RSS
     settled_rss_bytes: int | None = None
     creep_mib_per_cycle: float | None = None
@@ -135,6 +137,8 @@ class RunRow:
     overhead_growth_mib_per_cycle: float | None = None
     oom_killed: bool = False
     oom_cycle: int | None = None
+    alloc_kept_bytes: int | None = None
+    alloc_kept_growth_mib_per_cycle: float | None = None
 
     @classmethod
     def columns(cls) -> list[str]:

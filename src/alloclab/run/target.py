@@ -241,12 +241,14 @@ class OnServer(Target):
                 # row locks or pure optimistic transactions: each build's own default, recorded
                 self.plugin["pessimistic_locking"] = self.srv.sql("SELECT @@tidesdb_pessimistic_locking").strip()
         gated = self.gate is not None  # the client measures in turns: its stdin and stdout are the gate's
+        own_env, fds = self.mem.client_env()  # a life's client opens the allocator account's phase gates
         with open(self.run_dir / self.log_name, "wb") as out:
             self.client = subprocess.Popen(self.client_argv(self.srv) + (["--gate"] if gated else []),
                                            stdin=subprocess.PIPE if gated else subprocess.DEVNULL,
                                            stdout=subprocess.PIPE if gated else out, stderr=out if gated else
                                            subprocess.STDOUT, start_new_session=True,
-                                           preexec_fn=child_setup(self.client_cpus), env=environment.clean())
+                                           preexec_fn=child_setup(self.client_cpus),
+                                           env=environment.clean() | own_env, pass_fds=fds)
         if gated:
             self.gate.attach(self.client, self)
 

@@ -39,6 +39,7 @@ from alloclab.core.errors import AlloclabError
 from alloclab.plan.schema import MAX_THREADS, check_table, choice, seconds, size, text, whole
 from alloclab.plan.workload import Workload, extra_settings, profile_suffix
 from alloclab.report import charts
+from alloclab.report.life import life_table
 from alloclab.workloads.life_runs import EmbeddedLife, LifeKind, embedded, phases_of, shape_tag
 
 # The issue's MariaDB life (measured by hand on this machine kind): 5 cycles of 25 s of sysbench's
@@ -245,6 +246,10 @@ class LifeWorkload(Workload):
             out.append({"title": f"{c['engine']}: {shape} ({rounds})", "lines": lines,
                         "phases": phases, "limit_mib": limit / 2**20 if limit else None})
         return {"lives": out}
+
+    def report_tables(self, a, rows):
+        """What each allocator kept, gave back and let creep over its lives, and who was killed."""
+        return [life_table(a.study, rows)] if rows else []
 
     def first_charts(self, a, rows, out) -> list:
         """The first screen of a study of lives: RSS over every life, then the forest plots of creep,

@@ -12,6 +12,7 @@ import statistics
 import time
 from dataclasses import asdict, replace
 
+from alloclab.alloc import account as alloc_account
 from alloclab.answers import life
 from alloclab.catalog.names import (
     ENGINES,
@@ -52,6 +53,8 @@ class LifeTarget(OnServer):
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
+        # the allocator's own account at every phase's end: one gate per phase, opened by the client
+        self.mem.phases = self.spec.cell.cycles * len(phases_of(self.spec.cell))
         self.oom_readings: list[tuple[float, int]] = []  # (CLOCK_MONOTONIC, oom_kill)
         self.oom_error: str | None = None
         self.killed = False
@@ -109,9 +112,12 @@ class Measured:
         readings = [got["engine_at_start"]] + [r["engine"] for r in got["phases"] if r.get("engine")]
         engine = [(round(e["mono_s"] - t0, 4), e["engine_bytes"]) for e in readings
                   if e.get("engine_bytes") is not None]
-        # the allocator's own account, where the process under test read it (an embedded life)
+        # the allocator's own account at the phases' ends: read by the driver in its own process (an
+        # embedded life) or by the helper in the server's (account.PhaseGates); a library that offers
+        # none leaves glibc's mallinfo2, which is not its account (account.own)
+        base = target.spec.allocator.base
         account = [(round(e["mono_s"] - t0, 4), a["live_bytes"], a["resident_bytes"]) for e in readings
-                   for a in [e.get("allocator") or {}] if a.get("live_bytes") is not None
+                   for a in [alloc_account.own(e.get("allocator"), base) or {}] if a.get("live_bytes") is not None
                    and a.get("resident_bytes") is not None]
         spans = [r for r in recs if r["t_end_s"] > r["t_start_s"]]
         whole = [(r["cycle"], r["name"], r["kind"], r["t_start_s"], r["t_end_s"]) for r in spans if not r["cut"]]
@@ -209,6 +215,7 @@ def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
     excess = sum(g.excess_bytes for g in shared)
     halves = [g.half_s for g in highest.values() if g.half_s is not None]
     last = next((e for e in reversed(m.ends) if e.over_engine_bytes is not None), None)
+    kept = next((e.alloc_kept_bytes for e in reversed(m.ends) if e.alloc_kept_bytes is not None), None)
     return {"life_cycles": len(settled), "settled_rss_bytes": int(settled[-1]) if settled else None,
             "creep_mib_per_cycle": _mib(m.creep.slope_mib_per_cycle),
             "creep_ci_low_mib_per_cycle": _mib(m.creep.ci_low_mib_per_cycle),
@@ -217,6 +224,8 @@ def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
             "half_given_back_s": round(statistics.median(halves), 3) if halves else None,
             "overhead_bytes": int(last.over_engine_bytes) if last else None,
             "overhead_growth_mib_per_cycle": _mib(m.overhead.over_engine_creep.slope_mib_per_cycle),
-            "oom_killed": bool(oom and oom.killed), "oom_cycle": oom.cycle if oom and oom.killed else None}
+            "oom_killed": bool(oom and oom.killed), "oom_cycle": oom.cycle if oom and oom.killed else None,
+            "alloc_kept_bytes": None if kept is None else int(kept),
+            "alloc_kept_growth_mib_per_cycle": _mib(m.overhead.alloc_kept_creep.slope_mib_per_cycle)}
 
 
