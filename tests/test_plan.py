@@ -319,6 +319,18 @@ def test_side_by_side_runs_a_cells_runs_of_a_round_together_that_many_at_a_time(
     assert sorted(a for g in got for _, a in g) == sorted(["glibc", "jemalloc", "mimalloc"] * 2)
 
 
+def test_a_study_says_how_many_runs_were_side_by_side_not_more_than_it_had():
+    """memory-life's side_by_side = 6 with 3 allocators ran 3 at a time, and says 3."""
+    from pathlib import Path
+
+    from alloclab.answers.analyse import Study
+    allocs = [{"name": a} for a in ("jemalloc", "jemalloc+MALLOC_CONF=narenas:1", "jemalloc+MALLOC_CONF=narenas:2")]
+    for side, want in ((6, 3), (2, 2), (1, 1), (None, 1)):
+        s = Study(Path("."), [], {"allocators": allocs, "side_by_side": side}, {})
+        assert s.side_by_side == want
+        assert ("runs one after another" if want == 1 else f"a cell's runs {want} at a time") in s.where()
+
+
 def test_a_budget_counts_runs_side_by_side_as_one_runs_time():
     """Six lives of 100 s side by side take 100 s a round, not 600 s: a 30-minute budget affords
     about 16 rounds, not 2."""

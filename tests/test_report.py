@@ -315,3 +315,10 @@ def test_a_study_over_machines_that_differ_answers_per_machine_and_pools_only_wh
     # the forest plot: every comparison on each machine first, then the pooled ones
     svg = next((out / "report" / "charts").glob("verdicts_throughput.svg")).read_text()
     assert svg.count("on AMD EPYC") >= 6 and svg.count("on Another CPU") >= 6
+
+
+def test_numbers_are_never_shown_as_minus_zero():
+    from alloclab.report.formatting import fmt_num
+    assert [fmt_num(x, f, u) for x, f, u in [(-0.3, ".0f", " %"), (-0.04, "+.1f", ""), (-1.2, "+.1f", ""),
+                                               (15.3, ".0f", " %"), (None, ".0f", " %"), (1234.5, ",.0f", "")]] == \
+        ["0 %", "0.0", "-1.2", "15 %", "–", "1,234"]

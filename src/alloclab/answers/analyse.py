@@ -106,7 +106,7 @@ class Study:
         words = sorted({machine.in_words(n) for n in nodes})
         on = words[0] if len(words) == 1 else f"{len(words)} machines ({'; '.join(words)})"
         turn = float(self.plan.get("slice_s") or 0)
-        side = int(self.plan.get("side_by_side") or 1)
+        side = self.side_by_side
         return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else f"a cell's runs {side} at a time, side by side"
                             if side > 1 else "runs one after another")
 
@@ -126,6 +126,12 @@ class Study:
     def allocators(self) -> list[str]:
         names = [a["name"] for a in self.plan.get("allocators", [])]
         return names + sorted({r.allocator for r in self.rows} - set(names))
+
+    @property
+    def side_by_side(self) -> int:
+        """How many of a cell's runs of a round ran at once: the plan's side_by_side, at most the
+        study's allocators (3 allocators with side_by_side = 6 ran 3 at a time)."""
+        return max(1, min(int(self.plan.get("side_by_side") or 1), len(self.allocators) or 1))
 
     @property
     def engines(self) -> list[str]:

@@ -252,7 +252,7 @@ def build(study: analyse.Study) -> Answers:
             "intervals hold together with about 95 % probability" if pol.adaptive
             else "one look after a fixed number of runs")
     turn = float(study.plan.get("slice_s") or 0)
-    side = int(study.plan.get("side_by_side") or 1)
+    side = study.side_by_side
     paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn
               else f"the runs of a cell in one round run {side} at a time, side by side, sharing the machine"
               if side > 1 else "runs of one round are interleaved")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from alloclab.answers import analyse, decide, stats
-from alloclab.report.formatting import params
+from alloclab.report.formatting import fmt_num, params
 from alloclab.report.tables import Table
 
 MIB = 2**20
@@ -16,10 +16,6 @@ MIB = 2**20
 def _median(values) -> float | None:
     known = [v for v in values if v is not None]
     return stats.median(known) if known else None
-
-
-def _shown(v: float | None, fmt: str) -> str:
-    return "–" if v is None else format(v, fmt).replace("-0", "0", 1) if abs(v) < 0.05 else format(v, fmt)
 
 
 def life_table(study: analyse.Study, rows: list) -> Table:
@@ -49,11 +45,11 @@ def life_table(study: analyse.Study, rows: list) -> Table:
                                                                       "alloc_kept_bytes")}
         share = None if med["given_back_share"] is None else 100 * med["given_back_share"]
         killed = sum(1 for r in mine if r.oom_killed)
-        t.add([cell[0], params(cell), alloc, str(len(mine)), _shown(med["ops_per_s"], ",.0f"),
-               _shown(mib["settled_rss_bytes"], ".0f"), _shown(med["creep_mib_per_cycle"], "+.1f"),
-               _shown(share, ".0f"), _shown(med["half_given_back_s"], ".1f"), _shown(mib["overhead_bytes"], ".0f"),
-               _shown(med["overhead_growth_mib_per_cycle"], "+.1f"), _shown(mib["alloc_kept_bytes"], ".0f"),
-               _shown(med["alloc_kept_growth_mib_per_cycle"], "+.1f"), f"{killed} of {len(mine)}"],
+        t.add([cell[0], params(cell), alloc, str(len(mine)), fmt_num(med["ops_per_s"], ",.0f"),
+               fmt_num(mib["settled_rss_bytes"], ".0f"), fmt_num(med["creep_mib_per_cycle"], "+.1f"),
+               fmt_num(share, ".0f"), fmt_num(med["half_given_back_s"], ".1f"), fmt_num(mib["overhead_bytes"], ".0f"),
+               fmt_num(med["overhead_growth_mib_per_cycle"], "+.1f"), fmt_num(mib["alloc_kept_bytes"], ".0f"),
+               fmt_num(med["alloc_kept_growth_mib_per_cycle"], "+.1f"), f"{killed} of {len(mine)}"],
               [cell[0], params(cell), alloc, len(mine), med["ops_per_s"], med["settled_rss_bytes"],
                med["creep_mib_per_cycle"], med["given_back_share"], med["half_given_back_s"], med["overhead_bytes"],
                med["overhead_growth_mib_per_cycle"], med["alloc_kept_bytes"], med["alloc_kept_growth_mib_per_cycle"],

@@ -39,6 +39,7 @@ from alloclab.core.errors import AlloclabError
 from alloclab.plan.schema import MAX_THREADS, check_table, choice, seconds, size, text, whole
 from alloclab.plan.workload import Workload, extra_settings, profile_suffix
 from alloclab.report import charts
+from alloclab.report.formatting import fmt_num
 from alloclab.report.life import life_table
 from alloclab.workloads.life_runs import EmbeddedLife, LifeKind, embedded, phases_of, shape_tag
 
@@ -54,10 +55,6 @@ PHASES = (
     {"name": "rest", "kind": "idle", "duration_s": 15.0},
 )
 DATA = {"tables": 4, "table_size": 20_000, "threads": [64]}
-
-
-def _fmt(x: float | None, fmt: str, unit: str = "") -> str:
-    return "–" if x is None else format(x, fmt) + unit
 
 
 # one phase of a life: how long, of which kind, and what runs in it
@@ -206,9 +203,9 @@ class LifeWorkload(Workload):
     def outcome(self, r) -> str:
         died = f"OOM-killed in cycle {r.oom_cycle}" if r.oom_killed else "survived"
         settled = None if r.settled_rss_bytes is None else r.settled_rss_bytes / 2**20
-        return (f"{r.ops_per_s:,.0f} tps steady  settled RSS {_fmt(settled, '.0f', ' MiB')}  creep "
-                f"{_fmt(r.creep_mib_per_cycle, '+.1f', ' MiB/cycle')}  given back "
-                f"{_fmt(None if r.given_back_share is None else 100 * r.given_back_share, '.0f', ' %')}  {died}  "
+        return (f"{r.ops_per_s:,.0f} tps steady  settled RSS {fmt_num(settled, '.0f', ' MiB')}  creep "
+                f"{fmt_num(r.creep_mib_per_cycle, '+.1f', ' MiB/cycle')}  given back "
+                f"{fmt_num(None if r.given_back_share is None else 100 * r.given_back_share, '.0f', ' %')}  {died}  "
                 f"({r.wall_s:.0f}s)")
 
     def work_done(self, r) -> float:
