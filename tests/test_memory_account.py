@@ -5,6 +5,7 @@ jemalloc build."""
 import io
 import json
 
+import pytest
 from conftest import need
 
 from alloclab import plan, report, study
@@ -103,3 +104,42 @@ def test_an_allocator_without_an_interface_is_never_given_glibcs_numbers():
                          "resident_bytes": 7}, {"allocator": "jemalloc", "source": "mallctl stats.*", "pid": 2,
                                                 "live_bytes": 6, "resident_bytes": None}], 3)
     assert (s["live_bytes"], s["resident_bytes"], s["processes"], s["processes_expected"]) == (11, None, 2, 3)
+
+
+def test_phase_gates_take_turns_and_a_missing_helper_costs_one_wait(tmp_path):
+    """The client's side of a life's phase gates, against a stand-in for the helper's thread (the
+    real helper in a real server: test_life_workload's smoke life): phase k opens gate 1 or 2 in
+    turn and takes it back once the account is there; where nothing writes, one wait of WAIT_S and
+    then none."""
+    import fcntl
+    import threading
+    import time
+    from pathlib import Path
+
+    from alloclab.alloc import account
+    acc = account.ServerAccount(tmp_path / "acc", Path("/no/helper.so"), life=True)
+    acc.env({})
+    env, fds = acc.client_env()
+    assert len(fds) == 2 and sorted(p.name for p in (tmp_path / "acc").iterdir()) == ["gate", "gate-1", "gate-2"]
+    gates = account.PhaseGates(env[account.PHASE_GATES_ENV])
+
+    def helper(n):  # what lib.rs's thread does, for n phases
+        for k in range(1, n + 1):
+            with open(tmp_path / "acc" / f"gate-{2 - k % 2}") as g:
+                fcntl.flock(g, fcntl.LOCK_SH)
+                (tmp_path / "acc" / f"phase-{k}-7.json").write_text(json.dumps({"pid": 7, "live_bytes": k}))
+    t = threading.Thread(target=helper, args=(5,))
+    t.start()
+    got = [gates.read(k) for k in range(1, 6)]
+    t.join(5)
+    assert [g["live_bytes"] for g in got] == [1, 2, 3, 4, 5] and not t.is_alive()
+    # both gates are held again: a helper would wait for phase 6
+    for k in (1, 2):
+        with open(tmp_path / "acc" / f"gate-{k}") as g:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(g, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    t0 = time.monotonic()
+    assert gates.read(6) is None and time.monotonic() - t0 >= account.WAIT_S * 0.9
+    t0 = time.monotonic()
+    assert gates.read(7) is None and time.monotonic() - t0 < 0.1  # silent from then on
+    acc.close()

@@ -1,17 +1,18 @@
 //! `liballoclab_account.so`: preloaded beside the allocator into a server under test (MariaDB,
 //! PostgreSQL's postmaster and, through fork, every backend), it reads the allocator's own
-//! account of memory inside the process at the moment alloclab chooses: the end of the
-//! measured window, without stopping the server.
+//! account of memory inside the process at the moments alloclab chooses: the end of the
+//! measured window (and of each phase of a server's life), without stopping the server.
 //!
 //! With `ALLOCLAB_ACCOUNT_DIR` set, each process gets one thread that blocks (no wake-ups)
 //! on a shared lock of `DIR/gate`, which alloclab holds exclusively until the window ends.
 //! When alloclab lets go, every thread reads the account (the same code as the driver's,
 //! `alloc_account.rs`) and writes `DIR/account-PID.json`, then ends.
 //!
-//! A server's life reads the account at the end of every phase too: before `gate`, the
-//! thread waits on `DIR/gate-1`, `DIR/gate-2`, ... in turn, as long as the next one exists
-//! (alloclab makes them all, held, before the server starts), and writes
-//! `DIR/phase-K-PID.json` as each opens.
+//! A server's life reads the account at the end of every phase too, through two more gates
+//! that take turns: phase K waits on `DIR/gate-1` (K odd) or `DIR/gate-2` (K even), held by
+//! alloclab, which lets go at the phase's end and takes the gate again once `DIR/phase-K-PID.json`
+//! is written, before the thread can come back to it. Once those gates are gone (never made, or
+//! removed at the window's end) the thread waits on `DIR/gate`.
 
 #[path = "../../src/alloc_account.rs"]
 mod alloc_account;
@@ -66,12 +67,18 @@ fn start() {
 }
 
 fn wait_and_write(dir: PathBuf) {
-    let mut k = 1;
-    while let Ok(gate) = File::open(dir.join(format!("gate-{k}"))) {
+    let mut k: u64 = 1;
+    loop {
+        let gate = match File::open(dir.join(format!("gate-{}", 2 - k % 2))) {
+            Ok(gate) => gate,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(_) => return,
+        };
         if !wait(&gate) {
             return;
         }
         write(&dir, &format!("phase-{k}-{}.json", std::process::id()));
+        drop(gate); // alloclab takes it again for phase k + 2
         k += 1;
     }
     let Ok(gate) = File::open(dir.join("gate")) else {

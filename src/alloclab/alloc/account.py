@@ -5,7 +5,10 @@ Embedded engines: the driver reads it inside its own process (driver/src/alloc_a
 and sends it with its summary. Servers: the same code, preloaded as liballoclab_account.so,
 waits in each server process (and, through fork, each PostgreSQL backend) on a lock that
 alloclab holds until the client's measured window ends; then each process writes its account
-and alloclab sums them. The server is never stopped or signalled for it."""
+and alloclab sums them. The server is never stopped or signalled for it. A server's life (one
+MariaDB process) reads it at every phase's end too: two more locks, held from before the server
+starts, that take turns (phase K: gate-1 for K odd, gate-2 for K even); the life's client lets go
+of one at a phase's end and takes it again once the account is written (PhaseGates)."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from pathlib import Path
 
 ENV = "ALLOCLAB_ACCOUNT_DIR"
 PHASE_GATES_ENV = "ALLOCLAB_PHASE_GATES"  # a life's client: "FOLDER:fd1,fd2,..." (ServerAccount.client_env)
-WAIT_S = 3.0  # for every process to write its account once the gate opens
+WAIT_S = 3.0  # for every process to write its account once a gate opens
 
 
 def own(account: dict | None, allocator_base: str) -> dict | None:
@@ -52,24 +55,25 @@ def _held(path: Path):
 
 class ServerAccount:
     """The gate and the accounts of one server run, in a folder the server can reach; a life's
-    also one gate per phase (`phases`), which its client opens at each phase's end (PhaseGates)."""
+    (`life`) also the two phase gates, which its client opens at each phase's end (PhaseGates)."""
 
-    def __init__(self, folder: Path, helper: Path | None, phases: int = 0):
+    def __init__(self, folder: Path, helper: Path | None, life: bool = False):
         self.folder = folder
         self.helper = helper
-        self.phases = phases
+        self.life = life
         self._gate = None
         self._phase_gates: list = []
         self.missing = None if helper else ("the helper liballoclab_account.so is not built: run ./setup.sh "
                                             "(it builds it beside the driver)")
 
     def env(self, env: dict[str, str]) -> dict[str, str]:
-        """The server's environment with the helper preloaded after the allocator."""
+        """The server's environment with the helper preloaded after the allocator; its gates made
+        and held (the window's, and a life's one per phase)."""
         if self.helper is None:
             return env
         self.folder.mkdir(parents=True, exist_ok=True)
         os.chmod(self.folder, 0o777)  # PostgreSQL writes as its own user; alloclab's own folder
-        self._phase_gates = [_held(self.folder / f"gate-{k}") for k in range(1, self.phases + 1)]
+        self._phase_gates = [_held(self.folder / f"gate-{k}") for k in ((1, 2) if self.life else ())]
         self._gate = _held(self.folder / "gate")
         helper = str(self.helper)
         preload = " ".join(x for x in (env.get("LD_PRELOAD", ""), helper) if x)
@@ -89,6 +93,10 @@ class ServerAccount:
         are opened first: the helper passes them in turn before it reaches the last."""
         if self._gate is None:
             return None
+        # the phase gates go first: the helper, waiting on one, passes it, finds the next gone and
+        # waits on the window's gate
+        for k in range(1, len(self._phase_gates) + 1):
+            (self.folder / f"gate-{k}").unlink(missing_ok=True)
         for f in self._phase_gates:
             fcntl.flock(f, fcntl.LOCK_UN)
             f.close()
@@ -127,32 +135,50 @@ class ServerAccount:
 
 class PhaseGates:
     """A life's client's side of the phase gates (from PHASE_GATES_ENV): at the end of phase k it
-    lets go of gate k and gathers what the server's processes wrote then, summed."""
+    lets go of gate k and gathers what the server wrote then. For a server of one process (a
+    server's life runs on MariaDB only): the first account written is the whole."""
 
     def __init__(self, value: str | None):
         self.folder, self.fds = None, []
+        self.silent = False  # no account came once: the helper is not in the server
         if value:
             folder, _, fds = value.rpartition(":")
             self.folder, self.fds = Path(folder), [int(x) for x in fds.split(",") if x]
 
     def read(self, k: int) -> dict | None:
-        """Open gate k (1-based) and gather the accounts written for it; None without gates, or
-        where none came within WAIT_S (a server of one process, MariaDB: the first is all)."""
-        if self.folder is None or not 1 <= k <= len(self.fds):
+        """At the end of phase k (1-based): open its gate, gather the account written for it and
+        take the gate again for phase k + 2. None without gates, or where none came within WAIT_S
+        (then at once for every later phase: no phase is made longer waiting for a helper that did
+        not load)."""
+        if self.folder is None or self.silent or len(self.fds) != 2:
             return None
-        fcntl.flock(self.fds[k - 1], fcntl.LOCK_UN)
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            got = []
-            for p in self.folder.glob(f"phase-{k}-*.json"):
+        fd = self.fds[(k - 1) % 2]
+        got: list[dict] = []
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            deadline = time.monotonic() + WAIT_S
+            while not got and time.monotonic() < deadline:
+                time.sleep(0.005)
+                for p in self.folder.glob(f"phase-{k}-*.json"):
+                    try:
+                        got.append(json.loads(p.read_text()))
+                    except (OSError, json.JSONDecodeError):
+                        continue
+            # the helper lets go of the gate right after writing: take it back before it comes round
+            while got:
                 try:
-                    got.append(json.loads(p.read_text()))
-                except (OSError, json.JSONDecodeError):
-                    continue
-            if got:
-                return summed(got, len(got))
-            time.sleep(0.01)
-        return None
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline + WAIT_S:
+                        got = []  # the helper holds on to it: stop reading, never wait on it
+                    time.sleep(0.001)
+        except OSError:
+            got = []
+        if not got:
+            self.silent = True
+            return None
+        return summed(got, len(got))
 
 
 def summed(accounts: list[dict], expected: int) -> dict:

@@ -377,7 +377,7 @@ def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
     walls = study.unit_walls()
 
-    side = int(study.plan.get("side_by_side") or 1)
+    side = study.side_by_side
 
     def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
         units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}

@@ -53,8 +53,7 @@ class LifeTarget(OnServer):
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        # the allocator's own account at every phase's end: one gate per phase, opened by the client
-        self.mem.phases = self.spec.cell.cycles * len(phases_of(self.spec.cell))
+        self.mem.life = True  # the allocator's own account at every phase's end (the phase gates)
         self.oom_readings: list[tuple[float, int]] = []  # (CLOCK_MONOTONIC, oom_kill)
         self.oom_error: str | None = None
         self.killed = False
