@@ -45,6 +45,18 @@ def row_fields(account: dict | None, rss_bytes: int | None) -> dict:
             "fragmentation": round(rss_bytes / live, 4) if live and rss_bytes else None}
 
 
+def _written(folder: Path, pattern: str) -> list[dict]:
+    """The accounts the helper has written in `folder` under `pattern`: written by rename, so whole
+    once there; a stray file is skipped."""
+    out = []
+    for p in folder.glob(pattern):
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return out
+
+
 def _held(path: Path):
     """`path` made and held exclusively (the helper's threads wait on it until it is let go)."""
     path.touch(mode=0o644)
@@ -108,11 +120,7 @@ class ServerAccount:
         deadline = time.monotonic() + WAIT_S
         found: dict[int, dict] = {}
         while time.monotonic() < deadline:
-            for p in self.folder.glob("account-*.json"):
-                try:
-                    d = json.loads(p.read_text())
-                except (OSError, json.JSONDecodeError):
-                    continue  # written by rename, so whole once there; a stray file is skipped
+            for d in _written(self.folder, "account-*.json"):
                 found[int(d.get("pid", 0))] = d
             if want and want <= set(found):
                 break
@@ -159,11 +167,7 @@ class PhaseGates:
             deadline = time.monotonic() + WAIT_S
             while not got and time.monotonic() < deadline:
                 time.sleep(0.005)
-                for p in self.folder.glob(f"phase-{k}-*.json"):
-                    try:
-                        got.append(json.loads(p.read_text()))
-                    except (OSError, json.JSONDecodeError):
-                        continue
+                got = _written(self.folder, f"phase-{k}-*.json")
             # the helper lets go of the gate right after writing: take it back before it comes round
             while got:
                 try:
