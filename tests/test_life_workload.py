@@ -17,6 +17,7 @@ from helpers import expand
 from alloclab import plan, study
 from alloclab.alloc.allocators import Allocator
 from alloclab.answers import decide, life, metrics
+from alloclab.catalog import names
 from alloclab.core.errors import AlloclabError
 from alloclab.plan.design import Design
 from alloclab.plan.presets import JEMALLOC_BACKGROUND, preset
@@ -97,6 +98,10 @@ def only(raw: dict, engine: str, **keys) -> dict:
      "workloads[0].value_bytes_min: 500 is above value_bytes"),
     ({"engines": ["mariadb-innodb"], "workloads": [{"workload": "sysbench", "test": "oltp_read_only", "cycles": 3}]},
      'workloads[0]: cycles only apply to workload = "life"'),
+    ({"engines": ["mariadb-innodb"], "decide_on": ["creep"],
+      "workloads": [{"workload": "sysbench", "test": "oltp_read_only"}]},
+     "decide_on: creep only decide a life (its memory), and workloads[0] (sysbench) is not a life"),
+    ({**raw_life(), "decide_on": ["latency"]}, "decide_on[0]: 'latency' is not allowed"),
 ])
 def test_bad_life_plans_are_refused_in_one_sentence_naming_the_key(raw, says):
     with pytest.raises(AlloclabError) as e:
@@ -134,6 +139,8 @@ def test_the_memory_life_preset():
                       for c in p.cells()) * groups
         assert planned < most_s, (p.scale, planned)
     assert smoke.side_by_side == 1 and quick.side_by_side == 6
+    # its rounds go on for memory; throughput, a share of the machine, is told as it stands
+    assert smoke.design.decide_on == quick.design.decide_on == ("creep", "given_back", "overhead")
 
 
 def test_the_small_server_preset_is_seed_004s_shapes_around_a_life():
@@ -145,6 +152,7 @@ def test_the_small_server_preset_is_seed_004s_shapes_around_a_life():
     assert all(n.startswith(("1core-", "2cores-", "3cores-", "4cores-")) for n in quick.shapes), list(quick.shapes)
     assert {c.workload for c in quick.cells()} == {"life"} and len(quick.cells()) == 3
     assert all(c.engine == "mariadb-innodb" for c in quick.cells())
+    assert quick.design.decide_on == ()  # speed and memory together: both keep its rounds going
 
 
 def _every_allocator():
@@ -180,7 +188,49 @@ def test_life_verdicts_only_where_the_rows_have_lives():
     # rows without lives keep the three metrics they always had
     plain = [replace(r, creep_mib_per_cycle=None, given_back_share=None, overhead_bytes=None) for r in rows]
     assert {v.metric for v in decide.verdicts(plain, policy)} == {"throughput", "p99_latency", "peak_rss"}
-    assert decide.stopping(plain) == () and decide.stopping(rows) == metrics.LIFE
+    assert tuple(m.name for m in metrics.LIFE) == names.LIFE_METRICS  # the names a plan's decide_on takes
+    assert decide.stopping(plain, policy) == (metrics.THROUGHPUT,)
+    assert decide.stopping(rows, policy) == (metrics.THROUGHPUT,) + metrics.LIFE
+    assert decide.stopping(rows, replace(policy, decide_on=("creep", "overhead"))) == (metrics.CREEP, metrics.OVERHEAD)
+
+
+def test_a_life_study_that_decides_on_memory_stops_a_unit_whose_throughput_is_undecided():
+    """memory-life's rounds go on for memory (decide_on): jemalloc's memory is decided at the look
+    after round 4 while its throughput (noisy, lives side by side) is not; by default it runs on."""
+    policy = Design(questions=("allocators",), baseline="glibc", adaptive=True, looks=(4, 8))
+    noisy = (1000.0, 700.0, 1300.0, 900.0)
+    rows = [_row("glibc", r, creep=14.0, given=0.02, overhead=60 << 20, ops=1000.0) for r in range(1, 5)]
+    rows += [_row("jemalloc", r, creep=0.3, given=0.5, overhead=30 << 20, ops=noisy[r - 1]) for r in range(1, 5)]
+    units = sorted({(r.cell, r.allocator) for r in rows})
+    active, _ = decide.active_units(units, rows, policy)
+    assert active == set(units)
+    active, why = decide.active_units(units, rows, replace(policy, decide_on=tuple(m.name for m in metrics.LIFE)))
+    assert active == set() and "decided at the look after round 4" in why[("c", "jemalloc")]
+
+
+def test_a_study_of_lives_that_decides_on_memory_says_what_more_rounds_would_decide(tmp_path):
+    """Its subline estimates the rounds for its undecided memory verdict (not for throughput, which
+    it tells as it stands), and the note under the verdicts says what the rounds went on for."""
+    from alloclab.answers import analyse, sentences
+    rng = np.random.default_rng(5)
+    rows = []
+    for r in range(1, 9):
+        rows += [_row("glibc", r, creep=14.0, given=0.02, overhead=60 << 20, ops=1000.0),
+                 _row("jemalloc", r, creep=0.3, given=0.5, overhead=(59 << 20) * (1 + 0.1 * rng.standard_normal()),
+                      ops=1000.0 * (1 + 0.3 * rng.standard_normal()))]
+    design = Design(questions=("allocators",), baseline="glibc", decide_on=tuple(m.name for m in metrics.LIFE))
+    study = analyse.Study(root=tmp_path, rows=rows, machine={"cpu_model": "Test CPU", "cores": 2, "kernel": "6.1"},
+                          plan={"allocators": [{"name": "glibc"}, {"name": "jemalloc"}], "engines": ["mariadb-innodb"],
+                                "design": design.to_json()},
+                          schedule={"design": {"looks": [4, 8], "planned_rounds": 8}, "rounds": [{}] * 8})
+    vs = {v.metric: v for v in study.verdicts()}
+    assert vs["throughput"].verdict == "undecided" and vs["overhead"].verdict == "undecided", vs["overhead"]
+    assert vs["creep"].verdict == "lower" and vs["given_back"].verdict == "higher"
+    ans = sentences.build(study)
+    to_decide = vs["overhead"].rounds_to_decide
+    assert f"About {to_decide} more round(s) would decide the rest" in ans.subline, ans.subline
+    assert "The rounds went on until the comparisons of creep of settled RSS, share of a burst given back, RSS " \
+           "over the engine's own account were decided (plan key decide_on)" in sentences.to_markdown(ans)
 
 
 def test_survived_or_killed_is_counted_over_rounds_paired_by_round():

@@ -178,7 +178,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     progress = Progress(0, live=live)
     units = len(plan.units())
     if plan.adaptive:
-        how = (f"rounds until every comparison is decided (faster, slower or equivalent within "
+        on = "".join(f"on {', '.join(g)} " for g in [plan.design.decide_on] if g)
+        how = (f"rounds until every comparison {on}is decided (a direction, or equivalent within "
                f"±{plan.design.margin_pct:g} %), at least {plan.design.min_runs} and at most "
                f"{plan.design.max_rounds} rounds"
                + (f", budget {fmt_duration(plan.budget)}" if plan.budget else ", no time budget"))

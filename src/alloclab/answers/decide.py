@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from alloclab.answers import stats
-from alloclab.answers.metrics import LIFE, THROUGHPUT, Metric, for_rows, value
+from alloclab.answers.metrics import BY_NAME, LIFE, THROUGHPUT, Metric, for_rows, value
 from alloclab.plan import workload
 from alloclab.plan.design import FASTER, HIGHER, LOWER, SLOWER, UNDECIDED, Design
 from alloclab.results.store import CELL_FIELDS, RunRow
@@ -214,18 +214,21 @@ def unit_states(rows: list[RunRow]) -> dict[Unit, UnitState]:
     return out
 
 
-def stopping(rows: list[RunRow]) -> tuple[Metric, ...]:
-    """The metrics besides throughput whose comparisons must be decided before a unit stops: a
-    life's memory metrics, where the rows measured them."""
-    return tuple(m for m in for_rows(rows) if m in LIFE)
+def stopping(rows: list[RunRow], policy: Design) -> tuple[Metric, ...]:
+    """The metrics whose comparisons must be decided before a unit stops: the plan's decide_on;
+    by default throughput, and a life's memory metrics where the rows measured them."""
+    if policy.decide_on:
+        return tuple(BY_NAME[n] for n in policy.decide_on)
+    return (THROUGHPUT,) + tuple(m for m in for_rows(rows) if m in LIFE)
 
 
 def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design) -> tuple[set, dict[Unit, str]]:
     """The units that get a run in the next round, and why each other unit does not.
 
     Comparisons are decided only at the policy's looks: until the first, every unit runs; after
-    it, a unit runs while any comparison it takes part in (on throughput, and on a life's memory
-    metrics) was undecided at the latest look. Stopping and deciding agree: a unit stops for its
+    it, a unit runs while any comparison it takes part in (on `stopping`'s metrics: throughput,
+    and a life's memory metrics, unless the plan's decide_on says which) was undecided at the
+    latest look. Stopping and deciding agree: a unit stops for its
     comparisons' verdicts (equivalent included), never for its own precision alone. A unit with no comparison runs
     until its own interval is within the target. A unit whose last two attempts failed gets no
     more runs."""
@@ -238,7 +241,7 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design) -> t
         why = {u: "its last two runs failed or were not proved" for u in units if states.get(u, empty).failing}
         return {u for u in units if u not in why}, why
     # throughput's comparisons, and a life's memory comparisons where the study has lives
-    vs = verdicts([r for r in rows if r.repeat <= look], policy, (THROUGHPUT,) + stopping(rows))
+    vs = verdicts([r for r in rows if r.repeat <= look], policy, stopping(rows, policy))
 
     def precise(u: Unit) -> bool:
         hw = states.get(u, empty).half_width

@@ -222,7 +222,9 @@ def build(study: analyse.Study) -> Answers:
     lines = unanswered + lines + notes
     groups = [("", [x]) for x in unanswered] + groups + [("", [x]) for x in notes]
     decided = [v for v in primary if v.verdict != UNDECIDED]
-    undecided = [v for v in primary if v.verdict == UNDECIDED]
+    # what more rounds would decide: the comparisons the rounds go on for (plan key decide_on)
+    undecided = [v for v in vs if v.metric in pol.decide_on and v.verdict == UNDECIDED] if pol.decide_on \
+        else [v for v in primary if v.verdict == UNDECIDED]
     counts = defaultdict(int)
     for v in decided:
         counts[v.verdict] += 1
@@ -242,7 +244,7 @@ def build(study: analyse.Study) -> Answers:
     subline = (f"After {rounds} round(s)" + (f" in {fmt_duration(spent)}" if spent else "")
                + (f"; stopped: {stop}" if stop else "") + "."
                + (f" {to_decide}" if undecided and to_decide else "")
-               + (" More rounds are needed." if primary and not decided and not to_decide else "")
+               + (" More rounds are needed." if undecided and not to_decide and (pol.decide_on or not decided) else "")
                + (f" Decided on latency or memory: {len(others)} (below)." if primary and not decided and others
                   else "")
                + " An answer about this machine (versions under Environment).")
@@ -258,7 +260,10 @@ def build(study: analyse.Study) -> Answers:
               if side > 1 else "runs of one round are interleaved")
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
-            f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided.")
+            f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
+            + (f" The rounds went on until the comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
+               "decided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
+               else ""))
     order = {m.name: i for i, m in enumerate(metrics.METRICS)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
     per = [v for vs_ in study.per_machine().values() for v in vs_]

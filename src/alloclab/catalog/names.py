@@ -45,3 +45,8 @@ LIFE_SERVER_BURSTS = ("dump", "storm", "groupby")
 # an embedded engine's (the driver's `life`): flush and compact everything; one iterator over every key
 LIFE_ENGINE_BURSTS = ("compact", "scan")
 LIFE_BURSTS = LIFE_SERVER_BURSTS + LIFE_ENGINE_BURSTS
+# a life's memory metrics, as verdicts name them (answers.metrics.LIFE)
+LIFE_METRICS = ("creep", "given_back", "overhead")
+# what a study's rounds may go on for (plan key decide_on): a (cell, allocator) runs while one of
+# its comparisons on these is undecided; by default throughput and, in a life, its memory metrics
+GOALS = ("throughput",) + LIFE_METRICS

@@ -114,6 +114,9 @@ class Design:
     adaptive: bool = True
     profiles: tuple[str, ...] = ()
     looks: tuple[int, ...] = ()  # the rounds after which comparisons may be decided (adaptive)
+    # the metrics (catalog.names.GOALS) whose undecided comparisons keep a (cell, allocator) running;
+    # (): throughput and, where the rows are a life's, its memory metrics
+    decide_on: tuple[str, ...] = ()
 
     @property
     def margin_pct(self) -> float:
@@ -151,7 +154,7 @@ class Design:
         if isinstance(plan.get("design"), dict):
             d = plan["design"]
             return cls(**{**d, "questions": tuple(d["questions"]), "profiles": tuple(d["profiles"]),
-                          "looks": looks})
+                          "decide_on": tuple(d.get("decide_on") or ()), "looks": looks})
         allocs = [a["name"] if isinstance(a, dict) else a.name for a in plan.get("allocators", [])]
         engines = list(plan.get("engines", []))
         return cls(questions=tuple(plan.get("questions") or default_questions(allocs, engines)),

@@ -13,6 +13,7 @@ from alloclab.catalog.allocators import DEFAULT_SET
 from alloclab.catalog.names import (
     DEFAULT_ENGINES,
     ENGINES,
+    LIFE,
     WORKLOADS,
 )
 from alloclab.core.errors import AlloclabError
@@ -63,6 +64,19 @@ def _check_windows_fit(d: dict) -> None:
                                 "use a shorter --duration, or raise run_timeout_s")
 
 
+def _check_goals(d: dict) -> None:
+    """decide_on without throughput leaves a workload that is not a life (no memory verdicts)
+    nothing to decide: refused, naming it."""
+    goals = d.get("decide_on")
+    if not goals or "throughput" in goals:
+        return
+    for i, w in enumerate(d["workloads"]):
+        if w["workload"] != LIFE:
+            raise AlloclabError(f"decide_on: {', '.join(goals)} only decide a life (its memory), and workloads[{i}] "
+                                f"({w['workload']}) is not a life: its comparisons are on throughput",
+                                "add \"throughput\" to decide_on, or leave decide_on out")
+
+
 def load(raw: dict, found_allocators: dict | None = None, default_seed: int | None = None) -> Plan:
     """Validate a plan dictionary completely and build the Plan. Raises AlloclabError."""
     d = check_table("", raw, TOP_SCHEMA)
@@ -107,6 +121,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         given = ", ".join(sorted({"target_ci_pct", "min_runs", "max_rounds"} & set(d)))
         raise AlloclabError(f"runs = {d['runs']} fixes the number of runs; {given} only apply to a study that runs "
                             "rounds until it is decided", "drop runs (or --runs) for adaptive rounds, or drop " + given)
+    _check_goals(d)
     if d.get("min_runs", 0) > d.get("max_rounds", design.DEFAULT_MAX_ROUNDS):
         raise AlloclabError(f"min_runs ({d['min_runs']}) is more than max_rounds "
                             f"({d.get('max_rounds', design.DEFAULT_MAX_ROUNDS)})", "raise max_rounds or lower min_runs")
@@ -126,7 +141,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             target_ci=d["target_ci_pct"] / 100 if "target_ci_pct" in d else design.DEFAULT_TARGET_CI,
             min_runs=d.get("min_runs", design.DEFAULT_MIN_RUNS),
             max_rounds=d.get("max_rounds", design.DEFAULT_MAX_ROUNDS),
-            adaptive="runs" not in d, profiles=tuple(d.get("profiles", {}))),
+            adaptive="runs" not in d, profiles=tuple(d.get("profiles", {})),
+            decide_on=tuple(d.get("decide_on", ()))),
         workloads=d["workloads"],
         engine_options=d.get("engine_options", {}),
         profiles=d.get("profiles", {}),

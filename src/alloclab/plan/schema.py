@@ -12,6 +12,7 @@ from alloclab.catalog import targets, tidesql
 from alloclab.catalog.names import (
     COMPRESSION,
     ENGINES,
+    GOALS,
     PATTERNS,
     SYNC,
     SYSBENCH_CLIENTS,
@@ -221,6 +222,9 @@ TOP_SCHEMA = {
     "max_rounds": whole(2, 1000),
     "min_window_s": seconds(0.0),
     "questions": list_of(choice(design.QUESTIONS)),
+    # the metrics whose undecided comparisons keep a (cell, allocator) running; default: throughput
+    # and a life's memory metrics (memory-life: its memory metrics only)
+    "decide_on": list_of(choice(GOALS)),
     "baseline_engine": text,
     "engines": list_of(_engine),
     "allocators": list_of(text),

@@ -301,7 +301,9 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
             return None
         active, _why = decide.active_units(plan.units(), measured, sched.design_of(plan))
         if not active:
-            sched.stop = {"reason": "decided", "text": "every comparison is decided", "at": _now()}
+            goals = plan.design.decide_on
+            sched.stop = {"reason": "decided", "at": _now(),
+                          "text": "every comparison " + (f"on {', '.join(goals)} " if goals else "") + "is decided"}
             return None
     first = 1 + max((s.index for s in sched.specs()), default=0)
     specs = plan.round_specs(rnd, active, first)
