@@ -10,7 +10,7 @@ from pathlib import Path
 from alloclab import __version__, doctor, report, study, workloads
 from alloclab import plan as plan_mod
 from alloclab.alloc import build, listing
-from alloclab.answers import analyse
+from alloclab.answers import analyse, metrics
 from alloclab.catalog import tidesql
 from alloclab.catalog.allocators import SOURCE_BUILT
 from alloclab.catalog.names import HAMMERDB
@@ -178,7 +178,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     progress = Progress(0, live=live)
     units = len(plan.units())
     if plan.adaptive:
-        on = "".join(f"on {', '.join(g)} " for g in [plan.design.decide_on] if g)
+        on = "".join(f"of {', '.join(map(metrics.words, g))} " for g in [plan.design.decide_on] if g)
         how = (f"rounds until every comparison {on}is decided (a direction, or equivalent within "
                f"±{plan.design.margin_pct:g} %), at least {plan.design.min_runs} and at most "
                f"{plan.design.max_rounds} rounds"

@@ -262,7 +262,9 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design) -> t
             continue
         comps = involved.get(u, [])
         if not comps:
-            if precise(u):
+            if policy.decide_on and "throughput" not in policy.decide_on:
+                why[u] = f"it is in no comparison of {', '.join(policy.decide_on)} (decide_on)"
+            elif precise(u):
                 why[u] = f"its own interval is within ±{100 * policy.target_ci:g} %"
             else:
                 active.add(u)

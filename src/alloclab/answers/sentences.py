@@ -222,9 +222,8 @@ def build(study: analyse.Study) -> Answers:
     lines = unanswered + lines + notes
     groups = [("", [x]) for x in unanswered] + groups + [("", [x]) for x in notes]
     decided = [v for v in primary if v.verdict != UNDECIDED]
-    # what more rounds would decide: the comparisons the rounds go on for (plan key decide_on)
-    undecided = [v for v in vs if v.metric in pol.decide_on and v.verdict == UNDECIDED] if pol.decide_on \
-        else [v for v in primary if v.verdict == UNDECIDED]
+    goals = {m.name for m in decide.stopping(study.rows, pol)}  # what the rounds go on for
+    undecided = [v for v in vs if v.metric in goals and v.verdict == UNDECIDED]
     counts = defaultdict(int)
     for v in decided:
         counts[v.verdict] += 1
@@ -261,8 +260,8 @@ def build(study: analyse.Study) -> Answers:
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
-            + (f" The rounds went on until the comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
-               "decided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
+            + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
+               "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
                else ""))
     order = {m.name: i for i, m in enumerate(metrics.METRICS)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))

@@ -72,8 +72,8 @@ def _check_goals(d: dict) -> None:
         return
     for i, w in enumerate(d["workloads"]):
         if w["workload"] != LIFE:
-            raise AlloclabError(f"decide_on: {', '.join(goals)} only decide a life (its memory), and workloads[{i}] "
-                                f"({w['workload']}) is not a life: its comparisons are on throughput",
+            raise AlloclabError(f"decide_on names only a life's memory metrics ({', '.join(goals)}), and "
+                                f"workloads[{i}] ({w['workload']}) is not a life: its comparisons are on throughput",
                                 "add \"throughput\" to decide_on, or leave decide_on out")
 
 

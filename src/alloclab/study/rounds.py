@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab.answers import analyse, decide
+from alloclab.answers import analyse, decide, metrics
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration
 from alloclab.plan import Plan, RunSpec
@@ -303,7 +303,8 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
         if not active:
             goals = plan.design.decide_on
             sched.stop = {"reason": "decided", "at": _now(),
-                          "text": "every comparison " + (f"on {', '.join(goals)} " if goals else "") + "is decided"}
+                          "text": "every comparison " + (f"of {', '.join(map(metrics.words, goals))} " if goals else "")
+                          + "is decided"}
             return None
     first = 1 + max((s.index for s in sched.specs()), default=0)
     specs = plan.round_specs(rnd, active, first)
