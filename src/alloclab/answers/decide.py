@@ -16,12 +16,23 @@ Pure: rows in, verdicts out; no I/O.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from alloclab.answers import stats
-from alloclab.answers.metrics import BY_NAME, LIFE, THROUGHPUT, Metric, for_rows, value
+from alloclab.answers.metrics import (
+    BY_NAME,
+    LIFE,
+    THROUGHPUT,
+    Metric,
+    delta,
+    delta_unit,
+    for_rows,
+    margin_of,
+    value,
+)
 from alloclab.plan import workload
 from alloclab.plan.design import FASTER, HIGHER, LOWER, SLOWER, UNDECIDED, Design
 from alloclab.results.store import CELL_FIELDS, RunRow
@@ -73,7 +84,17 @@ class Verdict:
 
     @property
     def delta_pct(self) -> float | None:
-        return None if self.ratio is None else (self.ratio - 1) * 100
+        """The difference as it is said: percent, or percentage points for a share (`unit`)."""
+        return None if self.ratio is None else delta(self.metric, self.ratio)
+
+    @property
+    def ci_delta(self) -> tuple[float, float] | None:
+        """The interval in the unit of delta_pct."""
+        return None if self.ci_low is None else (delta(self.metric, self.ci_low), delta(self.metric, self.ci_high))
+
+    @property
+    def unit(self) -> str:
+        return delta_unit(self.metric)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -81,9 +102,11 @@ class Verdict:
         return d
 
 
+# ratio: variant ÷ baseline; for a share compared in points, exp(difference): delta_pct is then the
+# difference in percentage points (unit "points"), else the ratio's change in percent
 CSV_COLUMNS = ("engine", "workload", "threads", "settings", "metric", "baseline", "variant", "n_baseline", "n_variant",
                "ratio", "ci_low", "ci_high", "verdict", "rounds_to_decide", "comparison", "allocator", "n_pairs",
-               "confidence", "machine_fingerprint")
+               "confidence", "machine_fingerprint", "delta_pct", "unit")
 
 
 def pair_key(r: RunRow) -> tuple[int, str]:
@@ -147,13 +170,22 @@ def _pairs_to_compare(policy: Design, cells: Iterable[tuple], allocators_of: dic
     return out
 
 
-def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design) -> tuple[stats.RatioInterval, str]:
+def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design,
+                  metric: Metric | None = None) -> tuple[stats.RatioInterval, str]:
     """The one rule for a comparison: variant / baseline, paired by round, at the policy's
-    confidence, and its verdict word (faster, slower, equivalent or undecided)."""
+    confidence, and its verdict word (faster, slower, equivalent or undecided), within the
+    metric's own margin where it has one. A share compared in points (metric.points) runs on
+    exp(share): the log ratio is then the difference, equivalent within ±margin points."""
+    points = metric is not None and metric.points
+    if points:
+        base, var = ({k: math.exp(v) for k, v in d.items()} for d in (base, var))
     iv = stats.ratio_interval(base, var, confidence=policy.confidence)
     if iv.ci_low is None:
         return iv, UNDECIDED
-    return iv, stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, policy.margin)
+    margin = margin_of(metric.name, policy.margin) if metric is not None else policy.margin
+    if points:
+        return iv, stats.verdict_word(1 + math.log(iv.ci_low), 1 + math.log(iv.ci_high), higher_is_better, margin)
+    return iv, stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, margin)
 
 
 def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | None = None) -> list[Verdict]:
@@ -171,12 +203,14 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
         groups = _groups(rows, m)
         allocators_of = {c: list(g) for c, g in groups.items()}
         for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
-            iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy)
+            iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy, m)
             if m.higher_is_better and m is not THROUGHPUT:  # more given back is higher, not faster
                 word = {FASTER: HIGHER, SLOWER: LOWER}.get(word, word)
             todo = None
             if word == UNDECIDED:
-                todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf, margin=policy.margin)
+                margin = margin_of(m.name, policy.margin)
+                todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf,
+                                              margin=math.expm1(margin) if m.points else margin)
             c = dict(zip(CELL_FIELDS, vc))
             base_label = {"allocators": ba, "engines": bc[0], "profiles": bc[CELL_FIELDS.index("profile")]}[kind]
             var_label = {"allocators": va, "engines": vc[0], "profiles": c["profile"]}[kind]

@@ -5,6 +5,7 @@ creep, given back and overhead, compared only in studies whose rows have them (`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -25,6 +26,11 @@ class Metric:
     # measurement's resolution, so that two runs with none of it compare as equal and one that
     # went the other way is not dropped; without a floor a value of 0 or less is no value
     floor: float | None = None
+    # a share compared as a difference in percentage points, not a ratio (a ratio of two shares near
+    # 0 swings without bound): the verdict's "ratio" is exp(difference) (decide runs on exp(share)),
+    # so that its log is the difference and pooling, looks and rounds to decide work unchanged
+    points: bool = False
+    margin: float | None = None  # its own equivalence margin (in its unit), else the study's
 
     def fmt(self, v: float | None) -> str:
         if v is None:
@@ -42,12 +48,12 @@ PEAK_RSS = Metric("peak_rss_bytes", "Peak RSS (VmHWM)", "MiB", 2**20, False, "pe
 METRICS = (THROUGHPUT, P99, PEAK_RSS)  # what every comparison is made on
 NOPM = Metric("nopm", "TPC-C NOPM (from d_next_o_id)", "new orders/min", 1, True)
 # a server's life: settled RSS's slope over cycles (under 1 MiB per cycle: none), the share of a
-# burst's excess given back while idle (under 5 %: nothing), RSS over the engine's own account at
-# the last idle end (none where the account is larger: it counts what it reserved)
+# burst's excess given back while idle (a difference under 5 points: none), RSS over the engine's
+# own account at the last idle end (none where the account is larger: it counts what it reserved)
 CREEP = Metric("creep_mib_per_cycle", "Creep (settled RSS per cycle)", "MiB/cycle", 1, False, "creep",
                "creep of settled RSS", floor=1.0)
 GIVEN_BACK = Metric("given_back_share", "Given back after a burst", "share", 1, True, "given_back",
-                    "share of a burst given back", floor=0.05)
+                    "share of a burst given back", points=True, margin=0.05)
 OVERHEAD = Metric("overhead_bytes", "RSS over the engine's account", "MiB", 2**20, False, "overhead",
                   "RSS over the engine's own account")
 LIFE = (CREEP, GIVEN_BACK, OVERHEAD)
@@ -63,6 +69,8 @@ def value(r: RunRow, m: Metric) -> float | None:
         return None
     if m.scale != 1:
         v = v / m.scale
+    if m.points:
+        return float(v)
     if m.floor is not None:
         return float(max(v, m.floor))
     return float(v) if v and v > 0 else None
@@ -73,6 +81,24 @@ def for_rows(rows: Iterable[RunRow]) -> tuple[Metric, ...]:
     measured one (a study without lives keeps its verdicts as they were)."""
     rows = list(rows)
     return METRICS + tuple(m for m in LIFE if any(getattr(r, m.column) is not None for r in rows))
+
+
+def delta(name: str, ratio: float) -> float:
+    """A verdict's ratio (or a bound of it) as its difference is said: percent, or for a share
+    compared in points (`points`) the difference in percentage points."""
+    m = BY_NAME.get(name)
+    return 100 * math.log(ratio) if m is not None and m.points else (ratio - 1) * 100
+
+
+def delta_unit(name: str) -> str:
+    m = BY_NAME.get(name)
+    return "points" if m is not None and m.points else "%"
+
+
+def margin_of(name: str, study_margin: float) -> float:
+    """The equivalence margin a metric's verdicts use: its own, else the study's (a fraction)."""
+    m = BY_NAME.get(name)
+    return m.margin if m is not None and m.margin is not None else study_margin
 
 
 def words(name: str) -> str:

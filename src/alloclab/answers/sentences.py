@@ -47,8 +47,8 @@ def _pct(x: float) -> str:
 
 
 def _ci_pct(v: decide.Verdict) -> str:
-    lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
-    return f"{_pct(lo)} to +{_pct(hi)} %" if lo < 0 < hi else f"{_pct(lo)}–{_pct(hi)} %"
+    lo, hi = v.ci_delta
+    return f"{_pct(lo)} to +{_pct(hi)} {v.unit}" if lo < 0 < hi else f"{_pct(lo)}–{_pct(hi)} {v.unit}"
 
 
 def _rounds(v: decide.Verdict) -> str:
@@ -60,26 +60,26 @@ def phrase(v: decide.Verdict) -> str:
     """"jemalloc is faster than glibc by 6.1 % (95 % CI 3.2–9.0 %, 7 rounds)" and the like."""
     if v.ratio is None:
         return f"{v.variant} against {v.baseline}: no valid runs to compare"
-    big = v.ratio >= 1.5 or v.ratio <= 1 / 1.5
+    big = (v.ratio >= 1.5 or v.ratio <= 1 / 1.5) and v.unit == "%"
     if v.ci_low is None:
-        return (f"{v.variant} against {v.baseline}: undecided ({_pct(v.delta_pct):s} % from "
+        return (f"{v.variant} against {v.baseline}: undecided ({_pct(v.delta_pct):s} {v.unit} from "
                 f"{_rounds(v)}, too few for an interval)")
     if v.verdict in DECIDED_WORDS:
         if big:
             return (f"{v.variant} is {v.ratio:.2f}× {v.baseline} ({v.verdict}; 95 % CI {v.ci_low:.2f}–"
                     f"{v.ci_high:.2f}×, {_rounds(v)})")
-        lo, hi = sorted((abs(v.ci_low - 1) * 100, abs(v.ci_high - 1) * 100))
-        return (f"{v.variant} is {v.verdict} than {v.baseline} by {abs(v.delta_pct):.1f} % "
-                f"(95 % CI {lo:.1f}–{hi:.1f} %, {_rounds(v)})")
+        lo, hi = sorted(abs(x) for x in v.ci_delta)
+        return (f"{v.variant} is {v.verdict} than {v.baseline} by {abs(v.delta_pct):.1f} {v.unit} "
+                f"(95 % CI {lo:.1f}–{hi:.1f} {v.unit}, {_rounds(v)})")
     if v.verdict == EQUIVALENT:
-        return (f"{v.variant} is equivalent to {v.baseline} ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} %, "
-                f"95 % CI {_ci_pct(v)}, {_rounds(v)})")
+        return (f"{v.variant} is equivalent to {v.baseline} ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} "
+                f"{v.unit}, 95 % CI {_ci_pct(v)}, {_rounds(v)})")
     more = ""
     if v.rounds_to_decide is not None:
         more = (", more than 1,000 further rounds would be needed" if v.rounds_to_decide >= 1000 else
                 f", about {v.rounds_to_decide} more round{'s' if v.rounds_to_decide != 1 else ''} would decide")
-    return (f"{v.variant} against {v.baseline}: undecided ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} %, "
-            f"95 % CI {_ci_pct(v)}, {_rounds(v)}{more})")
+    return (f"{v.variant} against {v.baseline}: undecided ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} "
+            f"{v.unit}, 95 % CI {_ci_pct(v)}, {_rounds(v)}{more})")
 
 
 def cell_label(v: decide.Verdict) -> str:
@@ -260,6 +260,9 @@ def build(study: analyse.Study) -> Answers:
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
+            + "".join(f" {m.words.capitalize()}: a difference in percentage points, equivalent within ±"
+                      f"{100 * m.margin:g} points." for m in metrics.LIFE
+                      if m.points and any(v.metric == m.name for v in vs))
             + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
                "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
                else ""))

@@ -3,7 +3,7 @@ answers of every study (sentences) and those of a study of lives (lives)."""
 
 from __future__ import annotations
 
-from alloclab.answers import decide
+from alloclab.answers import decide, metrics
 from alloclab.plan.design import DEFAULT_MARGIN, UNDECIDED
 
 
@@ -13,17 +13,19 @@ def signed(x: float) -> str:
 
 
 def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
-    """"jemalloc +6.1 % [+3.2, +9.0] faster" and the like; undecided says the precision reached."""
+    """"jemalloc +6.1 % [+3.2, +9.0] faster" and the like (a share: "+77.0 points [...]", at its own
+    margin); undecided says the precision reached."""
     if v.ratio is None:
         return f"{v.variant}: no valid runs"
-    d = v.delta_pct
-    if v.ci_low is None:
-        return f"{v.variant} {signed(d)} % (no interval yet)"
-    lo, hi = (v.ci_low - 1) * 100, (v.ci_high - 1) * 100
+    d, u = v.delta_pct, v.unit
+    if v.ci_delta is None:
+        return f"{v.variant} {signed(d)} {u} (no interval yet)"
+    lo, hi = v.ci_delta
     word = v.verdict
     if word == UNDECIDED and lo < 0 < hi:  # no difference shown: say how large one could still be
-        word = f"equivalent within ±{max(-lo, hi):.1f} % (undecided at the ±{margin_pct:g} % margin)"
-    return f"{v.variant} {signed(d)} % [{signed(lo)}, {signed(hi)}] {word}"
+        margin = 100 * metrics.margin_of(v.metric, margin_pct / 100)
+        word = f"equivalent within ±{max(-lo, hi):.1f} {u} (undecided at the ±{margin:g} {u} margin)"
+    return f"{v.variant} {signed(d)} {u} [{signed(lo)}, {signed(hi)}] {word}"
 
 
 def top(vs: list[decide.Verdict], better: str, sign: int) -> str:
@@ -34,6 +36,6 @@ def top(vs: list[decide.Verdict], better: str, sign: int) -> str:
         return f"{vs[0].baseline} (none is decided {better} than it)"
     first = max(won, key=lambda v: sign * v.ratio)
     ties = [v.variant for v in won if v is not first and v.ci_low <= first.ci_high and first.ci_low <= v.ci_high]
-    lo, hi = (first.ci_low - 1) * 100, (first.ci_high - 1) * 100
-    said = f"{first.variant} {signed(first.delta_pct)} % [{signed(lo)}, {signed(hi)}]"
+    lo, hi = first.ci_delta
+    said = f"{first.variant} {signed(first.delta_pct)} {first.unit} [{signed(lo)}, {signed(hi)}]"
     return said + (f", not told apart from {', '.join(sorted(ties))}" if ties else "")

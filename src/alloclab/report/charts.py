@@ -57,12 +57,17 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
         rows += [("cmp", v) for v in sorted(items, key=lambda v: v.variant)]
     height = 0.9 + 0.27 * len(rows)
     fig, ax = plt.subplots(figsize=(11, height))
-    m = ans.margin_pct / 100
-    ax.axvspan(1 - m, 1 + m, color="#2c6fbb", alpha=0.10, lw=0)
-    ax.axvline(1, color="#333", lw=0.9)
-    lows = [v.ci_low for v in vs if v.ci_low] + [v.ratio for v in vs]
-    highs = [v.ci_high for v in vs if v.ci_high] + [v.ratio for v in vs]
-    lo, hi = min(lows + [1 - 2 * m]), max(highs + [1 + 2 * m])
+    points = vs[0].unit == "points"  # a share: its difference in percentage points, 0 = none
+
+    def x(r: float) -> float:
+        return metrics.delta(metric, r) if points else r
+    m = metrics.margin_of(metric, ans.margin_pct / 100) * (100 if points else 1)
+    mid = 0.0 if points else 1.0
+    ax.axvspan(mid - m, mid + m, color="#2c6fbb", alpha=0.10, lw=0)
+    ax.axvline(mid, color="#333", lw=0.9)
+    lows = [x(v.ci_low) for v in vs if v.ci_low] + [x(v.ratio) for v in vs]
+    highs = [x(v.ci_high) for v in vs if v.ci_high] + [x(v.ratio) for v in vs]
+    lo, hi = min(lows + [mid - 2 * m]), max(highs + [mid + 2 * m])
     pad = 0.06 * (hi - lo)
     ax.set_xlim(lo - pad, hi + pad)
     beside = transforms.blended_transform_factory(ax.transAxes, ax.transData)  # the numbers right of the axes
@@ -75,13 +80,14 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
             continue
         v = item
         colour = _colour(v)
+        fmt = "{:+.1f}" if points else "{:.3f}"
         if v.ci_low is not None:
-            ax.errorbar([v.ratio], [y], xerr=[[v.ratio - v.ci_low], [v.ci_high - v.ratio]], fmt="o", color=colour,
-                        capsize=3, ms=5)
-            text = f"{v.ratio:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}] {v.verdict}"
+            ax.errorbar([x(v.ratio)], [y], xerr=[[x(v.ratio) - x(v.ci_low)], [x(v.ci_high) - x(v.ratio)]], fmt="o",
+                        color=colour, capsize=3, ms=5)
+            text = f"{fmt.format(x(v.ratio))} [{fmt.format(x(v.ci_low))}, {fmt.format(x(v.ci_high))}] {v.verdict}"
         else:
-            ax.plot([v.ratio], [y], "o", mfc="none", color="#888")
-            text = f"{v.ratio:.3f} (no interval yet) {v.verdict}"
+            ax.plot([x(v.ratio)], [y], "o", mfc="none", color="#888")
+            text = f"{fmt.format(x(v.ratio))} (no interval yet) {v.verdict}"
         ax.text(1.02, y, text, va="center", fontsize=8, color=colour, transform=beside, clip_on=False)
         glyphs = " ".join(answers.MARK_GLYPHS[k] for k in _marks(ans, v))
         labels.append(f"    {v.variant} vs {v.baseline}" + (f" {glyphs}" if glyphs else ""))
@@ -91,7 +97,8 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
         if kind == "cell":
             t.set_fontweight("bold")
     what = metrics.words(metric)
-    ax.set_xlabel(f"{what}: ratio variant ÷ baseline (1 = no difference)")
+    ax.set_xlabel(f"{what}: variant − baseline, percentage points (0 = no difference)" if points
+                  else f"{what}: ratio variant ÷ baseline (1 = no difference)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     fig.tight_layout()
@@ -101,9 +108,11 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     units = sorted({(ans.headline_units.get(tuple(v.base_unit), "") if metric == THROUGHPUT.name else "") or own
                     for v in vs})
     title = what[:1].upper() + what[1:]
-    cap = (f"{title} ({', '.join(units)}): each comparison's ratio variant ÷ baseline from paired runs "
+    how = ("difference variant − baseline in percentage points" if points else "ratio variant ÷ baseline")
+    cap = (f"{title} ({', '.join(units)}): each comparison's {how} from paired runs "
            f"(dot) with its 95 % CI (bar), n = {min(n)}{'–' + str(max(n)) if max(n) != min(n) else ''} rounds per "
-           f"row; line at 1 = no difference; shaded band = equivalence margin ±{ans.margin_pct:g} %; colour = verdict "
+           f"row; line at {mid:g} = no difference; shaded band = equivalence margin ±{m if points else 100 * m:g} "
+           f"{'points' if points else '%'}; colour = verdict "
            f"(green better, red worse, blue equivalent, grey undecided; hollow: no interval yet)."
            + (f" {answers.MARK_GLYPHS['depends']}: the ratio depends on the host's load; "
               f"{answers.MARK_GLYPHS['drifted']}: it drifted between the halves of the study (table: dependence on "

@@ -104,12 +104,17 @@ def agreement(studies: list[analyse.Study]) -> list[str]:
     return out
 
 
-def _ratio(v) -> str:
-    if v is None:
+def _ratio(v, metric: str = "", word: str = "") -> str:
+    """A ratio with its interval and word (a share compared in points: its difference in points)."""
+    if v is None or v.ratio is None:
         return "–"
+    points = metrics.delta_unit(metric) == "points"
+
+    def f(r: float) -> str:
+        return f"{metrics.delta(metric, r):+.1f}" if points else f"{r:.3f}"
     if v.ci_low is None:
-        return f"{v.ratio:.3f} (no interval)" if v.ratio is not None else "–"
-    return f"{v.ratio:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}] {v.verdict}"
+        return f"{f(v.ratio)} (no interval)"
+    return f"{f(v.ratio)} [{f(v.ci_low)}, {f(v.ci_high)}]{' points' if points else ''} {word or v.verdict}"
 
 
 def replication(studies: list[analyse.Study]) -> Table:
@@ -133,9 +138,7 @@ def replication(studies: list[analyse.Study]) -> Table:
         rr = list(r.against_first[1:])
         q = "–" if r.q is None else f"{r.q:.2f} ({r.p:.3f})"
         t.add([metrics.words(metric), comparison, engine, workload, str(threads), settings, f"{variant} vs {baseline}",
-               *[_ratio(v) for v in r.verdicts],
-               *["–" if x is None else (f"{x.ratio:.3f} [{x.ci_low:.3f}, {x.ci_high:.3f}] {x.outcome}"
-                                        if x.ci_low is not None else f"{x.ratio:.3f} (no interval)") for x in rr],
+               *[_ratio(v, metric) for v in r.verdicts], *[_ratio(x, metric, x.outcome) for x in rr],
                r.outcome, q, "–" if r.i2 is None else f"{100 * r.i2:.0f} %"],
               [metric, comparison, engine, workload, threads, settings, baseline, variant,
                *[None if v is None else v.ratio for v in r.verdicts],

@@ -336,11 +336,15 @@ def verdict_table(ans: answers.Answers) -> Table:
               raw_headers=list(decide.CSV_COLUMNS), note=ans.note)
     for v in ans.verdicts:
         ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "–"
+        ratio = f"{v.ratio:.3f}" if v.ratio is not None else "–"
+        if v.unit == "points" and v.ratio is not None:  # a share: its difference in percentage points
+            ratio = f"{v.delta_pct:+.1f} points"
+            ci = "–" if v.ci_delta is None else "{:+.1f}–{:+.1f}".format(*v.ci_delta)
         todo = "" if v.rounds_to_decide is None else (
             ">1000" if v.rounds_to_decide >= 1000 else str(v.rounds_to_decide))
         t.add([metrics.words(v.metric), v.comparison, v.engine, v.workload, str(v.threads),
                v.settings, f"{v.variant} vs {v.baseline}", f"{v.n_variant}/{v.n_baseline}",
-               f"{v.ratio:.3f}" if v.ratio is not None else "–", ci, v.verdict, todo],
+               ratio, ci, v.verdict, todo],
               [getattr(v, k) for k in decide.CSV_COLUMNS])
     return t
 
