@@ -100,6 +100,20 @@ def test_verdict_words_follow_the_metric():
     assert down.outcome == "slower"
 
 
+def test_a_share_given_back_replicates_and_predicts_in_points_at_its_own_margin():
+    """Given back is a difference in points (its "ratio" is exp(difference)): 60 and 62 points more
+    than glibc replicate within its ±5 points (as a ratio at the study's ±2 % they would not), and
+    over four machines the prediction is "higher", never "faster"."""
+    a, b = verdict(math.exp(0.60), 0.01, "given_back"), verdict(math.exp(0.62), 0.01, "given_back")
+    rr = replicate.ratio_of_ratios(a, b, margin=0.02)
+    assert rr.outcome == "replicates" and metrics.delta("given_back", rr.ratio) == pytest.approx(2.0)
+    assert replicate.ratio_of_ratios(verdict(1.60, 0.01), verdict(1.60 * math.exp(0.02), 0.01), 0.02).outcome \
+        != "replicates"
+    assert replicate.predict([a, b] * 2).outcome == "higher"
+    same = replicate.predict([verdict(math.exp(0.01), 0.005, "given_back")] * 4)
+    assert same.outcome == "equivalent"  # within ±5 points, though exp(0.01 ± ...) is not within ±2 %
+
+
 def test_new_machine_pools_each_comparison_the_studies_share():
     a = [verdict(1.0, 0.01), verdict(0.9, 0.01, variant="tcmalloc")]
     b = [verdict(1.04, 0.01), verdict(0.91, 0.01, variant="tcmalloc")]

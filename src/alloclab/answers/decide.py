@@ -176,16 +176,28 @@ def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design,
     confidence, and its verdict word (faster, slower, equivalent or undecided), within the
     metric's own margin where it has one. A share compared in points (metric.points) runs on
     exp(share): the log ratio is then the difference, equivalent within ±margin points."""
-    points = metric is not None and metric.points
-    if points:
+    if metric is not None and metric.points:
         base, var = ({k: math.exp(v) for k, v in d.items()} for d in (base, var))
     iv = stats.ratio_interval(base, var, confidence=policy.confidence)
     if iv.ci_low is None:
         return iv, UNDECIDED
-    margin = margin_of(metric.name, policy.margin) if metric is not None else policy.margin
-    if points:
-        return iv, stats.verdict_word(1 + math.log(iv.ci_low), 1 + math.log(iv.ci_high), higher_is_better, margin)
-    return iv, stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, margin)
+    if metric is None:
+        return iv, stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, policy.margin)
+    return iv, interval_word(metric.name, iv.ci_low, iv.ci_high, policy.margin)
+
+
+def interval_word(name: str, lo: float, hi: float, study_margin: float) -> str:
+    """The verdict word of an interval of a metric's ratio (a share's: of exp(difference)): its
+    direction (higher/lower for memory and latency), equivalent within the metric's margin, or
+    undecided; the one reading of an interval for verdicts and for predictions over machines."""
+    m = BY_NAME.get(name)
+    higher = m.higher_is_better if m is not None else True
+    if m is not None and m.points:
+        lo, hi = 1 + math.log(lo), 1 + math.log(hi)
+    word = stats.verdict_word(lo, hi, higher, margin_of(name, study_margin))
+    if higher and m is not None and m is not THROUGHPUT:  # more given back is higher, not faster
+        word = {FASTER: HIGHER, SLOWER: LOWER}.get(word, word)
+    return word
 
 
 def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | None = None) -> list[Verdict]:
@@ -204,8 +216,6 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
         allocators_of = {c: list(g) for c, g in groups.items()}
         for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
             iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy, m)
-            if m.higher_is_better and m is not THROUGHPUT:  # more given back is higher, not faster
-                word = {FASTER: HIGHER, SLOWER: LOWER}.get(word, word)
             todo = None
             if word == UNDECIDED:
                 margin = margin_of(m.name, policy.margin)

@@ -70,7 +70,7 @@ def value(r: RunRow, m: Metric) -> float | None:
     if m.scale != 1:
         v = v / m.scale
     if m.points:
-        return float(v)
+        return float(v) if math.isfinite(v) else None
     if m.floor is not None:
         return float(max(v, m.floor))
     return float(v) if v and v > 0 else None
@@ -99,6 +99,15 @@ def margin_of(name: str, study_margin: float) -> float:
     """The equivalence margin a metric's verdicts use: its own, else the study's (a fraction)."""
     m = BY_NAME.get(name)
     return m.margin if m is not None and m.margin is not None else study_margin
+
+
+def within(name: str, lo: float, hi: float, study_margin: float) -> bool:
+    """Whether an interval of a ratio (for a share in points: of exp(difference)) lies within the
+    metric's equivalence margin."""
+    m, margin = BY_NAME.get(name), margin_of(name, study_margin)
+    if m is not None and m.points:
+        return -margin <= math.log(lo) and math.log(hi) <= margin
+    return 1 - margin <= lo and hi <= 1 + margin
 
 
 def words(name: str) -> str:

@@ -24,8 +24,8 @@ from scipy import stats as _scipy_stats
 
 from alloclab.answers import decide
 from alloclab.answers.decide import Verdict
-from alloclab.answers.metrics import BY_NAME
-from alloclab.answers.stats import RatioInterval, verdict_word
+from alloclab.answers.metrics import within
+from alloclab.answers.stats import RatioInterval
 from alloclab.plan.design import DEFAULT_MARGIN, UNDECIDED, Design
 
 REPLICATES, DIFFERS, NOT_KNOWN = "replicates", "differs", "not known"
@@ -55,11 +55,13 @@ def key(v: Verdict) -> tuple:
 
 
 def ratio_of_ratios(a: Verdict | RatioInterval, b: Verdict | RatioInterval, margin: float = DEFAULT_MARGIN,
-                    confidence: float = 0.95) -> RatioOfRatios | None:
+                    confidence: float = 0.95, metric: str = "") -> RatioOfRatios | None:
     """b's ratio ÷ a's, with Welch's interval on the difference of their mean log ratios (from
-    each one's mean log ratio, its standard error and degrees of freedom)."""
+    each one's mean log ratio, its standard error and degrees of freedom); "replicates" within
+    the metric's margin (a share's: its difference of differences within ±its points)."""
     if a.mean_log is None or b.mean_log is None:
         return None
+    metric = metric or getattr(a, "metric", "")
     d = b.mean_log - a.mean_log
     if a.se_log is None or b.se_log is None or a.df < 1 or b.df < 1:
         return RatioOfRatios(math.exp(d), None, None, NOT_KNOWN)
@@ -67,7 +69,7 @@ def ratio_of_ratios(a: Verdict | RatioInterval, b: Verdict | RatioInterval, marg
     df = se ** 4 / (a.se_log ** 4 / a.df + b.se_log ** 4 / b.df) if se > 0 else float(a.df + b.df)
     half = float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, df)) * se
     lo, hi = math.exp(d - half), math.exp(d + half)
-    outcome = DIFFERS if lo > 1 or hi < 1 else REPLICATES if 1 - margin <= lo and hi <= 1 + margin else NOT_KNOWN
+    outcome = DIFFERS if lo > 1 or hi < 1 else REPLICATES if within(metric, lo, hi, margin) else NOT_KNOWN
     return RatioOfRatios(math.exp(d), lo, hi, outcome)
 
 
@@ -92,7 +94,8 @@ def replicate(studies: list[list[Verdict]], margin: float = DEFAULT_MARGIN) -> l
     for k in keys:
         vs = tuple(d.get(k) for d in by_key)
         first = vs[0]
-        against = tuple(None if i == 0 or v is None or first is None else ratio_of_ratios(first, v, margin)
+        against = tuple(None if i == 0 or v is None or first is None else ratio_of_ratios(first, v, margin,
+                                                                                         metric=k[0])
                         for i, v in enumerate(vs))
         outcomes = [r.outcome for r in against if r is not None]
         q, p, i2 = heterogeneity([v for v in vs if v is not None])
@@ -159,8 +162,7 @@ def predict(vs: list[Verdict], margin: float = DEFAULT_MARGIN, confidence: float
     df = max(1, k - 2)
     half = float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, df)) * math.sqrt(tau2 + se ** 2)
     lo, hi = math.exp(mu - half), math.exp(mu + half)
-    metric = BY_NAME.get(have[0].metric)
-    word = verdict_word(lo, hi, metric.higher_is_better if metric else True, margin)
+    word = decide.interval_word(have[0].metric, lo, hi, margin)
     return NewMachine(key(have[0]), k, math.exp(mu), math.exp(mu - z * se), math.exp(mu + z * se), math.sqrt(tau2),
                       lo, hi, df, NOT_KNOWN if word == UNDECIDED else word, RULE_K2 if k == 2 else "")
 

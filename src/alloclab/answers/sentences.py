@@ -260,13 +260,13 @@ def build(study: analyse.Study) -> Answers:
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
-            + "".join(f" {m.words.capitalize()}: a difference in percentage points, equivalent within ±"
-                      f"{100 * m.margin:g} points." for m in metrics.LIFE
+            + "".join(f" {m.words.capitalize()}: a difference in percentage points, decided when its interval "
+                      f"excludes 0, equivalent within ±{100 * m.margin:g} points." for m in metrics.LIFE
                       if m.points and any(v.metric == m.name for v in vs))
             + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
                "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
                else ""))
-    order = {m.name: i for i, m in enumerate(metrics.METRICS)}
+    order = {m.name: i for i, m in enumerate(metrics.METRICS + metrics.LIFE)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
     per = [v for vs_ in study.per_machine().values() for v in vs_]
     first = sorted(per, key=lambda v: (order.get(v.metric, 9), v.machine, -_effect(v)))

@@ -124,8 +124,9 @@ def replication(studies: list[analyse.Study]) -> Table:
     margin = studies[0].design.margin
     reps = replicate([s.verdicts() for s in studies], margin)
     later = [f"{n} ÷ {names[0]} [95% CI]" for n in names[1:]]
-    t = Table("replication", f"Replication: {', '.join(names)} (ratio of ratios within ±{100 * margin:g} %: "
-              "replicates; excluding 1: differs; else not known)",
+    t = Table("replication", f"Replication: {', '.join(names)} (ratio of ratios within ±{100 * margin:g} %, a "
+              "share's difference of differences within its own points: replicates; excluding 1 (0): differs; else "
+              "not known)",
               ["metric", "comparison", "engine", "workload", "threads", "settings", "variant vs baseline", *names,
                *later, "outcome", "Q (p)", "I²"],
               raw_headers=["metric", "comparison", "engine", "workload", "threads", "settings", "baseline", "variant",
@@ -158,8 +159,13 @@ def machine_differences(studies: list[analyse.Study]) -> list[str]:
     return out
 
 
-def _pct1(x: float) -> str:
-    return f"{100 * (x - 1):+.1f}".replace("-", "−")
+def _pct1(x: float, metric: str = "") -> str:
+    """A ratio's change in percent (a share's: its difference in points)."""
+    return f"{metrics.delta(metric, x):+.1f}".replace("-", "−")
+
+
+def _points(metric: str) -> str:
+    return " points" if metrics.delta_unit(metric) == "points" else ""
 
 
 def where(studies: list[analyse.Study]) -> tuple[str, str]:
@@ -187,8 +193,9 @@ def new_machine_table(preds: list[NewMachine], names: list[str], margin: float,
     for p in preds:
         metric, comparison, engine, workload, threads, settings, baseline, variant = p.key
         t.add([metrics.words(metric), comparison, engine, workload, str(threads), settings, f"{variant} vs {baseline}",
-               str(p.k), f"{_pct1(p.ratio)} [{_pct1(p.ci_low)}, {_pct1(p.ci_high)}]", f"{100 * p.tau:.1f}",
-               f"[{_pct1(p.pi_low)}, {_pct1(p.pi_high)}]" + (f" (t, {p.df} df: k = 2)" if p.rule else ""), p.outcome],
+               str(p.k), f"{_pct1(p.ratio, metric)} [{_pct1(p.ci_low, metric)}, {_pct1(p.ci_high, metric)}]"
+               + _points(metric), f"{100 * p.tau:.1f}", f"[{_pct1(p.pi_low, metric)}, {_pct1(p.pi_high, metric)}]"
+               + _points(metric) + (f" (t, {p.df} df: k = 2)" if p.rule else ""), p.outcome],
               [metric, comparison, engine, workload, threads, settings, baseline, variant, p.k, p.ratio, p.ci_low,
                p.ci_high, p.tau, p.pi_low, p.pi_high, p.df, p.outcome])
     return t

@@ -19,6 +19,7 @@ from alloclab.answers import analyse, decide, metrics, stats
 from alloclab.answers import sentences as answers
 from alloclab.answers.analysis import Analysis
 from alloclab.answers.metrics import P99, PEAK_RSS, THROUGHPUT, Metric
+from alloclab.answers.wording import signed
 from alloclab.plan import workload
 from alloclab.report import flames
 from alloclab.report.formatting import fmt_ci, fmt_cmp, params
@@ -338,8 +339,8 @@ def verdict_table(ans: answers.Answers) -> Table:
         ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "–"
         ratio = f"{v.ratio:.3f}" if v.ratio is not None else "–"
         if v.unit == "points" and v.ratio is not None:  # a share: its difference in percentage points
-            ratio = f"{v.delta_pct:+.1f} points"
-            ci = "–" if v.ci_delta is None else "{:+.1f}–{:+.1f}".format(*v.ci_delta)
+            ratio = f"{signed(v.delta_pct)} points"
+            ci = "–" if v.ci_delta is None else "{} to {}".format(*map(signed, v.ci_delta))
         todo = "" if v.rounds_to_decide is None else (
             ">1000" if v.rounds_to_decide >= 1000 else str(v.rounds_to_decide))
         t.add([metrics.words(v.metric), v.comparison, v.engine, v.workload, str(v.threads),
