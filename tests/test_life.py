@@ -71,12 +71,12 @@ def test_given_back_on_a_stored_timeline_of_known_shape(tmp_path):
     assert (first.cycle, first.burst) == (1, "dump")
     assert first.before_bytes == 100 * MIB and first.peak_bytes == 200 * MIB  # before: steady's median
     assert first.excess_bytes == 100 * MIB and first.after_bytes == 140 * MIB
-    assert first.share == pytest.approx(0.6)
+    assert first.share == pytest.approx(0.6) and first.warmup and "warming up" in first.note
     # 150 MiB is reached 50/6 s after the idle phase starts; the first sample at or below it
     assert first.half_s == pytest.approx(50 / 6, abs=1 / HZ)
 
     assert second.before_bytes == 140 * MIB and second.excess_bytes == 100 * MIB  # before: cycle 1's idle end
-    assert second.share == 0 and second.half_s is None and "never" in second.note
+    assert second.share == 0 and second.half_s is None and "never" in second.note and not second.warmup
 
     assert third.excess_bytes == 0 and third.share is None and third.half_s is None
     assert "nothing to give back" in third.note

@@ -146,7 +146,8 @@ class GivenBack:
     it returned. `share` is (peak − settled at the idle's end) ÷ excess: above 1 where the idle
     phase returned more than the burst took, below 0 where RSS kept growing. `half_s`: from the
     idle phase's start to the first sample at or below peak − excess/2 (0 when already there);
-    None if never."""
+    None if never. `warmup`: no idle phase came before the burst, so its excess is measured from the
+    steady load of a server still filling its caches and pools (the life's share leaves it out)."""
 
     cycle: int
     burst: str
@@ -157,6 +158,7 @@ class GivenBack:
     share: float | None
     half_s: float | None
     note: str = ""
+    warmup: bool = False
 
 
 def _before(timeline: Timeline, burst: Phase, life: Sequence[Phase]) -> tuple[float | None, str]:
@@ -185,7 +187,8 @@ def given_back(timeline: Timeline, life: Sequence[Phase], min_excess_bytes: floa
         idle = next((p for p in life if p.kind == "idle" and p.t_start_s >= burst.t_end_s), None)
         after = settled_rss(tl, idle) if idle else None
         row = {"cycle": burst.cycle, "burst": burst.name, "before_bytes": before, "peak_bytes": peak,
-               "after_bytes": after, "excess_bytes": None, "share": None, "half_s": None}
+               "after_bytes": after, "excess_bytes": None, "share": None, "half_s": None,
+               "warmup": not any(p.kind == "idle" and p.t_end_s <= burst.t_start_s for p in life)}
         if before is None or peak is None:
             out.append(GivenBack(**row, note="no samples " + ("before the burst" if before is None else "in it")))
             continue
@@ -203,7 +206,9 @@ def given_back(timeline: Timeline, life: Sequence[Phase], min_excess_bytes: floa
         row["share"] = (peak - after) / excess
         row["half_s"] = None if crossed is None else max(0.0, crossed - idle.t_start_s)
         out.append(GivenBack(**row, note=f"excess over {source}" + (
-            "" if crossed is not None else f"; half was never given back within {idle.name!r}")))
+            "" if crossed is not None else f"; half was never given back within {idle.name!r}") + (
+            "; before the first idle phase, the engine still warming up: left out of the life's share"
+            if row["warmup"] else "")))
     return out
 
 
