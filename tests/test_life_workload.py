@@ -519,3 +519,9 @@ def test_a_server_oom_killed_under_its_cgroup_limit_is_an_outcome_at_its_cycle(t
     assert row.life_cycles == row.oom_cycle - 1 and row.creep_mib_per_cycle > 30
     assert samples[-1][1] > 350 << 20 and j["life"]["server_memory_bytes"] == 400 << 20
     assert j["clean_shutdown"] is False
+
+
+def test_the_start_line_names_each_margin_its_metric_has():
+    assert metrics.margin_words(("creep", "given_back", "overhead"), 0.02) == \
+        "±2 %; share of a burst given back: ±5 points"
+    assert metrics.margin_words((), 0.04) == "±4 %"

@@ -32,7 +32,7 @@ def run(allocator, tp, share=0.99, busy=0.0, threads=2, dur=6.0):
             "wall_s": 20.0, "started_at": "", "machine_fingerprint": "f"}
 
 
-def record(machine, ratios, seed=1, cell="default", share=0.99, busy=0.0):
+def record(machine, ratios, seed=1, cell="default", share=0.99, busy=0.0, drawn=True):
     """A stored round: `ratios` design -> allocator -> throughput ratio vs glibc."""
     results = {}
     for d, per in ratios.items():
@@ -45,7 +45,8 @@ def record(machine, ratios, seed=1, cell="default", share=0.99, busy=0.0):
     return {"format": tb.FORMAT, "round": f"{machine}-{seed}-{random.random():.12f}", "seed": seed, "cell": cell,
             "cell_args": tb.CELLS[cell], "designs": list(ratios), "order": list(ratios), "results": results,
             "machine": {"key": machine, "words": f"machine {machine}, 2 cores", "cores": 2, "fingerprint": machine},
-            "alloclab": {"commit": "abc", "dirty": False}, "started_at": "", "ended_at": ""}
+            "alloclab": {"commit": "abc", "dirty": False}, "started_at": "", "ended_at": "",
+            **({"order_drawn": True} if drawn else {})}
 
 
 def planted(machine, bias, rounds, rng, noise=0.01, alone_sd=0.2):
@@ -67,7 +68,7 @@ def test_a_planted_bias_is_found_within_its_interval():
     assert est.lo < bias < est.hi and est.lo > 0  # found, and told apart from no bias
     assert est.half_pct <= tb.TARGET_PCT
     table = tb.report(recs)
-    assert "| default | jemalloc | +4." in table and "✓" in table and "| 24 | 3 |" in table
+    assert "| default | jemalloc | drawn | +4." in table and "✓" in table and "| 24 | 3 |" in table
     # one machine alone: its t interval
     one = tb.pool(tb.paired(recs[:8], "t0.5", "alone")[("default", "mimalloc")])
     assert one.k == 1 and one.tau is None and one.lo < bias < one.hi
@@ -82,6 +83,24 @@ def test_two_machines_with_different_biases_give_tau_above_zero():
     # the same bias on both machines, exactly: τ = 0
     same = planted("a", 0.02, 5, random.Random(1)) + planted("b", 0.02, 5, random.Random(1))
     assert tb.pool(tb.paired(same, "t0.5", "alone")[("default", "tcmalloc")]).tau == 0.0
+
+
+def test_the_order_is_drawn_per_round_and_rounds_of_the_fixed_order_are_shown_not_judged():
+    """Rounds stored before the order was drawn ran glibc first and tcmalloc last: they stand
+    beside the drawn ones, never in the target's estimate."""
+    orders = {tuple(tb.design_studies("alone", random.Random(seed))[0][0]) for seed in range(40)}
+    assert all(sorted(o) == sorted(tb.FOUR) for o in orders) and len(orders) > 10
+    assert tb.design_studies("t0.5", random.Random(1))[0][1] == 0.5
+    rng = random.Random(5)
+    old = [{k: v for k, v in r.items() if k != "order_drawn"} for r in planted("a", math.log(1.08), 10, rng)]
+    new = planted("a", 0.0, 10, rng)
+    table = tb.report(old + new)
+    drawn = next(line for line in table.splitlines() if line.startswith("| default | tcmalloc | drawn |"))
+    fixed = next(line for line in table.splitlines() if line.startswith("| default | tcmalloc | fixed (old) |"))
+    def mean(line):
+        return float(line.split(" | ")[3].split(" ")[0].replace("−", "-"))
+    assert abs(mean(drawn)) < 1.5 and "✓" in drawn and "| 10 |" in drawn
+    assert abs(mean(fixed) - 8.0) < 1.5 and "✓" not in fixed and "| 10 |" in fixed
 
 
 def test_dersimonian_laird_by_hand():

@@ -110,6 +110,15 @@ def within(name: str, lo: float, hi: float, study_margin: float) -> bool:
     return 1 - margin <= lo and hi <= 1 + margin
 
 
+def margin_words(names, study_margin: float) -> str:
+    """The equivalence margins of the metrics `names` (verdict names) as the start line says them:
+    "±2 %", and each metric with a margin of its own after it ("; share of a burst given back:
+    ±5 points")."""
+    own = [(words(n), 100 * margin_of(n, study_margin), delta_unit(n)) for n in names
+           if n in BY_NAME and BY_NAME[n].margin is not None]
+    return f"±{100 * study_margin:g} %" + "".join(f"; {w}: ±{m:g} {u}" for w, m, u in own)
+
+
 def words(name: str) -> str:
     """A verdict's metric as a sentence names it."""
     return BY_NAME[name].words if name in BY_NAME else name
