@@ -349,6 +349,22 @@ def test_a_life_gives_back_mib_over_mib_not_a_mean_of_shares():
     assert life_runs.row_fields(m, None)["given_back_share"] == pytest.approx(2 / 42, abs=1e-3)
 
 
+def test_a_burst_gives_back_at_most_all_and_at_least_none_of_its_excess():
+    """Cycle 2's idle returns 30 MiB after a burst of 10 (share 3: memory from before it), cycle 3's
+    RSS grows 5 MiB more while idle after a burst of 10 (share −0.5): the life gave back 10 of 20
+    MiB, not 25 (the raw shares, weighted): what the idle phases did beyond the bursts is creep's."""
+    mib, hz = life.MIB, 20
+    shape = [(0, 10, 80), (10, 12, 120), (12, 20, 130),
+             (20, 30, 130), (30, 32, 140), (32, 40, 110), (40, 42, 120), (42, 43, 120), (43, 50, 125)]
+    timeline = [(i / hz, int(next(v for a, b, v in shape if a <= i / hz < b) * mib)) for i in range(50 * hz)]
+    phases = [(1, "load", "steady", 0, 10), (1, "swarm", "burst", 10, 12), (1, "rest", "idle", 12, 20),
+              (2, "load", "steady", 20, 30), (2, "swarm", "burst", 30, 32), (2, "rest", "idle", 32, 40),
+              (3, "swarm", "burst", 40, 42), (3, "rest", "idle", 42, 50)]
+    m = life.measure(timeline, phases)
+    assert [round(g.share, 2) for g in m.given_back[1:]] == [3.0, -0.5]  # each burst's own, as measured
+    assert life_runs.row_fields(m, None)["given_back_share"] == pytest.approx(0.5, abs=1e-3)
+
+
 def test_the_first_cycles_bursts_are_warm_up_left_out_of_the_lifes_share():
     """A burst with no idle phase before it is measured from the steady load of a server still
     filling its caches: shown with its share, marked warm-up, and left out of the life's share

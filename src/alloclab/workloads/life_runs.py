@@ -212,9 +212,13 @@ def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
         if g.peak_bytes is not None and (g.cycle not in highest or g.peak_bytes > highest[g.cycle].peak_bytes):
             highest[g.cycle] = g
     # over the life, MiB given back over MiB of excess: a burst of 2 MiB given back whole does
-    # not weigh as much as one of 40 MiB kept (a mean of per-cycle shares made them equal)
+    # not weigh as much as one of 40 MiB kept (a mean of per-cycle shares made them equal). Each
+    # burst gives back between none and all of its excess: an idle phase that returns more (memory
+    # held from before the burst) or keeps growing is creep's to tell, and counted here it let a
+    # burst of 1.5 MiB "give back" 13 times its size and swing a life's share by 20 points
     shared = [g for g in highest.values() if g.share is not None]
     excess = sum(g.excess_bytes for g in shared)
+    given = sum(min(1.0, max(0.0, g.share)) * g.excess_bytes for g in shared)
     halves = [g.half_s for g in highest.values() if g.half_s is not None]
     last = next((e for e in reversed(m.ends) if e.over_engine_bytes is not None), None)
     kept = next((e.alloc_kept_bytes for e in reversed(m.ends) if e.alloc_kept_bytes is not None), None)
@@ -222,7 +226,7 @@ def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
             "creep_mib_per_cycle": _mib(m.creep.slope_mib_per_cycle),
             "creep_ci_low_mib_per_cycle": _mib(m.creep.ci_low_mib_per_cycle),
             "creep_ci_high_mib_per_cycle": _mib(m.creep.ci_high_mib_per_cycle),
-            "given_back_share": round(sum(g.share * g.excess_bytes for g in shared) / excess, 4) if shared else None,
+            "given_back_share": round(given / excess, 4) if shared else None,
             "half_given_back_s": round(statistics.median(halves), 3) if halves else None,
             "overhead_bytes": int(last.over_engine_bytes) if last else None,
             "overhead_growth_mib_per_cycle": _mib(m.overhead.over_engine_creep.slope_mib_per_cycle),
