@@ -475,7 +475,8 @@ def report(records: list[dict], bad_lines: int = 0) -> str:
             m["starved"] += any(w.startswith("starved") for w in why)
             m["busy"] += any(w.startswith("busy") for w in why)
     cells = sorted({rec["cell"] for rec in records}, key=lambda c: (list(CELLS).index(c) if c in CELLS else 99, c))
-    removed_per_cell = {c: sum(1 for rec in records if rec["cell"] == c and removed[rec["round"]]) for c in cells}
+    removed_per_cell = {(c, drawn): sum(1 for rec in records if rec["cell"] == c and removed[rec["round"]]
+                                        and order_drawn(rec) == drawn) for c in cells for drawn in (True, False)}
     commits = {(rec.get("alloclab") or {}).get("commit") for rec in records}
     lines = [f"**Turns against runs alone**: {len(records)} round(s) stored, {len(kept)} counted, on "
              f"{len(machines)} machine(s), {len(commits)} alloclab commit(s)"
@@ -495,7 +496,8 @@ def report(records: list[dict], bad_lines: int = 0) -> str:
     fixed = paired([rec for rec in kept if not order_drawn(rec)], "t0.5", "alone")
     for c in cells:
         for x in COMPARED:
-            for words, d, gated in (("drawn", t05, removed_per_cell[c]), ("fixed (old)", fixed, "")):
+            for words, d, gated in (("drawn", t05, removed_per_cell[(c, True)]),
+                                    ("fixed (old)", fixed, removed_per_cell[(c, False)])):
                 e = pool(d.get((c, x), {}))
                 if e is None and words != "drawn":
                     continue
