@@ -78,6 +78,7 @@ def only(raw: dict, engine: str, **keys) -> dict:
     (raw_life([{"kind": "idle", "duration_s": 1}]), "workloads[0].phases[0]: a phase needs a name and a kind"),
     (raw_life([{**IDLE, "speed": 3}]), "workloads[0].phases[0]: unknown key(s) speed"),
     (raw_life(cycles=0), "workloads[0].cycles: must be >= 1"),
+    (raw_life(cycles=1), "workloads[0].cycles: a life of 1 cycle has no creep and no given back"),
     (raw_life(duration_s=30), "workloads[0].duration_s: a life's length is its cycles and its phases' duration_s"),
     (raw_life(engines=["rocksdb"]), "workloads[0].phases: a life on an embedded engine needs its phases"),
     (raw_life(engines=["postgres"]), "workloads[0]: a life runs on a MariaDB server or an embedded engine, not on "
@@ -383,6 +384,22 @@ def test_the_first_cycles_bursts_are_warm_up_left_out_of_the_lifes_share():
     assert life_runs.row_fields(one_cycle, None)["given_back_share"] is None
 
 
+def test_a_life_that_starts_idle_still_warms_up_in_its_first_cycle():
+    """Phases in the order idle, steady, burst: the first burst has an idle phase before it, but
+    that idle is a cold server's: the first cycle is still warm-up."""
+    mib, hz = life.MIB, 20
+    shape = [(0, 15, 100), (15, 17, 200), (17, 32, 180), (32, 34, 200), (34, 49, 180), (49, 51, 200)]
+    timeline = [(i / hz, int(next(v for a, b, v in shape if a <= i / hz < b) * mib)) for i in range(51 * hz)]
+    phases = [(c, name, kind, 17 * (c - 1) + a, 17 * (c - 1) + b) for c in (1, 2, 3)
+              for name, kind, a, b in (("rest", "idle", 0, 5), ("load", "steady", 5, 15), ("swarm", "burst", 15, 17))]
+    m = life.measure(timeline, phases)
+    first, second, last = m.given_back
+    assert first.warmup and first.before_bytes == 100 * mib and "warming up" in first.note
+    assert not second.warmup and second.before_bytes == 180 * mib and round(second.share, 2) == 1.0
+    assert last.share is None  # no idle phase after it
+    assert life_runs.row_fields(m, None)["given_back_share"] == pytest.approx(1.0)
+
+
 def test_old_folders_load_with_empty_life_columns():
     rows = Store(ROOT / "tests/fixtures/study-v1").rows()
     assert rows and all(r.creep_mib_per_cycle is None and not r.oom_killed and r.life_cycles == 0 for r in rows)
@@ -540,4 +557,5 @@ def test_a_server_oom_killed_under_its_cgroup_limit_is_an_outcome_at_its_cycle(t
 def test_the_start_line_names_each_margin_its_metric_has():
     assert metrics.margin_words(("creep", "given_back", "overhead"), 0.02) == \
         "±2 %; share of a burst given back: ±5 points"
-    assert metrics.margin_words((), 0.04) == "±4 %"
+    assert metrics.margin_words((), 0.04) == metrics.margin_words((), 0.04, {"kv"}) == "±4 %"
+    assert metrics.margin_words((), 0.02, {"life"}) == "±2 %; share of a burst given back: ±5 points"

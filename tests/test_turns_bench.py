@@ -100,7 +100,33 @@ def test_the_order_is_drawn_per_round_and_rounds_of_the_fixed_order_are_shown_no
     def mean(line):
         return float(line.split(" | ")[3].split(" ")[0].replace("−", "-"))
     assert abs(mean(drawn)) < 1.5 and "✓" in drawn and "| 10 |" in drawn
-    assert abs(mean(fixed) - 8.0) < 1.5 and "✓" not in fixed and "| 10 |" in fixed
+    assert abs(mean(fixed) - 8.0) < 1.5 and "| 10 |" in fixed
+    assert "20 counted (10 of them in a drawn order)" in table
+    only_fixed = tb.report(old)
+    assert "| default | tcmalloc | drawn | – | 0 |" in only_fixed and "| +8." in only_fixed
+
+
+def test_every_design_draws_its_order_and_the_record_says_so(monkeypatch):
+    """measure_round with one_study stubbed (no runs): every design's allocators come in an order
+    drawn from the round's seed, p2's pairs and p13's catalog too, and the record says order_drawn."""
+    seen = []
+
+    def fake(cell, allocators, slice_s, seed, cores):
+        seen.append((tuple(allocators), slice_s))
+        return {"allocators": list(allocators), "slice_s": slice_s, "rc": 0, "error": None, "runs": []}, {}
+    monkeypatch.setattr(tb, "one_study", fake)
+    monkeypatch.setattr(tb, "machine_block", lambda described: {"key": "m"})
+    firsts = set()
+    for seed in range(12):
+        seen.clear()
+        rec = tb.measure_round("default", ["alone", "t0.5", "p2"], seed)
+        assert rec["order_drawn"] is True
+        firsts |= {a[0] for a, s in seen if len(a) == 4}
+        pairs = [a for a, s in seen if len(a) == 2]
+        assert len(pairs) == 3 and all(tb.BASELINE in a for a in pairs)
+        firsts |= {("p2", a[0]) for a in pairs}
+    assert set(tb.FOUR) <= firsts  # each of the four went first in some design of some round
+    assert ("p2", tb.BASELINE) in firsts and any(f[0] == "p2" and f[1] != tb.BASELINE for f in firsts if len(f) == 2)
 
 
 def test_dersimonian_laird_by_hand():

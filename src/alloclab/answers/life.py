@@ -146,8 +146,9 @@ class GivenBack:
     it returned. `share` is (peak − settled at the idle's end) ÷ excess: above 1 where the idle
     phase returned more than the burst took, below 0 where RSS kept growing. `half_s`: from the
     idle phase's start to the first sample at or below peak − excess/2 (0 when already there);
-    None if never. `warmup`: no idle phase came before the burst, so its excess is measured from the
-    steady load of a server still filling its caches and pools (the life's share leaves it out)."""
+    None if never. `warmup`: the burst is in the life's first cycle (or no idle phase came before
+    it), while the server still fills its caches and pools: its excess is mostly that filling, and
+    the life's share leaves it out."""
 
     cycle: int
     burst: str
@@ -179,6 +180,7 @@ def given_back(timeline: Timeline, life: Sequence[Phase], min_excess_bytes: floa
     """For each burst of `life`: its excess over the settled RSS before it, the share of that excess
     returned by the end of the next idle phase, and the time that phase took to return half."""
     tl, life = _checked(timeline, "RSS"), phases(life)
+    first_cycle = min((p.cycle for p in life), default=0)
     out = []
     for burst in (p for p in life if p.kind == "burst"):
         before, source = _before(tl, burst, life)
@@ -188,7 +190,8 @@ def given_back(timeline: Timeline, life: Sequence[Phase], min_excess_bytes: floa
         after = settled_rss(tl, idle) if idle else None
         row = {"cycle": burst.cycle, "burst": burst.name, "before_bytes": before, "peak_bytes": peak,
                "after_bytes": after, "excess_bytes": None, "share": None, "half_s": None,
-               "warmup": not any(p.kind == "idle" and p.t_end_s <= burst.t_start_s for p in life)}
+               "warmup": burst.cycle == first_cycle
+               or not any(p.kind == "idle" and p.t_end_s <= burst.t_start_s for p in life)}
         if before is None or peak is None:
             out.append(GivenBack(**row, note="no samples " + ("before the burst" if before is None else "in it")))
             continue
@@ -207,7 +210,7 @@ def given_back(timeline: Timeline, life: Sequence[Phase], min_excess_bytes: floa
         row["half_s"] = None if crossed is None else max(0.0, crossed - idle.t_start_s)
         out.append(GivenBack(**row, note=f"excess over {source}" + (
             "" if crossed is not None else f"; half was never given back within {idle.name!r}") + (
-            "; before the first idle phase, the engine still warming up: left out of the life's share"
+            "; in the first cycle, the engine still warming up: left out of the life's share"
             if row["warmup"] else "")))
     return out
 

@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from alloclab.catalog.names import LIFE as LIFE_WORKLOAD
 from alloclab.plan import workload
 from alloclab.results.store import RunRow
 
@@ -110,10 +111,12 @@ def within(name: str, lo: float, hi: float, study_margin: float) -> bool:
     return 1 - margin <= lo and hi <= 1 + margin
 
 
-def margin_words(names, study_margin: float) -> str:
-    """The equivalence margins of the metrics `names` (verdict names) as the start line says them:
-    "±2 %", and each metric with a margin of its own after it ("; share of a burst given back:
-    ±5 points")."""
+def margin_words(names, study_margin: float, workloads: Iterable[str] = ()) -> str:
+    """The equivalence margins of the metrics `names` (verdict names: the plan's decide_on) as the
+    start line says them: "±2 %", and each metric with a margin of its own after it ("; share of a
+    burst given back: ±5 points"). No names: the default, a life's memory metrics among them where
+    `workloads` holds a life."""
+    names = names or ([m.name for m in LIFE] if LIFE_WORKLOAD in workloads else ())
     own = [(words(n), 100 * margin_of(n, study_margin), delta_unit(n)) for n in names
            if n in BY_NAME and BY_NAME[n].margin is not None]
     return f"±{100 * study_margin:g} %" + "".join(f"; {w}: ±{m:g} {u}" for w, m, u in own)

@@ -94,6 +94,14 @@ def _check_phase(where: str, p: dict) -> None:
         raise AlloclabError(f"{where}.connections: only a storm opens connections", "give it burst = \"storm\"")
 
 
+def cycles_key(key, v):
+    v = whole(1, 1000)(key, v)
+    if v < 2:
+        raise AlloclabError(f"{key}: a life of {v} cycle has no creep and no given back (its first cycle warms "
+                            "the engine up and is left out)", "give cycles = 2 or more (the presets give 3 to 5)")
+    return v
+
+
 def phases_key(key, v):
     if not isinstance(v, list) or not v:
         raise AlloclabError(f"{key}: expected a non-empty array of tables ([[workloads.phases]])")
@@ -120,7 +128,7 @@ class LifeWorkload(Workload):
     names = (LIFE,)
     title = "a server's life"
     schema = {
-        "cycles": whole(1, 1000),  # cycles of the phases below, one server up throughout
+        "cycles": cycles_key,  # cycles of the phases below, one server up throughout
         "phases": phases_key,
         "value_bytes_min": size(1),  # an embedded engine's values: uniform in [value_bytes_min, value_bytes]
     }
