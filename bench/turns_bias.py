@@ -63,6 +63,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -477,8 +478,7 @@ def report(records: list[dict], bad_lines: int = 0) -> str:
             m["starved"] += any(w.startswith("starved") for w in why)
             m["busy"] += any(w.startswith("busy") for w in why)
     cells = sorted({rec["cell"] for rec in records}, key=lambda c: (list(CELLS).index(c) if c in CELLS else 99, c))
-    removed_per_cell = {(c, drawn): sum(1 for rec in records if rec["cell"] == c and removed[rec["round"]]
-                                        and order_drawn(rec) == drawn) for c in cells for drawn in (True, False)}
+    removed_per_cell = Counter((rec["cell"], order_drawn(rec)) for rec in records if removed[rec["round"]])
     commits = {(rec.get("alloclab") or {}).get("commit") for rec in records}
     n_drawn = sum(1 for rec in kept if order_drawn(rec))
     lines = [f"**Turns against runs alone**: {len(records)} round(s) stored, {len(kept)} counted "

@@ -146,9 +146,8 @@ class GivenBack:
     it returned. `share` is (peak − settled at the idle's end) ÷ excess: above 1 where the idle
     phase returned more than the burst took, below 0 where RSS kept growing. `half_s`: from the
     idle phase's start to the first sample at or below peak − excess/2 (0 when already there);
-    None if never. `warmup`: the burst is in the life's first cycle (or no idle phase came before
-    it), while the server still fills its caches and pools: its excess is mostly that filling, and
-    the life's share leaves it out."""
+    None if never. `warmup`: the burst is in the life's first cycle, while the server still fills
+    its caches and pools: its excess is mostly that filling, and the life's share leaves it out."""
 
     cycle: int
     burst: str
@@ -190,8 +189,7 @@ def given_back(timeline: Timeline, life: Sequence[Phase], min_excess_bytes: floa
         after = settled_rss(tl, idle) if idle else None
         row = {"cycle": burst.cycle, "burst": burst.name, "before_bytes": before, "peak_bytes": peak,
                "after_bytes": after, "excess_bytes": None, "share": None, "half_s": None,
-               "warmup": burst.cycle == first_cycle
-               or not any(p.kind == "idle" and p.t_end_s <= burst.t_start_s for p in life)}
+               "warmup": burst.cycle == first_cycle}
         if before is None or peak is None:
             out.append(GivenBack(**row, note="no samples " + ("before the burst" if before is None else "in it")))
             continue

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from alloclab.catalog.names import LIFE as LIFE_WORKLOAD
+from alloclab.catalog.names import LIFE_METRICS
 from alloclab.plan import workload
 from alloclab.results.store import RunRow
 
@@ -116,7 +117,7 @@ def margin_words(names, study_margin: float, workloads: Iterable[str] = ()) -> s
     start line says them: "±2 %", and each metric with a margin of its own after it ("; share of a
     burst given back: ±5 points"). No names: the default, a life's memory metrics among them where
     `workloads` holds a life."""
-    names = names or ([m.name for m in LIFE] if LIFE_WORKLOAD in workloads else ())
+    names = names or (LIFE_METRICS if LIFE_WORKLOAD in workloads else ())
     own = [(words(n), 100 * margin_of(n, study_margin), delta_unit(n)) for n in names
            if n in BY_NAME and BY_NAME[n].margin is not None]
     return f"±{100 * study_margin:g} %" + "".join(f"; {w}: ±{m:g} {u}" for w, m, u in own)

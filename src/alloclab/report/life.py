@@ -30,9 +30,8 @@ def life_table(study: analyse.Study, rows: list) -> Table:
                    "driver, or in a server by liballoclab_account.so; – where the allocator offers no live count, "
                    "as mimalloc 2.0). Creep and growth: least-squares slope over the cycles; given back: MiB given "
                    "back (at most a burst's own) over MiB of a burst's excess, all cycles together but the first "
-                   "(its bursts come while the engine warms up); the rest at the last idle "
-                   "end. Killed "
-                   "runs count in OOM-killed, and their figures cover the cycles they lived.")
+                   "(its bursts come while the engine warms up); the rest at the last idle end. Killed runs count "
+                   "in OOM-killed, and their figures cover the cycles they lived.")
     groups: dict[tuple, list] = defaultdict(list)
     for r in rows:
         groups[(decide.cell_of(r), r.allocator)].append(r)

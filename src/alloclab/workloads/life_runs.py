@@ -203,10 +203,10 @@ def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
     settled = [v for _, _, v in m.settled if v is not None]
     # a cycle's bursts one after another share the settled RSS before them and the idle after:
     # what the cycle gave back is the share of its highest burst's excess (a burst's own share
-    # would count the growth of the bursts after it as not given back). Bursts before the first
-    # idle phase are left out: their excess over the steady load of a server still filling its
-    # caches and pools is mostly warm-up that no allocator gives back (in the quick studies it was
-    # half of glibc's excess on RocksDB, and it pulled every share toward 0)
+    # would count the growth of the bursts after it as not given back). The first cycle's bursts
+    # (GivenBack.warmup) are left out: their excess over a server still filling its caches and
+    # pools is mostly warm-up that no allocator gives back (in the quick studies it was half of
+    # glibc's excess on RocksDB, and it pulled every share toward 0)
     highest = {}
     for g in (g for g in m.given_back if not g.warmup):
         if g.peak_bytes is not None and (g.cycle not in highest or g.peak_bytes > highest[g.cycle].peak_bytes):
