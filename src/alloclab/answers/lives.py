@@ -8,8 +8,6 @@ from alloclab.answers import analyse, decide, life, metrics
 from alloclab.answers.wording import short, signed, top
 from alloclab.plan.design import LOWER, UNDECIDED
 
-LIFE_METRICS = tuple(m.name for m in metrics.LIFE)
-
 
 def leanest(lived: dict[str, list[decide.Verdict]], speed: list[decide.Verdict]) -> str:
     """Which allocator (and setting) a life kept leanest: the one decided lowest on RSS over the

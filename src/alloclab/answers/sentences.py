@@ -10,10 +10,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from alloclab.answers import analyse, causes, decide, metrics, replicate, stats
-from alloclab.answers.lives import LIFE_METRICS, leanest, life_headline, limit_words, survived
+from alloclab.answers.lives import leanest, life_headline, limit_words, survived
 from alloclab.answers.wording import short
 from alloclab.answers.wording import signed as _signed
 from alloclab.answers.wording import top as _top
+from alloclab.catalog.names import LIFE_METRICS
 from alloclab.core.units import fmt_duration
 from alloclab.plan import presets, workload
 from alloclab.plan.design import DECIDED_WORDS, DEFAULT_MARGIN, EQUIVALENT, FASTER, LOWER, UNDECIDED
