@@ -257,10 +257,13 @@ class OnServer(Target):
 
     def proving(self, watch, elapsed_s: float) -> None:
         if self.t.kind == "postgres" and "backends" not in self.proofs and elapsed_s > 1.0:
-            backends = [p for p in self.srv.pids() if p != self.srv.pid]
-            if backends:  # the processes that served the run
-                self.proofs["backends"] = [allocators.prove(self.alloc, allocators.read_maps(p), p)
-                                           for p in backends[:8]]
+            # the processes that served the run; one that exited between the listing and the read
+            # (a short connection's backend, an autovacuum worker) or was caught exiting proves
+            # nothing either way
+            read = [(p, allocators.read_maps(p)) for p in self.srv.pids() if p != self.srv.pid]
+            alive = [(p, files) for p, files in read if allocators.whole(files)][:8]
+            if alive:  # none readable: tried again at the next sample
+                self.proofs["backends"] = [allocators.prove(self.alloc, files, p) for p, files in alive]
 
     def failure(self) -> str | None:
         if self.srv.proc is not None and self.srv.proc.poll() is not None:
