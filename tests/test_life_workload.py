@@ -559,3 +559,33 @@ def test_the_start_line_names_each_margin_its_metric_has():
         "±2 %; share of a burst given back: ±5 points"
     assert metrics.margin_words((), 0.04) == metrics.margin_words((), 0.04, {"kv"}) == "±4 %"
     assert metrics.margin_words((), 0.02, {"life"}) == "±2 %; share of a burst given back: ±5 points"
+
+
+def test_side_by_side_the_decided_keep_an_undecided_cells_lives_company():
+    """memory-life's RocksDB glibc gave back ~2 % of a burst beside five other lives and ~17 % beside
+    two: side by side, a run's company is part of what it measures, so every allocator of a cell
+    runs while any of its comparisons is open (decide.company), but one that keeps failing; a cell
+    whose comparisons are all decided stops whole."""
+    policy = Design(questions=("allocators",), baseline="glibc", adaptive=True, looks=(4, 8),
+                    decide_on=tuple(m.name for m in metrics.LIFE))
+    jitter = (1.0, 1.03, 0.98, 1.01)
+    rows = []
+    for cell, engine, open_given in (("c", "mariadb-innodb", (0.02, 0.30, 0.01, 0.25)), ("d", "rocksdb", None)):
+        for r in range(1, 5):
+            j = jitter[r - 1]
+            rows += [replace(_row("glibc", r, creep=14.0 * j, given=0.02 * j, overhead=int((60 << 20) * j)), cell=cell,
+                             engine=engine, run_id=f"{cell}-glibc-{r}"),
+                     replace(_row("jemalloc", r, creep=0.3 * j, given=0.6 * j, overhead=int((30 << 20) * j)), cell=cell,
+                             engine=engine, run_id=f"{cell}-jemalloc-{r}"),
+                     replace(_row("tcmalloc", r, creep=0.5 * j, given=(open_given[r - 1] if open_given else 0.5 * j),
+                                  overhead=int((40 << 20) * j)), cell=cell, engine=engine,
+                                  run_id=f"{cell}-tcmalloc-{r}")]
+    # mimalloc failed twice in cell c: it keeps no company
+    rows += [replace(_row("mimalloc", r), cell="c", run_id=f"c-mimalloc-{r}", status="failed", reason="crashed")
+             for r in (3, 4)]
+    units = [(c, a) for c in ("c", "d") for a in ("glibc", "jemalloc", "tcmalloc")] + [("c", "mimalloc")]
+    active, why = decide.active_units(units, rows, policy)
+    assert active == {("c", "glibc"), ("c", "tcmalloc")}, (active, why)
+    assert decide.company(units, active, why) == {("c", "jemalloc")}
+    assert why[("c", "mimalloc")] == decide.FAILING
+    assert decide.company(units, set(), why) == set()

@@ -274,7 +274,7 @@ def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float
 def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progress) -> list[RunSpec] | None:
     """Draw the next round, or record why there is none and return None."""
     rnd = len(sched.rounds) + 1
-    active = None
+    active, beside = None, set()
     if not plan.adaptive:
         if rnd > (plan.runs or 0):
             sched.stop = {"reason": "runs", "text": f"all {plan.runs} round(s) ran", "at": _now()}
@@ -299,20 +299,25 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
             sched.stop = {"reason": "max_rounds", "text": f"max_rounds ({plan.design.max_rounds}) reached",
                           "at": _now()}
             return None
-        active, _why = decide.active_units(plan.units(), measured, sched.design_of(plan))
+        active, why = decide.active_units(plan.units(), measured, sched.design_of(plan))
         if not active:
             goals = plan.design.decide_on
             sched.stop = {"reason": "decided", "at": _now(),
                           "text": "every comparison " + (f"of {', '.join(map(metrics.words, goals))} " if goals else "")
                           + "is decided"}
             return None
+        # side by side, the decided keep their cell's lives company (decide.company)
+        if plan.side_by_side > 1:
+            beside = decide.company(plan.units(), active, why)
     first = 1 + max((s.index for s in sched.specs()), default=0)
-    specs = plan.round_specs(rnd, active, first)
+    specs = plan.round_specs(rnd, None if active is None else active | beside, first)
     sched.rounds.append({"round": rnd, "seed": plan.round_seed(rnd), "started_at": _now(),
                          "runs": [s.to_json() for s in specs]})
     n_units = len(plan.units())
     progress.message(f"round {rnd}: {len(specs)} run(s)"
-                     + (f" ({len(specs)} of {n_units} cell x allocator still undecided)" if active is not None else ""))
+                     + (f" ({len(active)} of {n_units} cell x allocator still undecided"
+                        + (f", {len(beside)} decided beside them as company" if beside else "") + ")"
+                        if active is not None else ""))
     return specs
 
 
