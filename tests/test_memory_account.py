@@ -141,5 +141,5 @@ def test_phase_gates_take_turns_and_a_missing_helper_costs_one_wait(tmp_path):
     t0 = time.monotonic()
     assert gates.read(6) is None and time.monotonic() - t0 >= account.WAIT_S * 0.9
     t0 = time.monotonic()
-    assert gates.read(7) is None and time.monotonic() - t0 < 0.1  # silent from then on
+    assert gates.read(7) is None and time.monotonic() - t0 < 1.0  # silent from then on, no WAIT_S
     acc.close()
