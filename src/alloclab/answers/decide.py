@@ -333,8 +333,8 @@ def company(units: Iterable[Unit], active: set, why: dict[Unit, str]) -> set:
     """Side by side, a cell's runs of a round run at the same time, so a run's company is part of
     what it measures: every unit of a cell runs while any of `active` does (but one that keeps
     failing), so that the company stays the same in every round. The units this adds to
-    `active`. Dropping the decided ones changed the answer: RocksDB's glibc gave back about 2 %
-    of a burst beside five other lives and 17 % beside two, and pooled over both, tcmalloc's and
-    two arenas' comparisons with it could not be decided (docs/results.md)."""
+    `active`. Dropping the decided ones changed what the rest measured: RocksDB's glibc gave back
+    about 2 % of a burst beside five other lives and 17 % beside two, and a study pooled rounds of
+    both (docs/results.md)."""
     running = {cell for cell, _ in active}
     return {u for u in units if u not in active and u[0] in running and why.get(u) != FAILING}
