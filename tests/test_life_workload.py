@@ -22,6 +22,7 @@ from alloclab.core.errors import AlloclabError
 from alloclab.plan.design import Design
 from alloclab.plan.presets import JEMALLOC_BACKGROUND, preset
 from alloclab.results.store import RunRow, Store
+from alloclab.run import interleave
 from alloclab.run.node import Node, make_scratch
 from alloclab.study.progress import Progress
 from alloclab.workloads import life as life_workload
@@ -132,14 +133,17 @@ def test_the_memory_life_preset():
                                                   "glibc+MALLOC_ARENA_MAX=2"]
     assert quick.budget == 1800 and quick.engines == ["mariadb-innodb", "rocksdb"]
     assert {c.engine for c in smoke.cells()} == {c.engine for c in quick.cells()} == {"mariadb-innodb", "rocksdb"}
-    # the lives' planned seconds (a burst without a length: 2 s) and about 15 s each to start and end,
-    # side by side a cell's lives once per group: smoke one round in 5 minutes, quick 8 rounds in 30
-    for p, most_s in ((smoke, 5 * 60), (quick, 30 * 60 / 8)):
-        groups = -(-len(p.allocators) // p.side_by_side)
-        planned = sum(c.cycles * sum(ph.get("duration_s", 2.0) for ph in life_workload.phases_of(c)) + 15
-                      for c in p.cells()) * groups
-        assert planned < most_s, (p.scale, planned)
-    assert smoke.side_by_side == 1 and quick.side_by_side == 6
+    # the lives' planned seconds (a burst without a length: 2 s) and about 15 s each to start and end:
+    # smoke's one after another, one round in 5 minutes; quick's whole round at once, its longest
+    # life's time, 8 rounds in 30 minutes
+    def planned(c):
+        return c.cycles * sum(ph.get("duration_s", 2.0) for ph in life_workload.phases_of(c)) + 15
+
+    assert sum(planned(c) for c in smoke.cells()) * len(smoke.allocators) < 5 * 60
+    assert max(planned(c) for c in quick.cells()) < 30 * 60 / 8
+    assert smoke.side_by_side == 1 and quick.side_by_side == len(quick.units()) == 12
+    # the round's twelve lives run as one group: both engines' together
+    assert [len(g) for g in interleave.groups(quick.round_specs(1, None, 1))] == [12]
     # its rounds go on for memory; throughput, a share of the machine, is told as it stands
     assert smoke.design.decide_on == quick.design.decide_on == ("creep", "given_back", "overhead")
 
@@ -594,3 +598,8 @@ def test_side_by_side_the_decided_keep_an_undecided_cells_lives_company():
     assert decide.company(units, active, why) == {("c", "jemalloc")}
     assert why[("c", "mimalloc")] == decide.FAILING
     assert decide.company(units, set(), why) == set()
+    # the whole round at once (memory-life quick: both engines' lives together): the decided cell
+    # keeps the open one company too, so every life shares the machine with the same eleven
+    assert decide.company(units, active, why, whole_round=True) == \
+        {("c", "jemalloc"), ("d", "glibc"), ("d", "jemalloc"), ("d", "tcmalloc")}
+    assert decide.company(units, set(), why, whole_round=True) == set()

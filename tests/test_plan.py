@@ -319,6 +319,22 @@ def test_side_by_side_runs_a_cells_runs_of_a_round_together_that_many_at_a_time(
     assert sorted(a for g in got for _, a in g) == sorted(["glibc", "jemalloc", "mimalloc"] * 2)
 
 
+def test_side_by_side_above_a_cells_runs_packs_whole_cells_together():
+    """side_by_side = a round's runs: the whole round at once (memory-life quick); between, a cell
+    joins a group only when all its runs fit; a cell of more runs than that runs that many at a time."""
+    from alloclab.plan import side_by_side_groups
+    from alloclab.run import interleave
+    p = load({"scale": "smoke", "engines": ["tidesdb", "rocksdb"], "side_by_side": 6, "runs": 2,
+              "allocators": ["glibc", "jemalloc", "mimalloc"], "workloads": [{"workload": "read", "ops": 1000}]})
+    got = interleave.groups(p.round_specs(1, None, 0))
+    assert [len(g) for g in got] == [6] and len({s.cell.engine for s in got[0]}) == 2
+    assert side_by_side_groups(list("aaabbbccc"), 6) == [[0, 1, 2, 3, 4, 5], [6, 7, 8]]
+    assert side_by_side_groups(list("aaaaabb"), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert side_by_side_groups(list("aabbbcc"), 4) == [[0, 1], [2, 3, 4], [5, 6]]
+    assert side_by_side_groups(list("aabbcc"), 4) == [[0, 1, 2, 3], [4, 5]]
+    assert side_by_side_groups(list("abc"), 1) == [[0], [1], [2]]
+
+
 def test_a_study_says_how_many_runs_were_side_by_side_not_more_than_it_had():
     """memory-life's side_by_side = 6 with 3 allocators ran 3 at a time, and says 3."""
     from pathlib import Path
@@ -329,6 +345,16 @@ def test_a_study_says_how_many_runs_were_side_by_side_not_more_than_it_had():
         s = Study(Path("."), [], {"allocators": allocs, "side_by_side": side}, {})
         assert s.side_by_side == want
         assert ("runs one after another" if want == 1 else f"a cell's runs {want} at a time") in s.where()
+    # two cells' runs all at once (memory-life quick): the round's, and says so
+    from dataclasses import replace
+
+    from alloclab.results.store import RunRow
+    row = RunRow(**dict.fromkeys(RunRow.columns(), 0))
+    rows = [replace(row, cell=c, allocator=a["name"]) for c in ("x", "y") for a in allocs]
+    for side, want, words in ((12, 6, "a round's runs 6 at a time"), (6, 6, "a round's runs 6 at a time"),
+                              (4, 3, "a cell's runs 3 at a time"), (2, 2, "a cell's runs 2 at a time")):
+        s = Study(Path("."), rows, {"allocators": allocs, "side_by_side": side}, {})
+        assert s.side_by_side == want and words in s.where(), s.where()
 
 
 def test_a_budget_counts_runs_side_by_side_as_one_runs_time():
@@ -349,6 +375,15 @@ def test_a_budget_counts_runs_side_by_side_as_one_runs_time():
         d = rounds.plan_design(p, done, elapsed_s=want / 1.1, rounds_done=1)
         assert f"at about {want // 60:.0f}m{want % 60:02.0f}s a round" in d["basis"], d["basis"]
         assert rounds._round_wall(p, done, 1) == 100.0 * 3 / sbs
+    # two cells, lives of 100 s and of 60 s: a cell's at a time 160 s a round, the round's at once 100 s
+    p2 = load({**raw, "engines": ["tidesdb", "rocksdb"], "side_by_side": 3})
+    cells = [c.key for c in p2.cells()]
+    done = [replace(rows[0], cell=c, repeat=1, wall_s=w, allocator=a.name, index=i)
+            for i, (c, w, a) in enumerate((c, w, a) for c, w in zip(cells, (100.0, 60.0)) for a in p2.allocators)]
+    assert rounds._round_wall(p2, done, 1) == 160.0
+    p2.side_by_side = 6
+    assert rounds._round_wall(p2, done, 1) == 100.0
+    assert "at about 1m50s a round" in rounds.plan_design(p2, done, elapsed_s=100.0, rounds_done=1)["basis"]
 
 
 @pytest.mark.parametrize("raw", [

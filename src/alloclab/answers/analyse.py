@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -107,8 +106,10 @@ class Study:
         on = words[0] if len(words) == 1 else f"{len(words)} machines ({'; '.join(words)})"
         turn = float(self.plan.get("slice_s") or 0)
         side = self.side_by_side
-        return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else f"a cell's runs {side} at a time, side by side"
-                            if side > 1 else "runs one after another")
+        together = (f"a round's runs {side} at a time, side by side (a cell's together)" if self.side_by_side_across
+                    else f"a cell's runs {side} at a time, side by side")
+        return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else together if side > 1
+                            else "runs one after another")
 
     def unit_walls(self) -> dict:
         """(cell key, allocator) -> median wall seconds of its runs."""
@@ -129,9 +130,20 @@ class Study:
 
     @property
     def side_by_side(self) -> int:
-        """How many of a cell's runs of a round ran at once: the plan's side_by_side, at most the
-        study's allocators (3 allocators with side_by_side = 6 ran 3 at a time)."""
-        return max(1, min(int(self.plan.get("side_by_side") or 1), len(self.allocators) or 1))
+        """How many runs of a round ran at once: the plan's side_by_side, at most a cell's
+        allocators (3 allocators with side_by_side = 6 ran 3 at a time), or where cells ran
+        together (side_by_side_across) at most the round's runs."""
+        n, per_cell = int(self.plan.get("side_by_side") or 1), len(self.allocators) or 1
+        if self.side_by_side_across:  # whole cells, as many as fit
+            return per_cell * min(n // per_cell, len({r.cell for r in self.rows}))
+        return max(1, min(n, per_cell))
+
+    @property
+    def side_by_side_across(self) -> bool:
+        """Whether a round's cells ran side by side together: side_by_side holds two cells' runs
+        or more (plan.side_by_side_groups), in a study of more than one cell."""
+        n = int(self.plan.get("side_by_side") or 1)
+        return n >= 2 * (len(self.allocators) or 1) and len({r.cell for r in self.rows}) > 1
 
     @property
     def engines(self) -> list[str]:
@@ -240,14 +252,6 @@ class VsBaseline:
     allocator: str
     metric: Metric
     comparison: stats.Comparison | None  # None where the baseline has no valid run or a zero median
-
-
-def cell_wall(walls: list[float], side_by_side: int = 1) -> float:
-    """How long one cell's runs of a round take: one after another, the sum of their wall times;
-    side by side, the longest once per group of `side_by_side`."""
-    if side_by_side <= 1 or not walls:
-        return sum(walls)
-    return max(walls) * math.ceil(len(walls) / side_by_side)
 
 
 def by_cell_rounds(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:

@@ -329,12 +329,14 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design) -> t
     return active, why
 
 
-def company(units: Iterable[Unit], active: set, why: dict[Unit, str]) -> set:
+def company(units: Iterable[Unit], active: set, why: dict[Unit, str], whole_round: bool = False) -> set:
     """Side by side, a cell's runs of a round run at the same time, so a run's company is part of
     what it measures: every unit of a cell runs while any of `active` does (but one that keeps
-    failing), so that the company stays the same in every round. The units this adds to
-    `active`. Dropping the decided ones changed what the rest measured: RocksDB's glibc gave back
-    about 2 % of a burst beside five other lives and 17 % beside two, and a study pooled rounds of
-    both (docs/results.md)."""
-    running = {cell for cell, _ in active}
+    failing), so that the company stays the same in every round; where the whole round runs at
+    once (`whole_round`: side_by_side at least the study's units), every unit of the study runs
+    while any is active. The units this adds to `active`. Dropping the decided ones changed what
+    the rest measured: RocksDB's glibc gave back about 2 % of a burst beside five other lives and
+    17 % beside two, and a study pooled rounds of both (docs/results.md)."""
+    units = list(units)
+    running = {u[0] for u in units} if whole_round and active else {cell for cell, _ in active}
     return {u for u in units if u not in active and u[0] in running and why.get(u) != FAILING}

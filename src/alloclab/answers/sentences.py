@@ -16,7 +16,7 @@ from alloclab.answers.wording import signed as _signed
 from alloclab.answers.wording import top as _top
 from alloclab.catalog.names import LIFE_METRICS
 from alloclab.core.units import fmt_duration
-from alloclab.plan import presets, workload
+from alloclab.plan import presets, side_by_side_groups, workload
 from alloclab.plan.design import DECIDED_WORDS, DEFAULT_MARGIN, EQUIVALENT, FASTER, LOWER, UNDECIDED
 
 COMPARISON_NOUN = {"allocators": "allocator", "engines": "engine", "profiles": "profile"}
@@ -256,6 +256,8 @@ def build(study: analyse.Study) -> Answers:
     turn = float(study.plan.get("slice_s") or 0)
     side = study.side_by_side
     paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn
+              else f"the runs of one round run {side} at a time, side by side, sharing the machine, a cell's together"
+              if side > 1 and study.side_by_side_across
               else f"the runs of a cell in one round run {side} at a time, side by side, sharing the machine"
               if side > 1 else "runs of one round are interleaved")
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
@@ -385,14 +387,13 @@ def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
     walls = study.unit_walls()
 
-    side = study.side_by_side
+    together = int(study.plan.get("side_by_side") or 1)
 
     def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
-        units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
-        cells: dict = defaultdict(list)
-        for u in units:
-            cells[u[0]].append(walls.get(u, 0.0))
-        return k * sum(analyse.cell_wall(w, side) for w in cells.values())
+        units = sorted({u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)})
+        # one after another, each run's time; side by side, each group's longest (as rounds ran)
+        return k * sum(max(walls.get(units[i], 0.0) for i in g)
+                       for g in side_by_side_groups([u[0] for u in units], together))
 
     half = need[(len(need) - 1) // 2]
     lead = ""

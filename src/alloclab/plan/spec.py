@@ -7,6 +7,8 @@ import hashlib
 import itertools
 import random
 import re
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from alloclab.alloc import allocators as alloc_mod
@@ -14,6 +16,26 @@ from alloclab.core.errors import AlloclabError
 from alloclab.plan import design, workload
 from alloclab.plan.cell import Cell, RunSpec
 from alloclab.plan.schema import WORKLOAD_DEFAULTS
+
+
+def side_by_side_groups(cells: Sequence, n: int) -> list[list[int]]:
+    """Which of a round's runs side by side run at the same time (plan key side_by_side = n): up
+    to n at once, in the round's order, a cell's runs together. `cells`: each run's cell key (a
+    cell's runs are consecutive in a round). A cell of more than n runs runs n at a time; the next
+    cell joins a group only when all its runs fit in it, so that with n = a cell's allocators each
+    cell runs alone, and with n = a round's runs the whole round runs at once. The positions of
+    `cells`, grouped: one rule for running a round and for its wall time."""
+    size = Counter(cells)
+    out: list[list[int]] = []
+    for i, c in enumerate(cells):
+        if out:
+            last = out[-1]
+            prev = cells[last[-1]]
+            if (prev == c and len(last) < n) or (prev != c and len(last) + size[c] <= n):
+                last.append(i)
+                continue
+        out.append([i])
+    return out
 
 
 @dataclass
@@ -43,7 +65,7 @@ class Plan:
     profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
     warmup_round: bool = False  # one unmeasured run per cell before round 1
     slice_s: float = 0.0  # > 0: a cell's measured runs of a round take turns of this length
-    side_by_side: int = 1  # > 1: a cell's measured runs of a round run this many at a time
+    side_by_side: int = 1  # > 1: a round's measured runs run up to this many at a time (side_by_side_groups)
     perf_absent: str = ""  # why profiles were asked for and could not be recorded here (preflight)
     executor: str = "local"  # "ray": the runs go to the nodes of a Ray cluster (fleet.py)
     ray_address: str = ""  # the cluster's address (host:port); empty: Ray's own default (RAY_ADDRESS, "auto")

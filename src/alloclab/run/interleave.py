@@ -28,7 +28,7 @@ from collections.abc import Callable
 from alloclab.core import gate
 from alloclab.host import noise
 from alloclab.host.processes import kill_group
-from alloclab.plan import RunSpec
+from alloclab.plan import RunSpec, side_by_side_groups
 from alloclab.results.store import RunRow
 
 
@@ -137,17 +137,29 @@ class Member:
 
 def groups(todo: list[RunSpec]) -> list[list[RunSpec]]:
     """A round's runs as they execute: the measured runs of a cell with slices together (they
-    are consecutive in a round), those side by side up to that many together, every other run
-    alone."""
+    are consecutive in a round), those side by side up to that many together, a cell's runs never
+    apart from each other but where more than that many (spec.side_by_side_groups), every other
+    run alone."""
     out: list[list[RunSpec]] = []
-    for s in todo:
+    i = 0
+    while i < len(todo):
+        s = todo[i]
+        if s.side_by_side > 1:  # the round's stretch of runs side by side, in groups
+            j = i
+            while j < len(todo) and todo[j].side_by_side > 1 and todo[j].repeat == s.repeat:
+                j += 1
+            stretch = todo[i:j]
+            out += [[stretch[k] for k in g]
+                    for g in side_by_side_groups([r.cell.key for r in stretch], s.side_by_side)]
+            i = j
+            continue
         prev = out[-1][-1] if out else None
-        together = prev is not None and prev.cell.key == s.cell.key and prev.repeat == s.repeat
-        if together and ((s.slice_s and prev.slice_s) or (
-                s.side_by_side > 1 and prev.side_by_side > 1 and len(out[-1]) < s.side_by_side)):
+        if (prev is not None and s.slice_s and prev.slice_s and prev.cell.key == s.cell.key
+                and prev.repeat == s.repeat):
             out[-1].append(s)
         else:
             out.append([s])
+        i += 1
     return out
 
 

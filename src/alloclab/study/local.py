@@ -46,8 +46,9 @@ class Local:
 
             if len(group) == 1 and not group[0].slice_s:
                 rows = [self.node.run(group[0], self.current[0], on_event=self.progress.event)]
-            elif not group[0].slice_s:  # side by side: the data prepared once, then every run at once
-                kinds.of(group[0].cell).data(group[0], self.node)
+            elif not group[0].slice_s:  # side by side: each cell's data prepared once, then every run at once
+                for first in {s.cell.key: s for s in reversed(group)}.values():
+                    kinds.of(first.cell).data(first, self.node)
                 rows = interleave.run_side_by_side(
                     group, lambda s: self.node.run(s, self.store.run_dir(s.run_id), on_event=on_event),
                     stop_all=lambda: stop_groups(children(os.getpid())[1:]))

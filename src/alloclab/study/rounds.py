@@ -15,7 +15,6 @@ under runs/ is a run that was cut short: `resume` removes it and runs it again.
 from __future__ import annotations
 
 import errno
-import math
 import os
 import shutil
 import statistics
@@ -24,10 +23,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab.answers import analyse, decide, metrics
+from alloclab.answers import decide, metrics
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration
-from alloclab.plan import Plan, RunSpec
+from alloclab.plan import Plan, RunSpec, side_by_side_groups
 from alloclab.plan.design import Design, plan_looks, taken_looks
 from alloclab.results.store import RunRow, Store, write_json
 from alloclab.study.fleet import Ray
@@ -212,7 +211,9 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
     if plan.budget is not None and rounds_done:
         walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
                 [r.wall_s for r in rows if r.wall_s > 0]
-        per_round = 1.1 * _slots(plan) * statistics.median(walls) if walls else 0.0
+        # side by side, the round's groups took what their longest runs took
+        per_round = 1.1 * (_round_wall(plan, rows, rounds_done) if plan.side_by_side > 1 else
+                           _slots(plan) * statistics.median(walls) if walls else 0.0)
         if per_round > 0:
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
             basis = (f"a budget of {fmt_duration(plan.budget)} at about {fmt_duration(per_round)} a round affords "
@@ -228,27 +229,27 @@ def _affordable(plan: Plan, elapsed_s: float, rounds_done: int, per_round: float
 
 def _slots(plan: Plan) -> int:
     """How many runs' time a round takes: one after another, every run's; in turns (slice_s), a
-    cell's runs are up together, so one per cell; side by side, one per group of that many."""
+    cell's runs are up together, so one per cell."""
     if plan.slice_s:
         return len(plan.cells())
-    if plan.side_by_side > 1:
-        return len(plan.cells()) * math.ceil(len(plan.allocators) / plan.side_by_side)
     return len(plan.units())
 
 
 def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
     """How long round `rnd`'s runs took: one after another, the sum of their wall times; in turns,
     a cell's runs are up together, so the longest of each cell's; side by side, the longest of
-    each cell's once per group of that many."""
-    walls = [(r.cell, r.wall_s) for r in rows if r.repeat == rnd and r.wall_s > 0]
-    if not plan.slice_s and plan.side_by_side <= 1:
-        return sum(w for _, w in walls)
-    cells: dict[str, list[float]] = {}
-    for cell, w in walls:
-        cells.setdefault(cell, []).append(w)
-    if plan.slice_s:
-        return sum(max(ws) for ws in cells.values())
-    return sum(analyse.cell_wall(ws, plan.side_by_side) for ws in cells.values())
+    each group that ran at once (side_by_side_groups)."""
+    done = [r for r in rows if r.repeat == rnd and r.wall_s > 0]
+    if plan.side_by_side > 1:
+        done.sort(key=lambda r: r.index)  # the round's order, a cell's runs together
+        return sum(max(done[i].wall_s for i in g)
+                   for g in side_by_side_groups([r.cell for r in done], plan.side_by_side))
+    if not plan.slice_s:
+        return sum(r.wall_s for r in done)
+    cells: dict[str, float] = {}
+    for r in done:
+        cells[r.cell] = max(cells.get(r.cell, 0.0), r.wall_s)
+    return sum(cells.values())
 
 
 def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float, rounds_done: int) -> dict:
@@ -306,9 +307,11 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
                           "text": "every comparison " + (f"of {', '.join(map(metrics.words, goals))} " if goals else "")
                           + "is decided"}
             return None
-        # side by side, the decided keep their cell's lives company (decide.company)
+        # side by side, the decided keep their cell's lives company, or the round's where the
+        # whole round runs at once (decide.company)
         if plan.side_by_side > 1:
-            beside = decide.company(plan.units(), active, why)
+            units = plan.units()
+            beside = decide.company(units, active, why, whole_round=plan.side_by_side >= len(units))
     first = 1 + max((s.index for s in sched.specs()), default=0)
     specs = plan.round_specs(rnd, None if active is None else active | beside, first)
     sched.rounds.append({"round": rnd, "seed": plan.round_seed(rnd), "started_at": _now(),
