@@ -408,3 +408,24 @@ def test_a_window_that_cannot_end_within_the_budget_or_a_runs_timeout_is_refused
         load(minimal(runs=1, run_timeout_s=60.0, workloads=[{"workload": "write", "duration_s": 50.0, }],
                      warmup_s=20.0))
     load(minimal(runs=1, run_timeout_s=60.0, workloads=[{"workload": "write", "duration_s": 50.0}]))
+
+
+def test_the_time_to_decide_counts_the_company_that_runs_beside_the_open_comparisons():
+    """Side by side, the decided keep the undecided company (decide.company), so more rounds of an
+    open RocksDB comparison cost what the round's longest life takes where the whole round runs at
+    once (MariaDB's 100 s), and what RocksDB's lives take where a cell's run alone (60 s)."""
+    from dataclasses import replace
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from alloclab.answers import sentences
+    from alloclab.answers.analyse import Study
+    from alloclab.results.store import RunRow
+    allocs = [{"name": a} for a in ("glibc", "jemalloc", "tcmalloc")]
+    row = RunRow(**dict.fromkeys(RunRow.columns(), 0))
+    rows = [replace(row, cell=c, allocator=a["name"], wall_s=w) for c, w in (("x", 100.0), ("y", 60.0)) for a in allocs]
+    todo = [SimpleNamespace(rounds_to_decide=5, base_unit=("y", "glibc"), var_unit=("y", a)) for a in ("jemalloc",
+                                                                                                        "tcmalloc")]
+    for side, want in ((6, "8m20s"), (3, "5m00s")):
+        s = Study(Path("."), rows, {"allocators": allocs, "side_by_side": side}, {})
+        assert f"≈ {want} more" in sentences._to_decide(s, todo), (side, sentences._to_decide(s, todo))

@@ -390,10 +390,14 @@ def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     together = int(study.plan.get("side_by_side") or 1)
 
     def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
-        units = sorted({u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)})
+        units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
+        if together > 1:  # side by side, the decided keep them company (decide.company): their cells, or all
+            cells = {u[0] for u in units}
+            units |= {u for u in walls if together >= len(walls) or u[0] in cells}
         # one after another, each run's time; side by side, each group's longest (as rounds ran)
-        return k * sum(max(walls.get(units[i], 0.0) for i in g)
-                       for g in side_by_side_groups([u[0] for u in units], together))
+        ordered = sorted(units)
+        return k * sum(max(walls.get(ordered[i], 0.0) for i in g)
+                       for g in side_by_side_groups([u[0] for u in ordered], together))
 
     half = need[(len(need) - 1) // 2]
     lead = ""
