@@ -158,3 +158,22 @@ def test_a_folder_from_before_rounds_json_resumes_from_its_runs_in_order(tmp_pat
     rounds = json.loads((out / "rounds.json").read_text())["rounds"]
     assert [r["round"] for r in rounds] == [1, 2, 3] and sum(len(r["runs"]) for r in rounds) == 36
     assert Store(out).verify() == []
+
+
+def test_side_by_side_across_cells_runs_the_whole_round_at_once(tmp_path, found):
+    """side_by_side = the round's runs (memory-life quick's twelve lives): both cells' runs start
+    together and share the machine, and every run is recorded as its own."""
+    need(found, "jemalloc")
+    raw = {"name": "sbs", "scale": "smoke", "engines": ["tidesdb", "rocksdb"], "allocators": ["glibc", "jemalloc"],
+           "runs": 1, "side_by_side": 4, "warmup_s": 0.05,
+           "workloads": [{"workload": "write", "key_bytes": 16, "value_bytes": 64, "threads": 1, "duration_s": 3}]}
+    p = plan.load(raw, default_seed=3)
+    out = tmp_path / "res"
+    study.run(p, out, Progress(len(expand(p)), stream=io.StringIO(), live=False))
+    rows = Store(out).rows()
+    assert len(rows) == 4 and all(r.status == "ok" and r.allocator_verified for r in rows), [r.reason for r in rows]
+    assert {r.engine for r in rows} == {"tidesdb", "rocksdb"}
+    from datetime import datetime
+    spans = [(datetime.fromisoformat(r.started_at).timestamp(), r.wall_s) for r in rows]
+    # every run was up while every other was: one group, not two cells one after the other
+    assert max(s for s, _ in spans) < min(s + w for s, w in spans), spans
