@@ -141,7 +141,7 @@ def test_the_memory_life_preset():
 
     assert sum(planned(c) for c in smoke.cells()) * len(smoke.allocators) < 5 * 60
     assert max(planned(c) for c in quick.cells()) < 30 * 60 / 8
-    assert smoke.side_by_side == 1 and quick.side_by_side == len(quick.units()) == 12
+    assert smoke.side_by_side == 1 and quick.side_by_side == len(quick.units()) == 12 and quick.whole_round
     # the round's twelve lives run as one group: both engines' together
     assert [len(g) for g in interleave.groups(quick.round_specs(1, None, 1))] == [12]
     # its rounds go on for memory; throughput, a share of the machine, is told as it stands

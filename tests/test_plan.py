@@ -319,19 +319,34 @@ def test_side_by_side_runs_a_cells_runs_of_a_round_together_that_many_at_a_time(
     assert sorted(a for g in got for _, a in g) == sorted(["glibc", "jemalloc", "mimalloc"] * 2)
 
 
-def test_side_by_side_above_a_cells_runs_packs_whole_cells_together():
-    """side_by_side = a round's runs: the whole round at once (memory-life quick); between, a cell
-    joins a group only when all its runs fit; a cell of more runs than that runs that many at a time."""
-    from alloclab.plan import side_by_side_groups
+def test_side_by_side_of_the_whole_round_runs_every_cells_runs_together():
+    """side_by_side at least the round's runs (memory-life quick's twelve lives): the whole round at
+    once, its warm-ups before and its profiles after; fewer: a cell's runs that many at a time, as
+    in plans stored before (whole_round absent)."""
+    from alloclab.plan import Plan, side_by_side_groups
     from alloclab.run import interleave
-    p = load({"scale": "smoke", "engines": ["tidesdb", "rocksdb"], "side_by_side": 6, "runs": 2,
-              "allocators": ["glibc", "jemalloc", "mimalloc"], "workloads": [{"workload": "read", "ops": 1000}]})
-    got = interleave.groups(p.round_specs(1, None, 0))
-    assert [len(g) for g in got] == [6] and len({s.cell.engine for s in got[0]}) == 2
-    assert side_by_side_groups(list("aaabbbccc"), 6) == [[0, 1, 2, 3, 4, 5], [6, 7, 8]]
+    raw = {"scale": "smoke", "engines": ["tidesdb", "rocksdb"], "runs": 2,
+           "allocators": ["glibc", "jemalloc", "mimalloc"], "workloads": [{"workload": "read", "ops": 1000}]}
+    whole = load({**raw, "side_by_side": 6})
+    assert whole.whole_round and [len(g) for g in interleave.groups(whole.round_specs(1, None, 0))] == [6]
+    assert {s.cell.engine for s in interleave.groups(whole.round_specs(1, None, 0))[0]} == {"tidesdb", "rocksdb"}
+    for n in (3, 5):  # a cell's at a time: never two cells together
+        p = load({**raw, "side_by_side": n})
+        assert not p.whole_round and [len(g) for g in interleave.groups(p.round_specs(1, None, 0))] == [3, 3]
+    assert not load({**raw, "engines": ["tidesdb"], "side_by_side": 6}).whole_round  # one cell: a cell's
+    # warm-ups and profiles run alone, before and after the round's measured runs together
+    both = load({**raw, "side_by_side": 6, "warmup_round": True, "perf": True})
+    todo = both.round_specs(1, None, 0)
+    assert [s.purpose for s in todo][:2] == ["warmup"] * 2 and [s.purpose for s in todo][2:8] == ["measure"] * 6
+    groups = interleave.groups(todo)
+    assert [len(g) for g in groups][:3] == [1, 1, 6] and all(len(g) == 1 for g in groups[3:])
+    assert [s.index for s in todo] == list(range(len(todo)))
+    # a plan stored before whole_round existed resumes a cell's at a time
+    old = Plan.from_json({k: v for k, v in whole.to_json().items() if k != "whole_round"})
+    assert not old.whole_round and [len(g) for g in interleave.groups(old.round_specs(1, None, 0))] == [3, 3]
+    assert side_by_side_groups(list("aaabbb"), 6, whole_round=True) == [[0, 1, 2, 3, 4, 5]]
+    assert side_by_side_groups(list("aaabbb"), 6) == [[0, 1, 2], [3, 4, 5]]
     assert side_by_side_groups(list("aaaaabb"), 3) == [[0, 1, 2], [3, 4], [5, 6]]
-    assert side_by_side_groups(list("aabbbcc"), 4) == [[0, 1], [2, 3, 4], [5, 6]]
-    assert side_by_side_groups(list("aabbcc"), 4) == [[0, 1, 2, 3], [4, 5]]
     assert side_by_side_groups(list("abc"), 1) == [[0], [1], [2]]
 
 
@@ -351,9 +366,11 @@ def test_a_study_says_how_many_runs_were_side_by_side_not_more_than_it_had():
     from alloclab.results.store import RunRow
     row = RunRow(**dict.fromkeys(RunRow.columns(), 0))
     rows = [replace(row, cell=c, allocator=a["name"]) for c in ("x", "y") for a in allocs]
-    for side, want, words in ((12, 6, "a round's runs 6 at a time"), (6, 6, "a round's runs 6 at a time"),
-                              (4, 3, "a cell's runs 3 at a time"), (2, 2, "a cell's runs 2 at a time")):
-        s = Study(Path("."), rows, {"allocators": allocs, "side_by_side": side}, {})
+    for side, whole, want, words in ((12, True, 6, "a round's runs 6 at a time"),
+                                     (6, True, 6, "a round's runs 6 at a time"),
+                                     (6, False, 3, "a cell's runs 3 at a time"),  # stored before whole_round
+                                     (2, False, 2, "a cell's runs 2 at a time")):
+        s = Study(Path("."), rows, {"allocators": allocs, "side_by_side": side, "whole_round": whole}, {})
         assert s.side_by_side == want and words in s.where(), s.where()
 
 
@@ -381,7 +398,7 @@ def test_a_budget_counts_runs_side_by_side_as_one_runs_time():
     done = [replace(rows[0], cell=c, repeat=1, wall_s=w, allocator=a.name, index=i)
             for i, (c, w, a) in enumerate((c, w, a) for c, w in zip(cells, (100.0, 60.0)) for a in p2.allocators)]
     assert rounds._round_wall(p2, done, 1) == 160.0
-    p2.side_by_side = 6
+    p2.side_by_side, p2.whole_round = 6, True
     assert rounds._round_wall(p2, done, 1) == 100.0
     assert "at about 1m50s a round" in rounds.plan_design(p2, done, elapsed_s=100.0, rounds_done=1)["basis"]
 
@@ -427,5 +444,5 @@ def test_the_time_to_decide_counts_the_company_that_runs_beside_the_open_compari
     todo = [SimpleNamespace(rounds_to_decide=5, base_unit=("y", "glibc"), var_unit=("y", a)) for a in ("jemalloc",
                                                                                                         "tcmalloc")]
     for side, want in ((6, "8m20s"), (3, "5m00s")):
-        s = Study(Path("."), rows, {"allocators": allocs, "side_by_side": side}, {})
+        s = Study(Path("."), rows, {"allocators": allocs, "side_by_side": side, "whole_round": side == 6}, {})
         assert f"≈ {want} more" in sentences._to_decide(s, todo), (side, sentences._to_decide(s, todo))

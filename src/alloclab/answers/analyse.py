@@ -106,7 +106,7 @@ class Study:
         on = words[0] if len(words) == 1 else f"{len(words)} machines ({'; '.join(words)})"
         turn = float(self.plan.get("slice_s") or 0)
         side = self.side_by_side
-        together = (f"a round's runs {side} at a time, side by side (a cell's together)" if self.side_by_side_across
+        together = (f"a round's runs {side} at a time, side by side (a cell's together)" if self.whole_round
                     else f"a cell's runs {side} at a time, side by side")
         return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else together if side > 1
                             else "runs one after another")
@@ -132,18 +132,17 @@ class Study:
     def side_by_side(self) -> int:
         """How many runs of a round ran at once: the plan's side_by_side, at most a cell's
         allocators (3 allocators with side_by_side = 6 ran 3 at a time), or where cells ran
-        together (side_by_side_across) at most the round's runs."""
+        together (whole_round) at most the round's runs."""
         n, per_cell = int(self.plan.get("side_by_side") or 1), len(self.allocators) or 1
-        if self.side_by_side_across:  # whole cells, as many as fit
-            return per_cell * min(n // per_cell, len({r.cell for r in self.rows}))
+        if self.whole_round:
+            return max(1, min(n, per_cell * len({r.cell for r in self.rows})))
         return max(1, min(n, per_cell))
 
     @property
-    def side_by_side_across(self) -> bool:
-        """Whether a round's cells ran side by side together: side_by_side holds two cells' runs
-        or more (plan.side_by_side_groups), in a study of more than one cell."""
-        n = int(self.plan.get("side_by_side") or 1)
-        return n >= 2 * (len(self.allocators) or 1) and len({r.cell for r in self.rows}) > 1
+    def whole_round(self) -> bool:
+        """Whether a round's runs of every cell ran side by side together (Plan.whole_round; plans
+        stored before it ran a cell's at a time)."""
+        return bool(self.plan.get("whole_round")) and int(self.plan.get("side_by_side") or 1) > 1
 
     @property
     def engines(self) -> list[str]:

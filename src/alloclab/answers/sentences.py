@@ -257,7 +257,7 @@ def build(study: analyse.Study) -> Answers:
     side = study.side_by_side
     paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn
               else f"the runs of one round run {side} at a time, side by side, sharing the machine, a cell's together"
-              if side > 1 and study.side_by_side_across
+              if side > 1 and study.whole_round
               else f"the runs of a cell in one round run {side} at a time, side by side, sharing the machine"
               if side > 1 else "runs of one round are interleaved")
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
@@ -393,11 +393,11 @@ def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
         units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
         if together > 1:  # side by side, the decided keep them company (decide.company): their cells, or all
             cells = {u[0] for u in units}
-            units |= {u for u in walls if together >= len(walls) or u[0] in cells}
+            units |= {u for u in walls if study.whole_round or u[0] in cells}
         # one after another, each run's time; side by side, each group's longest (as rounds ran)
         ordered = sorted(units)
         return k * sum(max(walls.get(ordered[i], 0.0) for i in g)
-                       for g in side_by_side_groups([u[0] for u in ordered], together))
+                       for g in side_by_side_groups([u[0] for u in ordered], together, study.whole_round))
 
     half = need[(len(need) - 1) // 2]
     lead = ""

@@ -82,6 +82,7 @@ class RunSpec:
     purpose: str = "measure"
     slice_s: float = 0.0  # > 0: measured in turns with the cell's other allocators (interleave.py)
     side_by_side: int = 1  # > 1: run at the same time as up to this many of the cell's runs (interleave.py)
+    whole_round: bool = False  # side by side with every measured run of its round (Plan.whole_round)
 
     def to_json(self) -> dict:
         d = asdict(self)

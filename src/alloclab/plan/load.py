@@ -170,6 +170,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         raise AlloclabError("side_by_side: runs side by side share one machine at the same time; turns (slice_s) "
                             "and a Ray cluster's nodes are other ways to run them",
                             "leave out side_by_side, or slice_s and --ray")
+    # side by side, N at least the round's runs runs the whole round at once, every cell's together
+    plan.whole_round = plan.side_by_side > 1 and len(plan.cells()) > 1 and plan.side_by_side >= len(plan.units())
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:
         linked = [a.name for a in allocs if a.link]

@@ -232,8 +232,9 @@ TOP_SCHEMA = {
     "warmup_s": seconds(0.0),
     # measure a cell's allocators in turns of this many seconds (interleave.py); 0: one after another
     "slice_s": seconds(0.0),
-    # run a cell's measured runs of a round this many at a time, side by side (interleave.py); 1: one
-    # after another. For lives, whose memory is the question: each shares the machine alike
+    # run a cell's measured runs of a round this many at a time, side by side (interleave.py); at
+    # least the round's runs: the whole round at once, every cell's together; 1: one after another.
+    # For lives, whose memory is the question: each shares the machine alike
     "side_by_side": whole(1, 64),
     # one unmeasured run of each cell (baseline allocator) before round 1: the first run on a
     # cold machine (page cache, fresh files, CPU clocks) is slower than the rest

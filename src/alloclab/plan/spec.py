@@ -7,7 +7,6 @@ import hashlib
 import itertools
 import random
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -18,23 +17,20 @@ from alloclab.plan.cell import Cell, RunSpec
 from alloclab.plan.schema import WORKLOAD_DEFAULTS
 
 
-def side_by_side_groups(cells: Sequence, n: int) -> list[list[int]]:
-    """Which of a round's runs side by side run at the same time (plan key side_by_side = n): up
-    to n at once, in the round's order, a cell's runs together. `cells`: each run's cell key (a
-    cell's runs are consecutive in a round). A cell of more than n runs runs n at a time; the next
-    cell joins a group only when all its runs fit in it, so that with n = a cell's allocators each
-    cell runs alone, and with n = a round's runs the whole round runs at once. The positions of
-    `cells`, grouped: one rule for running a round and for its wall time."""
-    size = Counter(cells)
+def side_by_side_groups(cells: Sequence, n: int, whole_round: bool = False) -> list[list[int]]:
+    """Which of a round's runs side by side run at the same time (plan key side_by_side = n), as
+    positions of `cells` (each run's cell key, in the round's order; a cell's runs consecutive):
+    a cell's runs n at a time, or where the whole round runs at once (Plan.whole_round: n at
+    least the round's runs) all of them together. The one rule for running a round, for its wall
+    time and for the time more rounds would take."""
+    if whole_round:
+        return [list(range(i, min(i + n, len(cells)))) for i in range(0, len(cells), max(1, n))]
     out: list[list[int]] = []
     for i, c in enumerate(cells):
-        if out:
-            last = out[-1]
-            prev = cells[last[-1]]
-            if (prev == c and len(last) < n) or (prev != c and len(last) + size[c] <= n):
-                last.append(i)
-                continue
-        out.append([i])
+        if out and cells[out[-1][-1]] == c and len(out[-1]) < n:
+            out[-1].append(i)
+        else:
+            out.append([i])
     return out
 
 
@@ -65,7 +61,10 @@ class Plan:
     profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
     warmup_round: bool = False  # one unmeasured run per cell before round 1
     slice_s: float = 0.0  # > 0: a cell's measured runs of a round take turns of this length
-    side_by_side: int = 1  # > 1: a round's measured runs run up to this many at a time (side_by_side_groups)
+    side_by_side: int = 1  # > 1: a cell's measured runs of a round run this many at a time (side_by_side_groups)
+    # side_by_side at least the round's runs, in a study of more than one cell: the whole round at
+    # once, every cell's runs together (set by plan.load; False in plans stored before it existed)
+    whole_round: bool = False
     perf_absent: str = ""  # why profiles were asked for and could not be recorded here (preflight)
     executor: str = "local"  # "ray": the runs go to the nodes of a Ray cluster (fleet.py)
     ray_address: str = ""  # the cluster's address (host:port); empty: Ray's own default (RAY_ADDRESS, "auto")
@@ -122,6 +121,7 @@ class Plan:
         order = self.cells()
         rng.shuffle(order)
         specs: list[RunSpec] = []
+        entries: list[tuple] = []
         for ci, cell in enumerate(order):
             k = (rnd - 1 + ci) % len(self.allocators)
             turn = self.allocators[k:] + self.allocators[:k]
@@ -134,26 +134,30 @@ class Plan:
                 runs += [(a, "profile") for a in turn]
                 if rnd == 1:
                     runs.append((self.baseline_allocator(), "calls"))
-            for alloc, purpose in runs:
-                i = first_index + len(specs)
-                run_cell = cell
-                if purpose == "calls" and cell.duration_s:
-                    # short: uprobes slow every call (the cell's key stays the same)
-                    run_cell = replace(cell, duration_s=min(cell.duration_s, CALLS_WINDOW_S))
-                tag = {"measure": "", "profile": "-prof", "calls": "-calls", "warmup": "-warm"}[purpose]
-                specs.append(RunSpec(
-                    index=i,
-                    run_id=(f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}"
-                            f"-{_safe(alloc.name)}-r{rnd}{tag}"),
-                    cell=run_cell, allocator=alloc, repeat=rnd,
-                    seed=_derive_seed(self.seed, cell.key, rnd - 1),
-                    warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
-                    interval_ms=self.interval_ms,
-                    engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
-                    timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
-                    purpose=purpose, slice_s=self.slice_s if purpose == "measure" else 0.0,
-                    side_by_side=self.side_by_side if purpose == "measure" else 1,
-                    **self.placement(cell.shape)))
+            entries += [(cell, alloc, purpose) for alloc, purpose in runs]
+        if self.whole_round:  # the round's measured runs together, between its warm-ups and its profiles
+            entries.sort(key=lambda e: {"warmup": 0, "measure": 1}.get(e[2], 2))
+        for cell, alloc, purpose in entries:
+            i = first_index + len(specs)
+            run_cell = cell
+            if purpose == "calls" and cell.duration_s:
+                # short: uprobes slow every call (the cell's key stays the same)
+                run_cell = replace(cell, duration_s=min(cell.duration_s, CALLS_WINDOW_S))
+            tag = {"measure": "", "profile": "-prof", "calls": "-calls", "warmup": "-warm"}[purpose]
+            specs.append(RunSpec(
+                index=i,
+                run_id=(f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}"
+                        f"-{_safe(alloc.name)}-r{rnd}{tag}"),
+                cell=run_cell, allocator=alloc, repeat=rnd,
+                seed=_derive_seed(self.seed, cell.key, rnd - 1),
+                warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
+                interval_ms=self.interval_ms,
+                engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
+                timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
+                purpose=purpose, slice_s=self.slice_s if purpose == "measure" else 0.0,
+                side_by_side=self.side_by_side if purpose == "measure" else 1,
+                whole_round=self.whole_round and purpose == "measure",
+                **self.placement(cell.shape)))
         return specs
 
     @property

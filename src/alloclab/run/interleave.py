@@ -137,9 +137,8 @@ class Member:
 
 def groups(todo: list[RunSpec]) -> list[list[RunSpec]]:
     """A round's runs as they execute: the measured runs of a cell with slices together (they
-    are consecutive in a round), those side by side up to that many together, a cell's runs never
-    apart from each other but where more than that many (spec.side_by_side_groups), every other
-    run alone."""
+    are consecutive in a round), those side by side up to that many together, or the whole round's
+    where it runs at once (plan.side_by_side_groups), every other run alone."""
     out: list[list[RunSpec]] = []
     i = 0
     while i < len(todo):
@@ -150,7 +149,7 @@ def groups(todo: list[RunSpec]) -> list[list[RunSpec]]:
                 j += 1
             stretch = todo[i:j]
             out += [[stretch[k] for k in g]
-                    for g in side_by_side_groups([r.cell.key for r in stretch], s.side_by_side)]
+                    for g in side_by_side_groups([r.cell.key for r in stretch], s.side_by_side, s.whole_round)]
             i = j
             continue
         prev = out[-1][-1] if out else None
@@ -215,7 +214,7 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
 
 def run_side_by_side(specs: list[RunSpec], run_one: Callable[[RunSpec], RunRow],
                      stop_all: Callable[[], None]) -> list[RunRow]:
-    """Run `specs` (one cell, one round) all at the same time, each by the one runner in a thread
+    """Run `specs` (one cell's or one round's) all at the same time, each by the one runner in a thread
     of its own (plan key side_by_side): runs whose question is their memory over a life, which
     then share the machine alike, as runs in turns share its drift. Rows in spec order. On
     Ctrl-C or an error, `stop_all` stops every process tree the runs started, and the runs'

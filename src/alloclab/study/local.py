@@ -19,8 +19,8 @@ from alloclab.study.progress import Progress
 
 class Local:
     """The executor of a study on its own machine: one node, one run at a time (a cell's runs of a
-    round together where they take turns or run side by side), in the round's order, its files
-    written straight into the study's folder."""
+    round together where they take turns or run side by side, or the whole round's), in the
+    round's order, its files written straight into the study's folder."""
 
     def __init__(self, plan: Plan, store: Store, progress: Progress, scratch_root: Path | None):
         exe = preflight(plan, progress)

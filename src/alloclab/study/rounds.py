@@ -212,8 +212,8 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
         walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
                 [r.wall_s for r in rows if r.wall_s > 0]
         # side by side, the round's groups took what their longest runs took
-        per_round = 1.1 * (_round_wall(plan, rows, rounds_done) if plan.side_by_side > 1 else
-                           _slots(plan) * statistics.median(walls) if walls else 0.0)
+        per_round = 1.1 * ((plan.side_by_side > 1 and _round_wall(plan, rows, rounds_done)) or
+                           (_slots(plan) * statistics.median(walls) if walls else 0.0))
         if per_round > 0:
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
             basis = (f"a budget of {fmt_duration(plan.budget)} at about {fmt_duration(per_round)} a round affords "
@@ -239,11 +239,11 @@ def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
     """How long round `rnd`'s runs took: one after another, the sum of their wall times; in turns,
     a cell's runs are up together, so the longest of each cell's; side by side, the longest of
     each group that ran at once (side_by_side_groups)."""
-    done = [r for r in rows if r.repeat == rnd and r.wall_s > 0]
+    done = [r for r in rows if r.repeat == rnd]
     if plan.side_by_side > 1:
         done.sort(key=lambda r: r.index)  # the round's order, a cell's runs together
         return sum(max(done[i].wall_s for i in g)
-                   for g in side_by_side_groups([r.cell for r in done], plan.side_by_side))
+                   for g in side_by_side_groups([r.cell for r in done], plan.side_by_side, plan.whole_round))
     if not plan.slice_s:
         return sum(r.wall_s for r in done)
     cells: dict[str, float] = {}
@@ -310,8 +310,7 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
         # side by side, the decided keep their cell's lives company, or the round's where the
         # whole round runs at once (decide.company)
         if plan.side_by_side > 1:
-            units = plan.units()
-            beside = decide.company(units, active, why, whole_round=plan.side_by_side >= len(units))
+            beside = decide.company(plan.units(), active, why, whole_round=plan.whole_round)
     first = 1 + max((s.index for s in sched.specs()), default=0)
     specs = plan.round_specs(rnd, None if active is None else active | beside, first)
     sched.rounds.append({"round": rnd, "seed": plan.round_seed(rnd), "started_at": _now(),
