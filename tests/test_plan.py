@@ -366,9 +366,20 @@ def test_a_study_says_how_many_runs_were_side_by_side_not_more_than_it_had():
     from alloclab.results.store import RunRow
     row = RunRow(**dict.fromkeys(RunRow.columns(), 0))
     rows = [replace(row, cell=c, allocator=a["name"]) for c in ("x", "y") for a in allocs]
+    # a plan stored before whole_round: the runs' clocks tell (both cells up together, or one after the other)
+    from alloclab.answers.analyse import cells_overlapped
+    def clock(r, i, later):  # y's runs 100 s after x's, or with them (a second apart within a cell)
+        return f"2026-11-28T05:{'02' if later and r.cell == 'y' else '00'}:4{i % 3}+00:00"
+
+    timed = [replace(r, purpose="measure", repeat=1, wall_s=100.0, started_at=clock(r, i, later))
+             for later in (False, True) for i, r in enumerate(rows)]
+    assert cells_overlapped(timed[:6]) and not cells_overlapped(timed[6:])
+    plan_before = {"allocators": allocs, "side_by_side": 12}
+    assert "a round's runs 6 at a time" in Study(Path("."), timed[:6], plan_before, {}).where()
+    assert "a cell's runs 3 at a time" in Study(Path("."), timed[6:], plan_before, {}).where()
     for side, whole, want, words in ((12, True, 6, "a round's runs 6 at a time"),
                                      (6, True, 6, "a round's runs 6 at a time"),
-                                     (6, False, 3, "a cell's runs 3 at a time"),  # stored before whole_round
+                                     (6, False, 3, "a cell's runs 3 at a time"),
                                      (2, False, 2, "a cell's runs 2 at a time")):
         s = Study(Path("."), rows, {"allocators": allocs, "side_by_side": side, "whole_round": whole}, {})
         assert s.side_by_side == want and words in s.where(), s.where()

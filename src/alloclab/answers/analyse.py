@@ -7,6 +7,7 @@ import csv
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
 from alloclab.answers import causes, decide, dependence, stats
@@ -140,9 +141,11 @@ class Study:
 
     @property
     def whole_round(self) -> bool:
-        """Whether a round's runs of every cell ran side by side together (Plan.whole_round; plans
-        stored before it ran a cell's at a time)."""
-        return bool(self.plan.get("whole_round")) and int(self.plan.get("side_by_side") or 1) > 1
+        """Whether a round's runs of every cell ran side by side together: Plan.whole_round, and in
+        a plan stored before that key, what the runs' own clocks say (cells_overlapped)."""
+        if int(self.plan.get("side_by_side") or 1) <= 1:
+            return False
+        return bool(self.plan["whole_round"]) if "whole_round" in self.plan else cells_overlapped(self.rows)
 
     @property
     def engines(self) -> list[str]:
@@ -251,6 +254,23 @@ class VsBaseline:
     allocator: str
     metric: Metric
     comparison: stats.Comparison | None  # None where the baseline has no valid run or a zero median
+
+
+def cells_overlapped(rows: list[RunRow]) -> bool:
+    """Whether runs of different cells of a round were up at the same time: in the first round
+    with two cells, two of their runs shared more than half of the shorter one's wall time (a
+    cell's groups one after another share at most the second of their clocks' rounding)."""
+    rounds: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
+    for r in rows:
+        if r.purpose == "measure" and r.wall_s > 0 and r.started_at:
+            t = datetime.fromisoformat(r.started_at).timestamp()
+            rounds[r.repeat].append((r.cell, t, t + r.wall_s))
+    for rnd in sorted(rounds):
+        runs = rounds[rnd]
+        if len({c for c, _, _ in runs}) > 1:
+            return any(min(e1, e2) - max(s1, s2) > 0.5 * min(e1 - s1, e2 - s2)
+                       for c1, s1, e1 in runs for c2, s2, e2 in runs if c1 < c2)
+    return False
 
 
 def by_cell_rounds(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:
