@@ -33,7 +33,7 @@ from alloclab.answers.metrics import (
     margin_of,
     value,
 )
-from alloclab.plan import workload
+from alloclab.plan import side_by_side_groups, workload
 from alloclab.plan.design import FASTER, HIGHER, LOWER, SLOWER, UNDECIDED, Design
 from alloclab.results.store import CELL_FIELDS, RunRow
 
@@ -340,3 +340,16 @@ def company(units: Iterable[Unit], active: set, why: dict[Unit, str], whole_roun
     units = list(units)
     running = {u[0] for u in units} if whole_round and active else {cell for cell, _ in active}
     return {u for u in units if u not in active and u[0] in running and why.get(u) != FAILING}
+
+
+def round_wall(units: Iterable[Unit], walls: dict[Unit, float], side_by_side: int, whole_round: bool) -> float:
+    """One round's wall time of `units` (`walls`: each unit's run time): one after another, each
+    run's; side by side, each group's longest (plan.side_by_side_groups), with the company that
+    runs beside them (`company`: their cells' units, or where the whole round runs at once, all)."""
+    units = set(units)
+    if side_by_side > 1:
+        cells = {u[0] for u in units}
+        units |= {u for u in walls if whole_round or u[0] in cells}
+    ordered = sorted(units)
+    return sum(max(walls.get(ordered[i], 0.0) for i in g)
+               for g in side_by_side_groups([u[0] for u in ordered], side_by_side, whole_round))

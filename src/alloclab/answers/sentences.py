@@ -16,7 +16,7 @@ from alloclab.answers.wording import signed as _signed
 from alloclab.answers.wording import top as _top
 from alloclab.catalog.names import LIFE_METRICS
 from alloclab.core.units import fmt_duration
-from alloclab.plan import presets, side_by_side_groups, workload
+from alloclab.plan import presets, workload
 from alloclab.plan.design import DECIDED_WORDS, DEFAULT_MARGIN, EQUIVALENT, FASTER, LOWER, UNDECIDED
 
 COMPARISON_NOUN = {"allocators": "allocator", "engines": "engine", "profiles": "profile"}
@@ -385,19 +385,11 @@ def _to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     if not todo:
         return ""
     need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
-    walls = study.unit_walls()
-
-    together = int(study.plan.get("side_by_side") or 1)
+    walls, together = study.unit_walls(), int(study.plan.get("side_by_side") or 1)
 
     def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
         units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
-        if together > 1:  # side by side, the decided keep them company (decide.company): their cells, or all
-            cells = {u[0] for u in units}
-            units |= {u for u in walls if study.whole_round or u[0] in cells}
-        # one after another, each run's time; side by side, each group's longest (as rounds ran)
-        ordered = sorted(units)
-        return k * sum(max(walls.get(ordered[i], 0.0) for i in g)
-                       for g in side_by_side_groups([u[0] for u in ordered], together, study.whole_round))
+        return k * decide.round_wall(units, walls, together, study.whole_round)
 
     half = need[(len(need) - 1) // 2]
     lead = ""
