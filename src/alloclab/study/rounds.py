@@ -26,7 +26,7 @@ from pathlib import Path
 from alloclab.answers import decide, metrics
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration
-from alloclab.plan import Plan, RunSpec, side_by_side_groups
+from alloclab.plan import Plan, RunSpec
 from alloclab.plan.design import Design, plan_looks, taken_looks
 from alloclab.results.store import RunRow, Store, write_json
 from alloclab.study.fleet import Ray
@@ -241,9 +241,8 @@ def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
     each group that ran at once (side_by_side_groups)."""
     done = [r for r in rows if r.repeat == rnd]
     if plan.side_by_side > 1:
-        done.sort(key=lambda r: r.index)  # the round's order, a cell's runs together
-        return sum(max(done[i].wall_s for i in g)
-                   for g in side_by_side_groups([r.cell for r in done], plan.side_by_side, plan.whole_round))
+        walls = {(r.cell, r.allocator): r.wall_s for r in done}  # each unit runs once a round
+        return decide.round_wall(walls, walls, plan.side_by_side, plan.whole_round)
     if not plan.slice_s:
         return sum(r.wall_s for r in done)
     cells: dict[str, float] = {}
