@@ -16,7 +16,7 @@ from helpers import expand
 
 from alloclab import plan, study
 from alloclab.alloc.allocators import Allocator
-from alloclab.answers import decide, life, metrics
+from alloclab.answers import decide, life, metrics, wording
 from alloclab.catalog import names
 from alloclab.core.errors import AlloclabError
 from alloclab.plan.design import Design
@@ -146,6 +146,18 @@ def test_the_memory_life_preset():
     assert [len(g) for g in interleave.groups(quick.round_specs(1, None, 1))] == [12]
     # its rounds go on for memory; throughput, a share of the machine, is told as it stands
     assert smoke.design.decide_on == quick.design.decide_on == ("creep", "given_back", "overhead")
+    # quick's RocksDB lives are about as long as MariaDB's (6 cycles against 4): 5 bursts measured, not 3
+    lives = {c.engine: c for c in quick.cells()}
+    assert (lives["mariadb-innodb"].cycles, lives["rocksdb"].cycles) == (4, 6)
+    # quick's coarser bar: ±5 % and ±10 points of a burst; smoke (and full) keep ±2 % and ±5 points
+    assert (quick.design.margin, quick.design.margins) == (0.05, (("given_back", 0.10),))
+    assert (smoke.design.margin, smoke.design.margins) == (0.02, ())
+    # stored in plan.json, read back by a report; a plan.json from before the key has none
+    stored = json.loads(json.dumps({"design": quick.design.to_json()}))
+    assert Design.from_plan(stored).margins == (("given_back", 0.10),)
+    assert Design.from_plan({"design": {k: v for k, v in stored["design"].items() if k != "margins"}}).margins == ()
+    assert metrics.margin_words(quick.design.decide_on, quick.design.margin, (), quick.design.margins) == \
+        "±5 %; share of a burst given back: ±10 points"
 
 
 def test_the_small_server_preset_is_seed_004s_shapes_around_a_life():
@@ -568,6 +580,40 @@ def test_the_start_line_names_each_margin_its_metric_has():
         "±2 %; share of a burst given back: ±5 points"
     assert metrics.margin_words((), 0.04) == metrics.margin_words((), 0.04, {"kv"}) == "±4 %"
     assert metrics.margin_words((), 0.02, {"life"}) == "±2 %; share of a burst given back: ±5 points"
+
+
+def test_a_plans_own_margin_for_a_metric_decides_its_verdicts_and_is_said():
+    """margins_pct sets one metric's equivalence margin over its default and the study's: tcmalloc
+    giving back 2-4 points more of a burst than glibc is undecided at given back's ±5 points and
+    equivalent at ±10; the verdict keeps the margin it was decided at, and says it."""
+    given = {"glibc": (0.00, 0.02, 0.01, 0.00, 0.03, 0.01, 0.00, 0.02),
+             "tcmalloc": (0.09, 0.00, 0.06, 0.01, 0.07, 0.00, 0.05, 0.02)}
+    rows = [_row(a, r + 1, creep=5.0, given=g[r], overhead=(100 + r) << 20) for a, g in given.items() for r in range(8)]
+    fine = Design(questions=("allocators",), baseline="glibc", adaptive=False)
+    coarse = replace(fine, margins=(("given_back", 0.10),))
+    [at5] = [v for v in decide.verdicts(rows, fine) if v.metric == "given_back"]
+    [at10] = [v for v in decide.verdicts(rows, coarse) if v.metric == "given_back"]
+    assert 2 < at5.delta_pct < 4 and at5.ci_delta == at10.ci_delta and 5 < at5.ci_delta[1] < 10, at5.ci_delta
+    assert (at5.verdict, at5.margin) == ("undecided", 0.05) and (at10.verdict, at10.margin) == ("equivalent", 0.10)
+    assert "(undecided at the ±5 points margin)" in wording.short(at5)
+    # the other metrics keep the study's margin; the plan's margin for one of them is its own
+    assert all(v.margin == 0.02 for v in decide.verdicts(rows, coarse) if v.metric != "given_back")
+    assert metrics.margin_of("overhead", 0.05, (("given_back", 0.1),)) == 0.05
+    assert metrics.margin_of("given_back", 0.05) == 0.05
+    assert metrics.margin_of("overhead", 0.02, (("overhead", 0.04),)) == 0.04
+
+
+@pytest.mark.parametrize("bad, said", [
+    ({"given_bak": 10}, "margins_pct: unknown key(s) given_bak"),
+    ({"overhead": 0}, "margins_pct.overhead: must be above 0 and at most 100"),
+    ({"overhead": "5%"}, "margins_pct.overhead: expected a percentage"),
+    (5, "margins_pct: expected a table"),
+])
+def test_a_plans_margins_are_checked_before_any_work(bad, said):
+    raw = {**preset("memory-life", "smoke"), "margins_pct": bad}
+    with pytest.raises(AlloclabError) as e:
+        plan.load(raw, found_allocators=_every_allocator())
+    assert said in str(e.value), str(e.value)
 
 
 def test_side_by_side_the_decided_keep_an_undecided_cells_lives_company():

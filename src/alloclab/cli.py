@@ -179,7 +179,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     units = len(plan.units())
     if plan.adaptive:
         on = "".join(f"of {', '.join(map(metrics.words, g))} " for g in [plan.design.decide_on] if g)
-        within = metrics.margin_words(plan.design.decide_on, plan.design.margin, {c.workload for c in plan.cells()})
+        within = metrics.margin_words(plan.design.decide_on, plan.design.margin, {c.workload for c in plan.cells()},
+                                      plan.design.margins)
         how = (f"rounds until every comparison {on}is decided (a direction, or equivalent within {within}), "
                f"at least {plan.design.min_runs} and at most {plan.design.max_rounds} rounds"
                + (f", budget {fmt_duration(plan.budget)}" if plan.budget else ", no time budget"))

@@ -81,6 +81,7 @@ class Verdict:
     se_log: float | None = None
     df: int = 0
     machine: str = ""  # the machine in a few words where it holds on one machine of several ("": all of them)
+    margin: float | None = None  # the equivalence margin its word was decided at (metrics.margin_of)
 
     @property
     def delta_pct(self) -> float | None:
@@ -183,10 +184,11 @@ def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design,
         return iv, UNDECIDED
     if metric is None:
         return iv, stats.verdict_word(iv.ci_low, iv.ci_high, higher_is_better, policy.margin)
-    return iv, interval_word(metric.name, iv.ci_low, iv.ci_high, policy.margin)
+    return iv, interval_word(metric.name, iv.ci_low, iv.ci_high, policy.margin, policy.margins)
 
 
-def interval_word(name: str, lo: float, hi: float, study_margin: float) -> str:
+def interval_word(name: str, lo: float, hi: float, study_margin: float,
+                  margins: Iterable[tuple[str, float]] = ()) -> str:
     """The verdict word of an interval of a metric's ratio (a share's: of exp(difference)): its
     direction (higher/lower for memory and latency), equivalent within the metric's margin, or
     undecided; the one reading of an interval for verdicts and for predictions over machines."""
@@ -194,7 +196,7 @@ def interval_word(name: str, lo: float, hi: float, study_margin: float) -> str:
     higher = m.higher_is_better if m is not None else True
     if m is not None and m.points:
         lo, hi = 1 + math.log(lo), 1 + math.log(hi)
-    word = stats.verdict_word(lo, hi, higher, margin_of(name, study_margin))
+    word = stats.verdict_word(lo, hi, higher, margin_of(name, study_margin, margins))
     if higher and m is not None and m is not THROUGHPUT:  # more given back is higher, not faster
         word = {FASTER: HIGHER, SLOWER: LOWER}.get(word, word)
     return word
@@ -216,9 +218,8 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
         allocators_of = {c: list(g) for c, g in groups.items()}
         for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
             iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy, m)
-            todo = None
+            todo, margin = None, margin_of(m.name, policy.margin, policy.margins)
             if word == UNDECIDED:
-                margin = margin_of(m.name, policy.margin)
                 todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf,
                                               margin=math.expm1(margin) if m.points else margin)
             c = dict(zip(CELL_FIELDS, vc))
@@ -231,7 +232,7 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
                 ci_low=iv.ci_low, ci_high=iv.ci_high, verdict=word, rounds_to_decide=todo, confidence=conf,
                 allocator=va, base_unit=(keys.get(bc, ""), ba), var_unit=(keys.get(vc, ""), va),
                 machine_fingerprint="+".join(sorted(machines[bc] | machines[vc])), mean_log=iv.mean_log,
-                se_log=iv.se_log, df=iv.df))
+                se_log=iv.se_log, df=iv.df, margin=margin))
     return out
 
 

@@ -97,29 +97,35 @@ def delta_unit(name: str) -> str:
     return "points" if m is not None and m.points else "%"
 
 
-def margin_of(name: str, study_margin: float) -> float:
-    """The equivalence margin a metric's verdicts use: its own, else the study's (a fraction)."""
+def margin_of(name: str, study_margin: float, margins: Iterable[tuple[str, float]] = ()) -> float:
+    """The equivalence margin a metric's verdicts use (a fraction; a share's: points / 100): the
+    plan's for it (`margins`, Design.margins: plan key margins_pct), else its own, else the study's."""
+    given = dict(margins)
+    if name in given:
+        return given[name]
     m = BY_NAME.get(name)
     return m.margin if m is not None and m.margin is not None else study_margin
 
 
-def within(name: str, lo: float, hi: float, study_margin: float) -> bool:
+def within(name: str, lo: float, hi: float, study_margin: float, margins: Iterable[tuple[str, float]] = ()) -> bool:
     """Whether an interval of a ratio (for a share in points: of exp(difference)) lies within the
     metric's equivalence margin."""
-    m, margin = BY_NAME.get(name), margin_of(name, study_margin)
+    m, margin = BY_NAME.get(name), margin_of(name, study_margin, margins)
     if m is not None and m.points:
         return -margin <= math.log(lo) and math.log(hi) <= margin
     return 1 - margin <= lo and hi <= 1 + margin
 
 
-def margin_words(names, study_margin: float, workloads: Iterable[str] = ()) -> str:
+def margin_words(names, study_margin: float, workloads: Iterable[str] = (),
+                 margins: Iterable[tuple[str, float]] = ()) -> str:
     """The equivalence margins of the metrics `names` (verdict names: the plan's decide_on) as the
-    start line says them: "±2 %", and each metric with a margin of its own after it ("; share of a
-    burst given back: ±5 points"). No names: the default, a life's memory metrics among them where
-    `workloads` holds a life."""
+    start line says them: "±2 %", and each metric with a margin of its own (its default or the
+    plan's, `margins`) after it ("; share of a burst given back: ±5 points"). No names: the
+    default, a life's memory metrics among them where `workloads` holds a life."""
     names = names or (LIFE_METRICS if LIFE_WORKLOAD in workloads else ())
-    own = [(words(n), 100 * margin_of(n, study_margin), delta_unit(n)) for n in names
-           if n in BY_NAME and BY_NAME[n].margin is not None]
+    margins = tuple(margins)
+    own = [(words(n), 100 * margin_of(n, study_margin, margins), delta_unit(n)) for n in names
+           if n in BY_NAME and (BY_NAME[n].margin is not None or n in dict(margins))]
     return f"±{100 * study_margin:g} %" + "".join(f"; {w}: ±{m:g} {u}" for w, m, u in own)
 
 

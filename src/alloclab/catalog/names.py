@@ -50,3 +50,5 @@ LIFE_METRICS = ("creep", "given_back", "overhead")
 # what a study's rounds may go on for (plan key decide_on): a (cell, allocator) runs while one of
 # its comparisons on these is undecided; by default throughput and, in a life, its memory metrics
 GOALS = ("throughput",) + LIFE_METRICS
+# every metric a verdict is made on (answers.metrics.BY_NAME), as plan key margins_pct names them
+VERDICT_METRICS = ("throughput", "p99_latency", "peak_rss") + LIFE_METRICS

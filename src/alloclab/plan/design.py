@@ -117,6 +117,9 @@ class Design:
     # the metrics (catalog.names.GOALS) whose undecided comparisons keep a (cell, allocator) running;
     # (): throughput and, where the rows are a life's, its memory metrics
     decide_on: tuple[str, ...] = ()
+    # a metric's own margin (name, fraction; a share compared in points: points / 100), over the
+    # metric's default (answers.metrics) and `margin`: plan key margins_pct
+    margins: tuple[tuple[str, float], ...] = ()
 
     @property
     def margin_pct(self) -> float:
@@ -154,7 +157,8 @@ class Design:
         if isinstance(plan.get("design"), dict):
             d = plan["design"]
             return cls(**{**d, "questions": tuple(d["questions"]), "profiles": tuple(d["profiles"]),
-                          "decide_on": tuple(d.get("decide_on") or ()), "looks": looks})
+                          "decide_on": tuple(d.get("decide_on") or ()),
+                          "margins": tuple((str(k), float(v)) for k, v in d.get("margins") or ()), "looks": looks})
         allocs = [a["name"] if isinstance(a, dict) else a.name for a in plan.get("allocators", [])]
         engines = list(plan.get("engines", []))
         return cls(questions=tuple(plan.get("questions") or default_questions(allocs, engines)),

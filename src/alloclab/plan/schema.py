@@ -17,6 +17,7 @@ from alloclab.catalog.names import (
     SYNC,
     SYSBENCH_CLIENTS,
     TPCC_CLIENTS,
+    VERDICT_METRICS,
     WORKLOADS,
 )
 from alloclab.core.errors import AlloclabError
@@ -217,6 +218,9 @@ TOP_SCHEMA = {
     # adaptive rounds (when `runs` is not given): see design.py
     "target_ci_pct": percent(0, 100),
     "margin_pct": percent(0, 100),
+    # a metric's own equivalence margin, over margin_pct and the metric's default: {overhead = 5,
+    # given_back = 10}; a share compared in percentage points (given_back) takes points
+    "margins_pct": lambda key, v: check_table(key, v, {m: percent(0, 100) for m in VERDICT_METRICS}),
     "budget": seconds(0.0, strict=True),
     "min_runs": whole(2, 1000),
     "max_rounds": whole(2, 1000),
