@@ -601,6 +601,11 @@ def test_a_plans_own_margin_for_a_metric_decides_its_verdicts_and_is_said():
     assert metrics.margin_of("overhead", 0.05, (("given_back", 0.1),)) == 0.05
     assert metrics.margin_of("given_back", 0.05) == 0.05
     assert metrics.margin_of("overhead", 0.02, (("overhead", 0.04),)) == 0.04
+    # the verdict note says each margin that is not the study's
+    said = metrics.own_margins(["throughput", "given_back", "overhead", "given_back"], 0.02, (("overhead", 0.04),))
+    assert said == (" Share of a burst given back: a difference in percentage points, decided when its interval "
+                    "excludes 0, equivalent within ±5 points. RSS over the engine's own account: equivalent "
+                    "within ±4 %.")
 
 
 @pytest.mark.parametrize("bad, said", [

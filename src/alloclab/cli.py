@@ -174,8 +174,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     plan = plan_mod.load(raw)
     out = Path(a.out) if a.out else study.default_out(plan.name)
     check_can_make(out, "--out" if a.out else "the results folder")
-    live = False if a.quiet else None
-    progress = Progress(0, live=live)
+    progress = Progress(0, live=False if a.quiet else None)
     units = len(plan.units())
     if plan.adaptive:
         on = "".join(f"of {', '.join(map(metrics.words, g))} " for g in [plan.design.decide_on] if g)

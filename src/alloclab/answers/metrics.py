@@ -129,6 +129,22 @@ def margin_words(names, study_margin: float, workloads: Iterable[str] = (),
     return f"±{100 * study_margin:g} %" + "".join(f"; {w}: ±{m:g} {u}" for w, m, u in own)
 
 
+def own_margins(names: Iterable[str], study_margin: float, margins: Iterable[tuple[str, float]] = ()) -> str:
+    """What a verdict note says of the metrics among `names` whose margin is not the study's: a
+    share compared in points ("... equivalent within ±5 points."), and a metric the plan gives a
+    margin of its own (margins_pct)."""
+    margins, out = tuple(margins), ""
+    for n in (n for n in dict.fromkeys(names) if n in BY_NAME):
+        m, margin = BY_NAME[n], 100 * margin_of(n, study_margin, margins)
+        said = m.words[:1].upper() + m.words[1:]
+        if m.points:
+            out += (f" {said}: a difference in percentage points, decided when its interval excludes "
+                    f"0, equivalent within ±{margin:g} points.")
+        elif margin != 100 * study_margin:
+            out += f" {said}: equivalent within ±{margin:g} %."
+    return out
+
+
 def words(name: str) -> str:
     """A verdict's metric as a sentence names it."""
     return BY_NAME[name].words if name in BY_NAME else name

@@ -260,18 +260,10 @@ def build(study: analyse.Study) -> Answers:
               if side > 1 and study.whole_round
               else f"the runs of a cell in one round run {side} at a time, side by side, sharing the machine"
               if side > 1 else "runs of one round are interleaved")
-
-    def margin_of(name):
-        return metrics.margin_of(name, pol.margin, pol.margins)
-    own = [metrics.BY_NAME[n] for n in dict.fromkeys(v.metric for v in vs) if n in metrics.BY_NAME
-           and not metrics.BY_NAME[n].points and margin_of(n) != pol.margin]  # a plan's margin for a metric
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
-            + "".join(f" {m.words.capitalize()}: a difference in percentage points, decided when its interval "
-                      f"excludes 0, equivalent within ±{100 * margin_of(m.name):g} points." for m in metrics.LIFE
-                      if m.points and any(v.metric == m.name for v in vs))
-            + "".join(f" {m.words.capitalize()}: equivalent within ±{100 * margin_of(m.name):g} %." for m in own)
+            + metrics.own_margins([v.metric for v in vs], pol.margin, pol.margins)
             + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
                "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
                else ""))
