@@ -83,6 +83,11 @@ class Verdict:
     machine: str = ""  # the machine in a few words where it holds on one machine of several ("": all of them)
     margin: float | None = None  # the equivalence margin its word was decided at (metrics.margin_of)
 
+    def margin_or(self, study_margin: float) -> float:
+        """The margin its word was decided at; for a verdict made without one (built by hand), the
+        metric's by metrics.margin_of."""
+        return self.margin if self.margin is not None else margin_of(self.metric, study_margin)
+
     @property
     def delta_pct(self) -> float | None:
         """The difference as it is said: percent, or percentage points for a share (`unit`)."""

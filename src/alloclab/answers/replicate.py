@@ -24,7 +24,7 @@ from scipy import stats as _scipy_stats
 
 from alloclab.answers import decide
 from alloclab.answers.decide import Verdict
-from alloclab.answers.metrics import within
+from alloclab.answers.metrics import margin_of, within
 from alloclab.answers.stats import RatioInterval
 from alloclab.plan.design import DEFAULT_MARGIN, UNDECIDED, Design
 
@@ -69,9 +69,9 @@ def ratio_of_ratios(a: Verdict | RatioInterval, b: Verdict | RatioInterval, marg
     df = se ** 4 / (a.se_log ** 4 / a.df + b.se_log ** 4 / b.df) if se > 0 else float(a.df + b.df)
     half = float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, df)) * se
     lo, hi = math.exp(d - half), math.exp(d + half)
-    own = getattr(a, "margin", None)  # a verdict's: the margin it was decided at
-    outcome = (DIFFERS if lo > 1 or hi < 1 else REPLICATES
-               if within(metric, lo, hi, margin, ((metric, own),) if own is not None else ()) else NOT_KNOWN)
+    own = a.margin_or(margin) if isinstance(a, Verdict) else margin_of(metric, margin)  # a verdict's: as decided
+    outcome = (DIFFERS if lo > 1 or hi < 1 else REPLICATES if within(metric, lo, hi, margin, ((metric, own),))
+               else NOT_KNOWN)
     return RatioOfRatios(math.exp(d), lo, hi, outcome)
 
 
@@ -164,8 +164,8 @@ def predict(vs: list[Verdict], margin: float = DEFAULT_MARGIN, confidence: float
     df = max(1, k - 2)
     half = float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, df)) * math.sqrt(tau2 + se ** 2)
     lo, hi = math.exp(mu - half), math.exp(mu + half)
-    own = have[0].margin  # the margin the studies' verdicts were decided at
-    word = decide.interval_word(have[0].metric, lo, hi, margin, ((have[0].metric, own),) if own is not None else ())
+    own = have[0].margin_or(margin)  # the margin the studies' verdicts were decided at
+    word = decide.interval_word(have[0].metric, lo, hi, margin, ((have[0].metric, own),))
     return NewMachine(key(have[0]), k, math.exp(mu), math.exp(mu - z * se), math.exp(mu + z * se), math.sqrt(tau2),
                       lo, hi, df, NOT_KNOWN if word == UNDECIDED else word, RULE_K2 if k == 2 else "")
 

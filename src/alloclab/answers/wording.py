@@ -3,7 +3,7 @@ answers of every study (sentences) and those of a study of lives (lives)."""
 
 from __future__ import annotations
 
-from alloclab.answers import decide, metrics
+from alloclab.answers import decide
 from alloclab.plan.design import DEFAULT_MARGIN, UNDECIDED
 
 
@@ -23,7 +23,7 @@ def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
     lo, hi = v.ci_delta
     word = v.verdict
     if word == UNDECIDED and lo < 0 < hi:  # no difference shown: say how large one could still be
-        margin = 100 * (v.margin if v.margin is not None else metrics.margin_of(v.metric, margin_pct / 100))
+        margin = 100 * v.margin_or(margin_pct / 100)
         word = f"equivalent within ±{max(-lo, hi):.1f} {u} (undecided at the ±{margin:g} {u} margin)"
     return f"{v.variant} {signed(d)} {u} [{signed(lo)}, {signed(hi)}] {word}"
 
