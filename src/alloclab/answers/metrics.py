@@ -116,6 +116,13 @@ def within(name: str, lo: float, hi: float, study_margin: float, margins: Iterab
     return 1 - margin <= lo and hi <= 1 + margin
 
 
+def _said_apart(name: str, study_margin: float, margins: tuple[tuple[str, float], ...]) -> bool:
+    """Whether a metric's margin is said beside the study's: a share compared in points, or a
+    margin that is not the study's."""
+    m = BY_NAME.get(name)
+    return m is not None and (m.points or margin_of(name, study_margin, margins) != study_margin)
+
+
 def margin_words(names, study_margin: float, workloads: Iterable[str] = (),
                  margins: Iterable[tuple[str, float]] = ()) -> str:
     """The equivalence margins of the metrics `names` (verdict names: the plan's decide_on) as the
@@ -125,7 +132,7 @@ def margin_words(names, study_margin: float, workloads: Iterable[str] = (),
     names = names or (LIFE_METRICS if LIFE_WORKLOAD in workloads else ())
     margins = tuple(margins)
     own = [(words(n), 100 * margin_of(n, study_margin, margins), delta_unit(n)) for n in names
-           if n in BY_NAME and (BY_NAME[n].margin is not None or n in dict(margins))]
+           if _said_apart(n, study_margin, margins)]
     return f"±{100 * study_margin:g} %" + "".join(f"; {w}: ±{m:g} {u}" for w, m, u in own)
 
 
@@ -134,14 +141,11 @@ def own_margins(names: Iterable[str], study_margin: float, margins: Iterable[tup
     share compared in points ("... equivalent within ±5 points."), and a metric the plan gives a
     margin of its own (margins_pct)."""
     margins, out = tuple(margins), ""
-    for n in (n for n in dict.fromkeys(names) if n in BY_NAME):
+    for n in (n for n in dict.fromkeys(names) if _said_apart(n, study_margin, margins)):
         m, margin = BY_NAME[n], 100 * margin_of(n, study_margin, margins)
         said = m.words[:1].upper() + m.words[1:]
-        if m.points:
-            out += (f" {said}: a difference in percentage points, decided when its interval excludes "
-                    f"0, equivalent within ±{margin:g} points.")
-        elif margin != 100 * study_margin:
-            out += f" {said}: equivalent within ±{margin:g} %."
+        out += (f" {said}: a difference in percentage points, decided when its interval excludes 0, equivalent "
+                f"within ±{margin:g} points." if m.points else f" {said}: equivalent within ±{margin:g} %.")
     return out
 
 
