@@ -654,3 +654,61 @@ def test_side_by_side_the_decided_keep_an_undecided_cells_lives_company():
     assert decide.company(units, active, why, whole_round=True) == \
         {("c", "jemalloc"), ("d", "glibc"), ("d", "jemalloc"), ("d", "tcmalloc")}
     assert decide.company(units, set(), why, whole_round=True) == set()
+
+
+def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
+    """memory-life quick: after the looks, two arenas − glibc given back on RocksDB was the last
+    comparison open, beside ten decided lives as company. The four decided RocksDB lives' places go to
+    two more runs each of glibc and two arenas (decide.in_their_places), so the cell still runs six
+    lives at once and the open comparison gets three pairs a round, averaged to one pair per round;
+    MariaDB's cell, all decided, keeps its lives as company."""
+    from alloclab.plan.presets import GLIBC_TWO_ARENAS
+    from alloclab.study import rounds
+    quick = plan.load(preset("memory-life", "quick"), default_seed=1, found_allocators=_every_allocator())
+    cells = {c.engine: c.key for c in quick.cells()}
+    jitter = (1.0, 1.03, 0.98, 1.01)
+    rows = []
+    for engine, key in cells.items():
+        for r in range(1, 5):
+            j = jitter[r - 1]
+            for i, a in enumerate(x.name for x in quick.allocators):
+                given = (0.02 * j if a == "glibc" else
+                         (0.05, 0.45, 0.02, 0.30)[r - 1] if (engine, a) == ("rocksdb", GLIBC_TWO_ARENAS) else 0.6 * j)
+                rows.append(replace(_row(a, r, creep=(14.0 if a == "glibc" else 0.3 + 0.1 * i) * j, given=given,
+                                         overhead=int(((60 if a == "glibc" else 30 - i) << 20) * j)),
+                                    cell=key, engine=engine, run_id=f"{engine}-{a}-{r}", index=len(rows)))
+    sched = rounds.Schedule(rounds=[{"round": r, "runs": []} for r in range(1, 5)],
+                            design={"planned_rounds": 8, "looks": [4, 8], "basis": "test"})
+    said = io.StringIO()
+    specs = rounds._next_round(quick, sched, rows, Progress(0, stream=said, live=False))
+    got = {}
+    for s in specs:
+        got.setdefault((s.cell.engine, s.allocator.name), []).append(s)
+    open_ = {("rocksdb", "glibc"), ("rocksdb", GLIBC_TWO_ARENAS)}
+    assert {u for u, ss in got.items() if len(ss) == 3} == open_, {u: len(ss) for u, ss in got.items()}
+    assert {u for u in got if u[0] == "rocksdb"} == open_  # the decided RocksDB lives gave their places
+    assert sorted(len(ss) for u, ss in got.items() if u[0] == "mariadb-innodb") == [1] * 6  # company kept
+    assert len(specs) == 12 and len({s.run_id for s in specs}) == 12
+    assert [len(g) for g in interleave.groups(specs)] == [12]  # still the whole round at once
+    # each allocator's k-th run on the same keys; another seed for each k
+    for k in range(3):
+        assert len({s.seed for u in open_ for s in got[u] if s.copy == k}) == 1
+    assert len({s.seed for s in got[("rocksdb", "glibc")]}) == 3
+    assert "4 more run(s) of them in decided ones' places, 6 decided beside them as company" in said.getvalue()
+    # the round's three runs of a unit are one pair: their mean
+    more = [replace(_row(a, 5, given=g), cell=cells["rocksdb"], engine="rocksdb", run_id=f"x-{a}-{g}", index=100 + i)
+            for i, (a, g) in enumerate([("glibc", 0.0), ("glibc", 0.03), ("glibc", 0.06),
+                                        (GLIBC_TWO_ARENAS, 0.1), (GLIBC_TWO_ARENAS, 0.4), (GLIBC_TWO_ARENAS, 0.1)])]
+    groups = decide._groups(rows + more, metrics.GIVEN_BACK)
+    rocks = next(c for c in groups if c[0] == "rocksdb")
+    assert groups[rocks]["glibc"][(5, "")] == pytest.approx(0.03)
+    assert groups[rocks][GLIBC_TWO_ARENAS][(5, "")] == pytest.approx(0.2)
+    v = next(v for v in decide.verdicts(rows + more, quick.design, [metrics.GIVEN_BACK])
+             if v.engine == "rocksdb" and v.variant == GLIBC_TWO_ARENAS)
+    assert v.n_pairs == 5
+    assert decide.more_runs(rows + more) == 4
+    # an uneven share stays company: three places, two open units, one more run each
+    units = [("c", a) for a in "abcde"]
+    assert decide.in_their_places(units, {("c", "a"), ("c", "b")}, {("c", "c"), ("c", "d"), ("c", "e")}) == \
+        ({("c", "a"): 1, ("c", "b"): 1}, {("c", "e")})
+    assert decide.in_their_places(units, set(), {("c", "c")}) == ({}, {("c", "c")})

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from alloclab.answers import causes, decide, dependence, stats
-from alloclab.answers.decide import CELL_FIELDS, cell_of, pair_key
+from alloclab.answers.decide import CELL_FIELDS, cell_of
 from alloclab.answers.metrics import THROUGHPUT, Metric
 from alloclab.answers.replicate import DIFFERS, Replication, key, replicate
 from alloclab.host import machine
@@ -274,13 +274,8 @@ def cells_overlapped(rows: list[RunRow]) -> bool:
 
 
 def by_cell_rounds(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:
-    """cell -> allocator -> (round, node) -> value of `metric` (positive values only)."""
-    out: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    for r in sorted(rows, key=lambda r: r.index):
-        v = float(getattr(r, metric))
-        if v > 0:
-            out[cell_of(r)][r.allocator].setdefault(pair_key(r), v)
-    return out
+    """cell -> allocator -> (round, node) -> value of `metric` (positive values only; decide.per_round)."""
+    return decide.per_round(rows, lambda r: float(getattr(r, metric)) if float(getattr(r, metric)) > 0 else None)
 
 
 def paired(study: Study, base: dict[int, float] | None, var: dict[int, float] | None,

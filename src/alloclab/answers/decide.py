@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from alloclab.answers import stats
@@ -132,16 +132,34 @@ def mixed_machines(rows: Iterable[RunRow]) -> dict[str, dict[str, list[str]]]:
     return {c: {f: sorted(n) for f, n in fps.items()} for c, fps in by.items() if len(fps) > 1}
 
 
-def _groups(rows: Iterable[RunRow], m: Metric) -> dict[tuple, dict[str, dict[int, float]]]:
-    """cell tuple -> allocator -> (round, node) -> value, valid runs only (the first of a round wins)."""
-    out: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    for r in sorted(rows, key=lambda r: r.index):
-        if r.status != "ok" or not r.allocator_verified:
-            continue
-        v = value(r, m)
+def per_round(rows: Iterable[RunRow], get: Callable[[RunRow], float | None]) -> dict[tuple, dict[str, dict]]:
+    """cell tuple -> allocator -> (round, node) -> `get` of its runs there (None: left out): where
+    a unit ran more than once in a round (in_their_places), their mean, so each round is one pair."""
+    got: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for r in rows:
+        v = get(r)
         if v is not None:
-            out[cell_of(r)][r.allocator].setdefault(pair_key(r), v)
+            got[cell_of(r)][r.allocator][pair_key(r)].append(v)
+    out: dict = defaultdict(lambda: defaultdict(dict))
+    for c, by in got.items():
+        for a, per in by.items():
+            out[c][a] = {k: sum(vs) / len(vs) for k, vs in per.items()}
     return out
+
+
+def _groups(rows: Iterable[RunRow], m: Metric) -> dict[tuple, dict[str, dict[int, float]]]:
+    """cell tuple -> allocator -> (round, node) -> value, valid runs only (per_round)."""
+    return per_round(rows, lambda r: value(r, m) if r.status == "ok" and r.allocator_verified else None)
+
+
+def more_runs(rows: Iterable[RunRow]) -> int:
+    """How many measured runs took a decided allocator's place in a round (in_their_places): a
+    unit's valid runs in a round beyond its first."""
+    n: dict[tuple, int] = defaultdict(int)
+    for r in rows:
+        if r.purpose == "measure" and r.status == "ok" and r.allocator_verified:
+            n[(r.cell, r.allocator, pair_key(r))] += 1
+    return sum(k - 1 for k in n.values())
 
 
 def _cell_keys(rows: Iterable[RunRow]) -> dict[tuple, str]:
@@ -346,6 +364,25 @@ def company(units: Iterable[Unit], active: set, why: dict[Unit, str], whole_roun
     units = list(units)
     running = {u[0] for u in units} if whole_round and active else {cell for cell, _ in active}
     return {u for u in units if u not in active and u[0] in running and why.get(u) != FAILING}
+
+
+def in_their_places(units: Iterable[Unit], active: set, beside: set) -> tuple[dict[Unit, int], set]:
+    """Side by side, the company of a cell whose comparisons are decided (`beside`, from company)
+    measures nothing more that anyone asks: its places in the round go to more runs of the cell's
+    undecided units (`active`), as many to each (the rest stay company), so the cell runs as many
+    lives at once as before and the open comparisons get more pairs a round (their round's value
+    is the mean of its runs, _groups). Returns (unit -> its runs beyond the first, the company
+    left). A decided comparison keeps the pairs it was decided on. A cell with no open unit keeps
+    its company, where the whole round runs at once."""
+    units, extra, left = list(units), {}, set(beside)
+    for cell in dict.fromkeys(u[0] for u in units):
+        open_ = [u for u in units if u[0] == cell and u in active]
+        spare = [u for u in units if u[0] == cell and u in beside]
+        each = len(spare) // len(open_) if open_ else 0
+        if each:
+            extra.update({u: each for u in open_})
+            left -= set(spare[:each * len(open_)])
+    return extra, left
 
 
 def round_wall(units: Iterable[Unit], walls: dict[Unit, float], side_by_side: int, whole_round: bool) -> float:

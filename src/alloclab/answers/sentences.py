@@ -266,7 +266,10 @@ def build(study: analyse.Study) -> Answers:
             + metrics.own_margins([v.metric for v in vs], pol.margin, pol.margins)
             + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
                "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
-               else ""))
+               else "")
+            + (f" Where a cell's comparisons were decided, the decided allocators' places in later rounds went to "
+               f"{more} more run(s) of its undecided ones (a round's value of an allocator: the mean of its runs)."
+               if (more := decide.more_runs(study.rows)) else ""))
     order = {m.name: i for i, m in enumerate(metrics.METRICS + metrics.LIFE)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
     per = [v for vs_ in study.per_machine().values() for v in vs_]

@@ -83,6 +83,9 @@ class RunSpec:
     slice_s: float = 0.0  # > 0: measured in turns with the cell's other allocators (interleave.py)
     side_by_side: int = 1  # > 1: run at the same time as up to this many of the cell's runs (interleave.py)
     whole_round: bool = False  # side by side with every measured run of its round (Plan.whole_round)
+    # > 0: another measured run of its (cell, allocator) in the same round, in the place of a decided
+    # allocator's (decide.in_their_places); a round's value of a unit is its runs' mean (decide._groups)
+    copy: int = 0
 
     def to_json(self) -> dict:
         d = asdict(self)

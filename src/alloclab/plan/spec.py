@@ -113,10 +113,14 @@ class Plan:
     def round_seed(self, rnd: int) -> int:
         return _derive_seed(self.seed, "round", rnd)
 
-    def round_specs(self, rnd: int, active: set | None, first_index: int) -> list[RunSpec]:
-        """One round: every active (cell, allocator) once. Cells in a fresh order drawn from the
-        round's seed; on each cell its allocators back to back (A B C), starting from a different
-        allocator each round, so that drift and warm caches do not favour one allocator."""
+    def round_specs(self, rnd: int, active: set | None, first_index: int,
+                    more: dict | None = None) -> list[RunSpec]:
+        """One round: every active (cell, allocator) once, and `more` (unit -> n) n more times
+        (decide.in_their_places). Cells in a fresh order drawn from the round's seed; on each cell
+        its allocators back to back (A B C), starting from a different allocator each round, so
+        that drift and warm caches do not favour one allocator; a unit's further runs after all of
+        the cell's first ones, each allocator's k-th run on the same keys (seed)."""
+        more = more or {}
         rng = random.Random(self.round_seed(rnd))
         order = self.cells()
         rng.shuffle(order)
@@ -125,19 +129,21 @@ class Plan:
         for ci, cell in enumerate(order):
             k = (rnd - 1 + ci) % len(self.allocators)
             turn = self.allocators[k:] + self.allocators[:k]
-            runs = [(a, "measure") for a in turn if active is None or (cell.key, a.name) in active]
+            runs = [(a, "measure", 0) for a in turn if active is None or (cell.key, a.name) in active]
+            runs += [(a, "measure", k) for k in range(1, 1 + max(more.values(), default=0))
+                     for a in turn if more.get((cell.key, a.name), 0) >= k]
             if rnd == 1 and self.warmup_round:  # never measured: warms the machine for this cell
-                runs.insert(0, (self.baseline_allocator(), "warmup"))
+                runs.insert(0, (self.baseline_allocator(), "warmup", 0))
             if self.perf and rnd <= self.profile_runs:
                 # separate runs, right after the measured ones of the same cell: a profile
                 # never costs a measured run its throughput
-                runs += [(a, "profile") for a in turn]
+                runs += [(a, "profile", 0) for a in turn]
                 if rnd == 1:
-                    runs.append((self.baseline_allocator(), "calls"))
-            entries += [(cell, alloc, purpose) for alloc, purpose in runs]
+                    runs.append((self.baseline_allocator(), "calls", 0))
+            entries += [(cell, alloc, purpose, k) for alloc, purpose, k in runs]
         if self.whole_round:  # the round's measured runs together, between its warm-ups and its profiles
             entries.sort(key=lambda e: {"warmup": 0, "measure": 1}.get(e[2], 2))
-        for cell, alloc, purpose in entries:
+        for cell, alloc, purpose, k in entries:
             i = first_index + len(specs)
             run_cell = cell
             if purpose == "calls" and cell.duration_s:
@@ -147,9 +153,9 @@ class Plan:
             specs.append(RunSpec(
                 index=i,
                 run_id=(f"{i:04d}-{cell.engine}-{cell.part}-t{cell.threads}-b{cell.batch}"
-                        f"-{_safe(alloc.name)}-r{rnd}{tag}"),
-                cell=run_cell, allocator=alloc, repeat=rnd,
-                seed=_derive_seed(self.seed, cell.key, rnd - 1),
+                        f"-{_safe(alloc.name)}-r{rnd}{tag}{f'-c{k}' if k else ''}"),
+                cell=run_cell, allocator=alloc, repeat=rnd, copy=k,
+                seed=_derive_seed(self.seed, cell.key + (f"#{k}" if k else ""), rnd - 1),
                 warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
                 interval_ms=self.interval_ms,
                 engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},

@@ -274,7 +274,7 @@ def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float
 def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progress) -> list[RunSpec] | None:
     """Draw the next round, or record why there is none and return None."""
     rnd = len(sched.rounds) + 1
-    active, beside = None, set()
+    active, beside, more = None, set(), {}
     if not plan.adaptive:
         if rnd > (plan.runs or 0):
             sched.stop = {"reason": "runs", "text": f"all {plan.runs} round(s) ran", "at": _now()}
@@ -308,15 +308,19 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
             return None
         # side by side, the decided keep their cell's lives company, or the round's where the
         # whole round runs at once (decide.company)
+        # whole_round: every unit of the study runs while any is active (decide.company); the
+        # company of an open comparison's cell gives its places to more runs of it (in_their_places)
         if plan.side_by_side > 1:
             beside = decide.company(plan.units(), active, why, whole_round=plan.whole_round)
+            more, beside = decide.in_their_places(plan.units(), active, beside)
     first = 1 + max((s.index for s in sched.specs()), default=0)
-    specs = plan.round_specs(rnd, None if active is None else active | beside, first)
+    specs = plan.round_specs(rnd, None if active is None else active | beside, first, more)
     sched.rounds.append({"round": rnd, "seed": plan.round_seed(rnd), "started_at": _now(),
                          "runs": [s.to_json() for s in specs]})
     n_units = len(plan.units())
     progress.message(f"round {rnd}: {len(specs)} run(s)"
                      + (f" ({len(active)} of {n_units} cell x allocator still undecided"
+                        + (f", {sum(more.values())} more run(s) of them in decided ones' places" if more else "")
                         + (f", {len(beside)} decided beside them as company" if beside else "") + ")"
                         if active is not None else ""))
     return specs
