@@ -319,6 +319,10 @@ def test_survived_or_killed_is_counted_over_rounds_paired_by_round():
     assert sentences.survived(by_unit, speed[:0]) == ""
     calm = {u: [replace(r, oom_killed=False) for r in rs] for u, rs in by_unit.items()}
     assert sentences.survived(calm, speed) == ""
+    # a round's more runs of a unit (decide.in_their_places) do not count as rounds: its first does
+    more = {**by_unit, ("c", "jemalloc"): by_unit[("c", "jemalloc")] + [
+        replace(_row("jemalloc", 7), index=99, oom_killed=True, oom_cycle=3)]}
+    assert "jemalloc 0 of 7, fewer kills" in sentences.survived(more, speed)
 
 
 def test_a_cycles_bursts_give_back_as_one():

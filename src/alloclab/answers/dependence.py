@@ -275,7 +275,8 @@ def valid_rows(rows: list[RunRow]) -> list[RunRow]:
 
 
 def rows_by_cell(valid: list[RunRow]) -> dict[tuple, dict[str, dict[tuple, RunRow]]]:
-    """cell -> allocator -> round -> its run (the first of a round wins, as in decide)."""
+    """cell -> allocator -> round -> its run (a round's first; decide takes the mean of a unit's
+    runs in a round, decide.per_round)."""
     by: dict[tuple, dict[str, dict[tuple, RunRow]]] = defaultdict(lambda: defaultdict(dict))
     for r in sorted(valid, key=lambda r: r.index):
         by[decide.cell_of(r)][r.allocator].setdefault(decide.pair_key(r), r)

@@ -29,11 +29,18 @@ def leanest(lived: dict[str, list[decide.Verdict]], speed: list[decide.Verdict])
 def survived(by_unit: dict[tuple, list], speed: list[decide.Verdict]) -> str:
     """"OOM-killed in rounds: glibc 3 of 8 (cycles 4, 4, 5); jemalloc 0 of 8, fewer kills (McNemar
     p = 0.03)" for a life where any run was killed by its cgroup's OOM killer; "" where none was."""
+    def firsts(unit):  # a round's first life of the unit (not its more runs there, decide.in_their_places)
+        out: dict[int, object] = {}
+        for r in sorted(by_unit.get(tuple(unit), []), key=lambda r: r.index):
+            if r.purpose == "measure":
+                out.setdefault(r.repeat, r)
+        return out
+
     def rounds(unit):
-        return {r.repeat: bool(r.oom_killed) for r in by_unit.get(tuple(unit), []) if r.purpose == "measure"}
+        return {n: bool(r.oom_killed) for n, r in firsts(unit).items()}
 
     def cycles(unit):
-        got = sorted(r.oom_cycle for r in by_unit.get(tuple(unit), []) if r.oom_killed and r.oom_cycle)
+        got = sorted(r.oom_cycle for r in firsts(unit).values() if r.oom_killed and r.oom_cycle)
         return f" (cycle{'s' if len(got) > 1 else ''} {', '.join(map(str, got))})" if got else ""
     if not speed or not any(r.oom_killed for v in speed for u in (v.base_unit, v.var_unit)
                             for r in by_unit.get(tuple(u), [])):

@@ -298,6 +298,8 @@ def memory_life(scale: str) -> dict:
     of MariaDB's 100 with 4 cycles; 6 fill the round and measure 5 bursts' given back instead of 3
     (the first cycle's is warm-up): its spread from life to life was mostly from burst to burst
     (per-life spreads redrawn from single bursts matched the measured ones), so about 0.77 of it.
+    Once some of a cell's comparisons are decided, their lives' places go to more lives of the
+    open ones (decide.in_their_places): two or three of each a round, the cell still six at once.
 
     quick's bar is coarser than full's, as other presets' quick scales are: equivalent within ±5 %
     (creep and RSS over the account) and ±10 points of a burst given back, where full keeps ±2 %

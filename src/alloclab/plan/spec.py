@@ -130,8 +130,8 @@ class Plan:
             k = (rnd - 1 + ci) % len(self.allocators)
             turn = self.allocators[k:] + self.allocators[:k]
             runs = [(a, "measure", 0) for a in turn if active is None or (cell.key, a.name) in active]
-            runs += [(a, "measure", k) for k in range(1, 1 + max(more.values(), default=0))
-                     for a in turn if more.get((cell.key, a.name), 0) >= k]
+            runs += [(a, "measure", j) for j in range(1, 1 + max(more.values(), default=0))
+                     for a in turn if more.get((cell.key, a.name), 0) >= j]
             if rnd == 1 and self.warmup_round:  # never measured: warms the machine for this cell
                 runs.insert(0, (self.baseline_allocator(), "warmup", 0))
             if self.perf and rnd <= self.profile_runs:
