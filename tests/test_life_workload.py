@@ -716,3 +716,21 @@ def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
     assert decide.in_their_places(units, {("c", "a"), ("c", "b")}, {("c", "c"), ("c", "d"), ("c", "e")}) == \
         ({("c", "a"): 1, ("c", "b"): 1}, {("c", "e")})
     assert decide.in_their_places(units, set(), {("c", "c")}) == ({}, {("c", "c")})
+
+
+def test_the_life_headline_says_which_machine_a_per_machine_answer_is_from():
+    """A comparison whose machines disagree is answered per machine (analyse.Study.verdicts; a
+    study resumed by another alloclab commit counts as another machine): its life in the headline
+    says on which, as the lines under it do, rather than naming the engine twice."""
+    from alloclab.answers import sentences
+    from alloclab.answers.lives import life_headline
+    policy = Design(questions=("allocators",), baseline="glibc", adaptive=False)
+    rows = [_row("glibc", r, creep=14.0 + r % 2, given=0.02, overhead=(60 + r) << 20) for r in range(1, 6)]
+    rows += [_row("jemalloc", r, creep=0.3, given=0.45 + 0.01 * r, overhead=(30 + r) << 20) for r in range(1, 6)]
+    vs = decide.verdicts(rows, policy, metrics.LIFE)
+    lives = {}
+    for v in vs + [replace(v, machine="node-b") for v in vs]:
+        lives.setdefault(sentences._question(v), {}).setdefault(v.metric, []).append(v)
+    said = life_headline(lives, {}, "here", "no memory limit")
+    assert said.startswith("Leanest over a server's life: mariadb-innodb: jemalloc −"), said
+    assert "; mariadb-innodb on node-b alone: jemalloc −" in said and "(6 of 6 memory verdicts decided)" in said

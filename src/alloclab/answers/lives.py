@@ -60,15 +60,17 @@ def life_headline(lives: dict, by_q: dict, where: str, limit: str) -> str:
     """One sentence for a study of lives: per life, the allocator decided leanest (with its change
     of RSS over the engine's account) and how many memory verdicts are decided; where it holds."""
     parts, decided, total = [], 0, 0
-    engines = [q[1] or q[2] for q in lives]
+    engines = [(q[1] or q[2], q[-1]) for q in lives]
     for q, lived in lives.items():
         vs = [v for got in lived.values() for v in got]
         total += len(vs)
         decided += sum(v.verdict != UNDECIDED for v in vs)
         over = [v for v in lived.get("overhead", []) if v.verdict == LOWER]
         engine = q[1] or q[2]
-        if engines.count(engine) > 1:  # one engine's lives in several shapes or settings: say which
+        if engines.count((engine, q[-1])) > 1:  # one engine's lives in several shapes or settings: say which
             engine += " " + (q[4].split(" ", 1)[1] if " " in q[4] else q[4])
+        if q[-1]:  # answered per machine (their runs disagree): say on which, as the lines under it do
+            engine += f" on {q[-1]} alone"
         if over:
             v = min(over, key=lambda v: v.ratio)
             parts.append(f"{engine}: {v.variant} {signed(v.delta_pct)} % over the engine's account")
