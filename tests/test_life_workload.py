@@ -734,3 +734,43 @@ def test_the_life_headline_says_which_machine_a_per_machine_answer_is_from():
     said = life_headline(lives, {}, "here", "no memory limit")
     assert said.startswith("Leanest over a server's life: mariadb-innodb: jemalloc −"), said
     assert "; mariadb-innodb on node-b alone: jemalloc −" in said and "(6 of 6 memory verdicts decided)" in said
+
+
+def test_a_units_more_runs_in_a_round_count_as_that_round():
+    """A unit's more runs in one round (decide.in_their_places) are one round wherever rounds are
+    counted: its valid rounds against min_runs, its failing (two rounds in a row without a valid
+    run, not two runs of one round), the round's wall time (the longest of its runs side by side),
+    and the host's state that a comparison's speed is read against (every run of the round but
+    the two units' own, their more runs too)."""
+    from alloclab.answers import dependence
+    from alloclab.study import rounds
+    ok = [_row("glibc", 1), replace(_row("glibc", 2), index=20),
+          replace(_row("glibc", 2), index=21, run_id="glibc-2-c1", status="failed", reason="crashed"),
+          replace(_row("glibc", 3), index=30, status="failed", reason="crashed"),
+          replace(_row("glibc", 3), index=31, run_id="glibc-3-c1", status="failed", reason="crashed")]
+    st = decide.unit_states(ok)[("c", "glibc")]
+    assert (st.n_valid, st.attempts, st.failing) == (2, 3, False)
+    four = replace(_row("glibc", 4), index=40, status="failed", reason="crashed")
+    st = decide.unit_states(ok + [four])[("c", "glibc")]
+    assert st.failing  # rounds 3 and 4 without a valid run
+    st = decide.unit_states([_row("glibc", 1), replace(_row("glibc", 1), index=2, run_id="g-1-c1", status="failed",
+                                                       reason="x"),
+                             replace(_row("glibc", 1), index=3, run_id="g-1-c2", status="failed", reason="x")])
+    assert not st[("c", "glibc")].failing  # two failed runs of one round are not two rounds
+    # the round's wall: its runs side by side, the longest of each group (a copy's too)
+    quick = plan.load(preset("memory-life", "quick"), default_seed=1, found_allocators=_every_allocator())
+    key = quick.cells()[0].key
+    walls = [replace(_row(a, 5), cell=key, wall_s=w, index=i, run_id=f"w{i}")
+             for i, (a, w) in enumerate([("glibc", 100.0), ("jemalloc", 101.0), ("glibc", 130.0)])]
+    assert rounds._round_wall(quick, walls, 5) == 130.0
+    # the host's state of a round for glibc vs jemalloc: tcmalloc's run, not glibc's second one
+    runs = []
+    for r in range(1, 4):
+        runs += [replace(_row("glibc", r, ops=1000.0 * r), index=10 * r, run_id=f"g{r}"),
+                 replace(_row("glibc", r, ops=5000.0 * r), index=10 * r + 1, run_id=f"g{r}-c1"),
+                 replace(_row("jemalloc", r, ops=1000.0 * r), index=10 * r + 2, run_id=f"j{r}"),
+                 replace(_row("tcmalloc", r, ops=1000.0 * r), index=10 * r + 3, run_id=f"t{r}")]
+    states = dependence.round_states(runs)
+    f = next(f for f in dependence.findings(runs, "glibc") if f.variant == "jemalloc")
+    assert [x for x, _y in f.points] == pytest.approx([states[(r, "")][("c", "tcmalloc", f"t{r}")]
+                                                       for r in range(1, 4)])

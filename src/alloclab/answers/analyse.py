@@ -212,10 +212,13 @@ def sort_key(cell: tuple) -> tuple:
 
 
 def by_cell(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, list[float]]]:
-    """cell -> allocator -> values of `metric` over the repeats, in run order."""
+    """cell -> allocator -> values of `metric` over the rounds, in run order (a round's more runs
+    of a unit, decide.in_their_places, as their mean: decide.per_round)."""
+    got = decide.per_round(sorted(rows, key=lambda r: r.index), lambda r: float(getattr(r, metric)))
     out: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in sorted(rows, key=lambda r: r.index):
-        out[cell_of(r)][r.allocator].append(float(getattr(r, metric)))
+    for c, by in got.items():
+        for a, per in by.items():
+            out[c][a] = list(per.values())
     return out
 
 
@@ -419,11 +422,8 @@ def warnings(study: Study) -> list[str]:
     stop = (study.schedule.get("stop") or {})
     pol = study.design
     if pol.adaptive and stop.get("reason") in ("budget", None) and study.rows:
-        counts: dict = defaultdict(int)
-        for r in study.valid():
-            counts[(r.cell, r.allocator)] += 1
-        units = {(r.cell, r.allocator) for r in study.rows}
-        short = [u for u in units if counts.get(u, 0) < pol.min_runs]
+        states = decide.unit_states(study.rows)  # valid runs counted in rounds
+        short = [u for u, st in states.items() if st.n_valid < pol.min_runs]
         if short:
             out.append(f"the budget could not afford {pol.min_runs} valid runs of {len(short)} cell x allocator "
                        f"combination(s) (e.g. {short[0][0]} [{short[0][1]}]): their comparisons stay undecided")

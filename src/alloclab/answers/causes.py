@@ -142,10 +142,11 @@ def own_slopes(rows: list[RunRow], baseline: str, confidence: float = 0.95) -> l
         for a, runs in allocs.items():
             xs[a] = []
             for k, r in sorted(runs.items()):
-                own = states.get(k, {}).get(r.run_id)
+                own = states.get(k, {}).get((r.cell, r.allocator, r.run_id))
                 if own is None:
                     continue
-                others = [x for rid, x in states[k].items() if rid != r.run_id]
+                # its round's other runs: not its own unit's (their more runs, in_their_places)
+                others = [x for (c, a, _), x in states[k].items() if (c, a) != (r.cell, r.allocator)]
                 xs[a].append((float(np.mean(others)) if others else None, r.other_busy_cores, own))
         speed = all(x is not None for pts in xs.values() for x, _b, _y in pts)
         state = SPEED if speed else BUSY

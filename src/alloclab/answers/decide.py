@@ -261,23 +261,27 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
 
 @dataclass(frozen=True)
 class UnitState:
-    n_valid: int
-    attempts: int
-    failing: bool  # its last two attempts failed or were not proved: it gets no more runs
+    n_valid: int  # rounds with a valid run
+    attempts: int  # rounds it ran in
+    failing: bool  # its last two rounds' runs failed or were not proved: it gets no more runs
     half_width: float | None  # own 95 % interval of the mean throughput, relative
 
 
 def unit_states(rows: list[RunRow]) -> dict[Unit, UnitState]:
-    by: dict[Unit, list[RunRow]] = defaultdict(list)
+    """Per unit, counted in rounds (a unit's more runs in a round, in_their_places, are one
+    round): rounds with a valid run, rounds tried, whether its last two rounds had none, and the
+    interval of its rounds' mean throughput."""
+    by: dict[Unit, dict[tuple, list[RunRow]]] = defaultdict(lambda: defaultdict(list))
     for r in sorted(rows, key=lambda r: r.index):
-        by[(r.cell, r.allocator)].append(r)
+        by[(r.cell, r.allocator)][pair_key(r)].append(r)
     out = {}
-    for u, rs in by.items():
-        ok = [r for r in rs if r.status == "ok" and r.allocator_verified]
-        vals = [v for v in (value(r, THROUGHPUT) for r in ok) if v is not None]
-        last2 = rs[-2:]
-        failing = len(last2) == 2 and all(not (r.status == "ok" and r.allocator_verified) for r in last2)
-        out[u] = UnitState(len(ok), len(rs), failing,
+    for u, rounds in by.items():
+        ok = {k: [r for r in rs if r.status == "ok" and r.allocator_verified] for k, rs in rounds.items()}
+        vals = [sum(vs) / len(vs) for vs in ([v for v in (value(r, THROUGHPUT) for r in got) if v is not None]
+                                             for got in ok.values()) if vs]
+        last2 = list(ok.values())[-2:]
+        failing = len(last2) == 2 and not any(last2)
+        out[u] = UnitState(sum(1 for got in ok.values() if got), len(rounds), failing,
                            stats.mean_ci_half_width(vals) if len(vals) >= 2 else None)
     return out
 

@@ -256,7 +256,8 @@ def at_quiet_state(f: Finding, confidence: float = 0.95) -> RatioAtState | None:
 
 
 def round_states(rows: list[RunRow]) -> dict[tuple, dict[str, float]]:
-    """round -> run_id -> its log speed against the median of its own cell and allocator."""
+    """round -> (cell, allocator, run_id) -> its log speed against the median of its own cell and
+    allocator."""
     logs: dict[tuple, list[tuple[RunRow, float]]] = defaultdict(list)
     for r in rows:
         v = value(r, THROUGHPUT)
@@ -266,7 +267,7 @@ def round_states(rows: list[RunRow]) -> dict[tuple, dict[str, float]]:
     for runs in logs.values():
         med = float(np.median([x for _r, x in runs]))
         for r, x in runs:
-            out[decide.pair_key(r)][r.run_id] = x - med
+            out[decide.pair_key(r)][(r.cell, r.allocator, r.run_id)] = x - med
     return out
 
 
@@ -305,7 +306,9 @@ def _finding(cell, baseline, alloc, base: dict, var: dict, states: dict, margin:
         b, v = value(base[k], THROUGHPUT), value(var[k], THROUGHPUT)
         if not (b and v):
             continue
-        others = [x for rid, x in states.get(k, {}).items() if rid not in (base[k].run_id, var[k].run_id)]
+        # the others: every run of the round but the two units' (their more runs too, in_their_places)
+        mine = {(base[k].cell, base[k].allocator), (var[k].cell, var[k].allocator)}
+        others = [x for (c, a, _), x in states.get(k, {}).items() if (c, a) not in mine]
         y = math.log(v / b)
         pts.append((float(np.mean(others)) if others else None, y))
         busy.append(((base[k].other_busy_cores + var[k].other_busy_cores) / 2, y))

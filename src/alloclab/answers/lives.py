@@ -43,7 +43,7 @@ def survived(by_unit: dict[tuple, list], speed: list[decide.Verdict]) -> str:
         got = sorted(r.oom_cycle for r in firsts(unit).values() if r.oom_killed and r.oom_cycle)
         return f" (cycle{'s' if len(got) > 1 else ''} {', '.join(map(str, got))})" if got else ""
     if not speed or not any(r.oom_killed for v in speed for u in (v.base_unit, v.var_unit)
-                            for r in by_unit.get(tuple(u), [])):
+                            for r in firsts(u).values()):
         return ""
     base = speed[0]
     parts = []

@@ -268,7 +268,8 @@ def build(study: analyse.Study) -> Answers:
                "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
                else "")
             + (f" Where a cell's comparisons were decided, the decided allocators' places in later rounds went to "
-               f"{more} more run(s) of its undecided ones (a round's value of an allocator: the mean of its runs)."
+               f"{more} more run(s) of its undecided ones, as many lives at once (a round's value of an allocator: "
+               "the mean of its runs)."
                if (more := decide.more_runs(study.rows)) else ""))
     order = {m.name: i for i, m in enumerate(metrics.METRICS + metrics.LIFE)}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))

@@ -26,7 +26,7 @@ from pathlib import Path
 from alloclab.answers import decide, metrics
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration
-from alloclab.plan import Plan, RunSpec
+from alloclab.plan import Plan, RunSpec, side_by_side_groups
 from alloclab.plan.design import Design, plan_looks, taken_looks
 from alloclab.results.store import RunRow, Store, write_json
 from alloclab.study.fleet import Ray
@@ -240,9 +240,10 @@ def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
     a cell's runs are up together, so the longest of each cell's; side by side, the longest of
     each group that ran at once (side_by_side_groups)."""
     done = [r for r in rows if r.repeat == rnd]
-    if plan.side_by_side > 1:
-        walls = {(r.cell, r.allocator): r.wall_s for r in done}  # each unit runs once a round
-        return decide.round_wall(walls, walls, plan.side_by_side, plan.whole_round)
+    if plan.side_by_side > 1:  # its runs as they ran, a unit's more runs (in_their_places) too
+        done.sort(key=lambda r: r.index)
+        return sum(max(done[i].wall_s for i in g)
+                   for g in side_by_side_groups([r.cell for r in done], plan.side_by_side, plan.whole_round))
     if not plan.slice_s:
         return sum(r.wall_s for r in done)
     cells: dict[str, float] = {}
