@@ -155,11 +155,9 @@ def _groups(rows: Iterable[RunRow], m: Metric) -> dict[tuple, dict[str, dict[int
 def more_runs(rows: Iterable[RunRow]) -> int:
     """How many measured runs took a decided allocator's place in a round (in_their_places): a
     unit's valid runs in a round beyond its first."""
-    n: dict[tuple, int] = defaultdict(int)
-    for r in rows:
-        if r.purpose == "measure" and r.status == "ok" and r.allocator_verified:
-            n[(r.cell, r.allocator, pair_key(r))] += 1
-    return sum(k - 1 for k in n.values())
+    measured = [r for r in rows if r.purpose == "measure"]
+    valid = sum(1 for r in measured if r.status == "ok" and r.allocator_verified)
+    return valid - sum(st.n_valid for st in unit_states(measured).values())
 
 
 def _cell_keys(rows: Iterable[RunRow]) -> dict[tuple, str]:
