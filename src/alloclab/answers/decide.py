@@ -197,10 +197,12 @@ def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design,
     """The one rule for a comparison: variant / baseline, paired by round, at the policy's
     confidence, and its verdict word (faster, slower, equivalent or undecided), within the
     metric's own margin where it has one. A share compared in points (metric.points) runs on
-    exp(share): the log ratio is then the difference, equivalent within ±margin points."""
-    if metric is not None and metric.points:
+    exp(share): the log ratio is then the difference, equivalent within ±margin points, and its
+    paired differences take the signed-rank interval (metrics.Metric.points says why)."""
+    points = metric is not None and metric.points
+    if points:
         base, var = ({k: math.exp(v) for k, v in d.items()} for d in (base, var))
-    iv = stats.ratio_interval(base, var, confidence=policy.confidence)
+    iv = stats.ratio_interval(base, var, confidence=policy.confidence, robust=points)
     if iv.ci_low is None:
         return iv, UNDECIDED
     if metric is None:

@@ -263,7 +263,8 @@ def build(study: analyse.Study) -> Answers:
     note = (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
-            + metrics.own_margins([v.metric for v in vs], pol.margin, pol.margins)
+            + metrics.own_margins([v.metric for v in vs], pol.margin, pol.margins,
+                                  stats.signed_rank_min_pairs(pol.confidence))
             + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
                "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
                else "")
