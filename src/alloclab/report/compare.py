@@ -83,7 +83,8 @@ def before_after(a: analyse.Study, b: analyse.Study, force: bool = False) -> lis
 def agreement(studies: list[analyse.Study]) -> list[str]:
     """Per metric, how the folders' verdicts agree over the comparisons all of them made: the same
     decided verdict in every folder, decided in some and undecided in others, undecided in all,
-    or decided in opposite directions; and how many ratios of ratios exclude 1 ("differs"). Where
+    decided in opposite directions, or decided in all but a direction in some and equivalent in
+    others; and how many ratios of ratios exclude 1 ("differs"). Where
     effects are large (a life's memory: tens of percent), a ratio of ratios within a ±2 % margin is
     rarely shown, and this is the replication a reader asks for."""
     names = [s.root.name for s in studies]
@@ -96,10 +97,13 @@ def agreement(studies: list[analyse.Study]) -> list[str]:
         same = sum(len(w) == 1 and UNDECIDED not in w for w in words)
         none = sum(w == {UNDECIDED} for w in words)
         opposite = sum(len(w - {UNDECIDED, EQUIVALENT}) > 1 for w in words)
-        some = len(mine) - same - none - opposite
+        some = sum(UNDECIDED in w and len(w) > 1 and len(w - {UNDECIDED, EQUIVALENT}) < 2 for w in words)
+        # decided in every folder, but a direction in some and equivalent in others
+        apart = len(mine) - same - none - opposite - some
         differs = sum(any(x is not None and x.outcome == "differs" for x in r.against_first) for r in mine)
         out.append(f"Verdicts on {metrics.words(metric)} in {' and '.join(names)}: {same} of {len(mine)} the same and "
-                   f"decided, {some} decided in some only, {none} undecided in all, {opposite} opposite; "
+                   f"decided, {some} decided in some only, {none} undecided in all, {opposite} opposite, {apart} "
+                   f"decided in all but a direction in some and equivalent in others; "
                    f"{differs} ratio(s) of ratios exclude 1.")
     return out
 
