@@ -355,6 +355,7 @@ def test_a_cycles_bursts_give_back_as_one():
     f = life_runs.row_fields(m, None)
     assert f["given_back_share"] == pytest.approx(0.5, abs=0.01)
     assert f["half_given_back_s"] == pytest.approx(2.0, abs=0.1)
+    assert f["given_back_bursts"] == 1  # cycle 2's (cycle 1 warms up)
     assert f["settled_rss_bytes"] == 150 * mib and f["life_cycles"] == 2 and f["oom_killed"] is False
 
 
@@ -371,6 +372,11 @@ def test_a_life_gives_back_mib_over_mib_not_a_mean_of_shares():
     m = life.measure(timeline, phases)
     assert [round(g.share, 2) for g in m.given_back] == [0.5, 0.0, 1.0]
     assert life_runs.row_fields(m, None)["given_back_share"] == pytest.approx(2 / 42, abs=1e-3)
+    # a third cycle whose burst fits in what the allocator kept: nothing to give back, not in the share's base
+    flat = [(t, v if t < 50 else 140 * mib) for t, v in timeline] + [(50 + i / hz, 140 * mib) for i in range(10 * hz)]
+    f = life_runs.row_fields(life.measure(flat, phases + [(4, "swarm", "burst", 50, 52), (4, "rest", "idle", 52, 60)]),
+                             None)
+    assert f["given_back_bursts"] == 2 and f["given_back_share"] == pytest.approx(2 / 42, abs=1e-3)
 
 
 def test_a_burst_gives_back_at_most_all_and_at_least_none_of_its_excess():

@@ -133,6 +133,9 @@ class RunRow:
     creep_ci_high_mib_per_cycle: float | None = None
     given_back_share: float | None = None
     half_given_back_s: float | None = None
+    # the cycles whose bursts took an excess to give back (the share's base): a burst that fits in
+    # what the allocator kept from the ones before it has none, and the share rests on the others
+    given_back_bursts: int | None = None
     overhead_bytes: int | None = None
     overhead_growth_mib_per_cycle: float | None = None
     oom_killed: bool = False

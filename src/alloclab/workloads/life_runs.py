@@ -228,6 +228,7 @@ def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
             "creep_ci_high_mib_per_cycle": _mib(m.creep.ci_high_mib_per_cycle),
             "given_back_share": round(given / excess, 4) if shared else None,
             "half_given_back_s": round(statistics.median(halves), 3) if halves else None,
+            "given_back_bursts": len(shared) if highest else None,
             "overhead_bytes": int(last.over_engine_bytes) if last else None,
             "overhead_growth_mib_per_cycle": _mib(m.overhead.over_engine_creep.slope_mib_per_cycle),
             "oom_killed": bool(oom and oom.killed), "oom_cycle": oom.cycle if oom and oom.killed else None,
