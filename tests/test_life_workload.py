@@ -16,7 +16,7 @@ from helpers import expand
 
 from alloclab import plan, study
 from alloclab.alloc.allocators import Allocator
-from alloclab.answers import decide, life, metrics, wording
+from alloclab.answers import decide, life, metrics, stats, wording
 from alloclab.catalog import names
 from alloclab.core.errors import AlloclabError
 from alloclab.plan.design import Design
@@ -619,6 +619,10 @@ def test_a_plans_own_margin_for_a_metric_decides_its_verdicts_and_is_said():
     assert said == (" Share of a burst given back: a difference in percentage points, decided when its interval "
                     "excludes 0, equivalent within ±5 points. RSS over the engine's own account: equivalent "
                     "within ±4 %.")
+    # and, where the study's level allows it from some round on, the rule a share's interval follows
+    said = metrics.own_margins(["given_back"], 0.02, (), stats.signed_rank_min_pairs(0.98726))
+    assert ("a difference in percentage points, the median of the rounds' differences (Hodges-Lehmann) with the "
+            "signed-rank interval from 8 rounds on (before, the mean with its t interval), decided") in said
 
 
 @pytest.mark.parametrize("bad, said", [
