@@ -787,3 +787,20 @@ def test_a_units_more_runs_in_a_round_count_as_that_round():
     f = next(f for f in dependence.findings(runs, "glibc") if f.variant == "jemalloc")
     assert [x for x, _y in f.points] == pytest.approx([states[(r, "")][("c", "tcmalloc", f"t{r}")]
                                                        for r in range(1, 4)])
+
+
+def test_the_first_pictures_panels_follow_the_plans_engines_not_the_order_runs_ended():
+    """ml-quick-h1 drew MariaDB's life first and ml-quick-h3 RocksDB's (whose first run ended
+    first): the first screen's panels follow the plan's engines."""
+    from types import SimpleNamespace
+    rows = []
+    for engine, key in (("rocksdb", "d"), ("mariadb-innodb", "c")):
+        for a in ("glibc", "jemalloc"):
+            rows.append(replace(_row(a, 1), cell=key, engine=engine, run_id=f"{engine}-{a}", pattern="c3:x:1",
+                                index=len(rows)))
+    study = SimpleNamespace(engines=["mariadb-innodb", "rocksdb"], allocators=["glibc", "jemalloc"], baseline="glibc",
+                            run_json=lambda run_id: {"life": {"phases": [{"t_start_s": 0.0, "t_end_s": 1.0,
+                                                                          "kind": "idle"}]}},
+                            samples=lambda run_id: [{"t_s": 0.0, "rss_bytes": 1 << 20}])
+    lives = life_workload.LIFE_WORKLOAD.section_data(study, rows)["lives"]
+    assert [x["title"].split(":")[0] for x in lives] == ["mariadb-innodb", "rocksdb"]

@@ -223,9 +223,12 @@ class LifeWorkload(Workload):
     def section_data(self, study, rows):
         """Per life (cell), the RSS over the whole life of one round's run of each allocator (the
         first round in which every allocator has a valid run, else each allocator's first), the
-        phases of the baseline's run and the cgroup's limit: the report's first picture."""
+        phases of the baseline's run and the cgroup's limit: the report's first picture, its
+        panels in the plan's order of engines (not in the order their runs happened to end)."""
         out = []
-        for cell in dict.fromkeys(decide.cell_of(r) for r in rows):
+        order = list(study.engines)
+        for cell in sorted(dict.fromkeys(decide.cell_of(r) for r in rows),
+                           key=lambda c: order.index(c[0]) if c[0] in order else len(order)):
             mine = sorted((r for r in rows if decide.cell_of(r) == cell), key=lambda r: (r.repeat, r.index))
             allocs = [a for a in study.allocators if any(r.allocator == a for r in mine)]
             whole = [n for n in sorted({r.repeat for r in mine})
