@@ -35,7 +35,7 @@ class Metric:
     # median difference; stats.signed_rank_interval) once there are pairs enough for it: a life's
     # share given back has a heavy tail (now and then an idle phase trims most of one burst: two
     # arenas' lives gave back 2-10 % and, in about one life in eight, 35-64 %), which widened the t
-    # interval past deciding and left its 95 % unkept (tests/test_life_workload.py measures both)
+    # interval past deciding and left its 95 % unkept (tests/test_stats.py measures both)
     points: bool = False
     margin: float | None = None  # its own equivalence margin (in its unit), else the study's
 

@@ -254,7 +254,7 @@ def signed_rank_interval(d: Iterable[float], confidence: float) -> tuple[float, 
     """The Hodges-Lehmann shift of paired differences `d` (the median of their Walsh averages) and
     its distribution-free interval, the inversion of the exact two-sided Wilcoxon signed-rank
     test at `confidence` (Hollander & Wolfe): None where so few pairs cannot reach that level
-    (all of one sign would still be too likely; at 98.8 %, fewer than 9)."""
+    (all of one sign would still be too likely: at 95 %, fewer than 6; at 98.7 %, fewer than 8)."""
     x = _finite_array(d, "differences")
     n = x.size
     walsh = np.sort((x[:, None] + x[None, :])[np.triu_indices(n)] / 2)
