@@ -141,9 +141,17 @@ def test_the_memory_life_preset():
 
     assert sum(planned(c) for c in smoke.cells()) * len(smoke.allocators) < 5 * 60
     assert max(planned(c) for c in quick.cells()) < 30 * 60 / 8
-    assert smoke.side_by_side == 1 and quick.side_by_side == len(quick.units()) == 12 and quick.whole_round
-    # the round's twelve lives run as one group: both engines' together
-    assert [len(g) for g in interleave.groups(quick.round_specs(1, None, 1))] == [12]
+    # two RocksDB lives of each allocator a round (runs_per_round), MariaDB's one: eighteen at once
+    places = {(c.engine, n) for (key, _), n in quick.places().items() for c in quick.cells() if c.key == key}
+    assert places == {("mariadb-innodb", 1), ("rocksdb", 2)}
+    assert smoke.side_by_side == 1 and quick.side_by_side == sum(quick.places().values()) == 18 and quick.whole_round
+    # the round's eighteen lives run as one group: both engines' together; a unit's second life
+    # on other keys than its first, each allocator's k-th on the same
+    first = quick.round_specs(1, None, 1)
+    assert [len(g) for g in interleave.groups(first)] == [18]
+    assert sorted((s.cell.engine, s.copy) for s in first) == \
+        [("mariadb-innodb", 0)] * 6 + [("rocksdb", 0)] * 6 + [("rocksdb", 1)] * 6
+    assert len({s.seed for s in first if s.cell.engine == "rocksdb"}) == 2
     # its rounds go on for memory; throughput, a share of the machine, is told as it stands
     assert smoke.design.decide_on == quick.design.decide_on == ("creep", "given_back", "overhead")
     # quick's RocksDB lives are about as long as MariaDB's (6 cycles against 4): 5 bursts measured, not 3
@@ -676,8 +684,9 @@ def test_side_by_side_the_decided_keep_an_undecided_cells_lives_company():
 def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
     """memory-life quick: after the looks, two arenas − glibc given back on RocksDB was the last
     comparison open, beside ten decided lives as company. The four decided RocksDB lives' places go to
-    two more runs each of glibc and two arenas (decide.in_their_places), so the cell still runs six
-    lives at once and the open comparison gets three pairs a round, averaged to one pair per round;
+    two more places each of glibc and two arenas (decide.in_their_places), so the cell still runs
+    twelve lives at once (two places each, runs_per_round) and the open comparison gets six runs of
+    each a round, averaged to one pair per round;
     MariaDB's cell, all decided, keeps its lives as company."""
     from alloclab.plan.presets import GLIBC_TWO_ARENAS
     from alloclab.study import rounds
@@ -702,16 +711,18 @@ def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
     for s in specs:
         got.setdefault((s.cell.engine, s.allocator.name), []).append(s)
     open_ = {("rocksdb", "glibc"), ("rocksdb", GLIBC_TWO_ARENAS)}
-    assert {u for u, ss in got.items() if len(ss) == 3} == open_, {u: len(ss) for u, ss in got.items()}
+    # each RocksDB allocator has two places a round (runs_per_round): the open ones take the
+    # decided ones' two each, six runs a round
+    assert {u for u, ss in got.items() if len(ss) == 6} == open_, {u: len(ss) for u, ss in got.items()}
     assert {u for u in got if u[0] == "rocksdb"} == open_  # the decided RocksDB lives gave their places
     assert sorted(len(ss) for u, ss in got.items() if u[0] == "mariadb-innodb") == [1] * 6  # company kept
-    assert len(specs) == 12 and len({s.run_id for s in specs}) == 12
-    assert [len(g) for g in interleave.groups(specs)] == [12]  # still the whole round at once
+    assert len(specs) == 18 and len({s.run_id for s in specs}) == 18
+    assert [len(g) for g in interleave.groups(specs)] == [18]  # still the whole round at once
     # each allocator's k-th run on the same keys; another seed for each k
-    for k in range(3):
+    for k in range(6):
         assert len({s.seed for u in open_ for s in got[u] if s.copy == k}) == 1
-    assert len({s.seed for s in got[("rocksdb", "glibc")]}) == 3
-    assert "4 more run(s) of them in decided ones' places, 6 decided beside them as company" in said.getvalue()
+    assert len({s.seed for s in got[("rocksdb", "glibc")]}) == 6
+    assert "8 more run(s) of them in decided ones' places, 6 decided beside them as company" in said.getvalue()
     # the round's three runs of a unit are one pair: their mean
     more = [replace(_row(a, 5, given=g), cell=cells["rocksdb"], engine="rocksdb", run_id=f"x-{a}-{g}", index=100 + i)
             for i, (a, g) in enumerate([("glibc", 0.0), ("glibc", 0.03), ("glibc", 0.06),

@@ -132,12 +132,13 @@ class Study:
     @property
     def side_by_side(self) -> int:
         """How many runs of a round ran at once: the plan's side_by_side, at most a cell's
-        allocators (3 allocators with side_by_side = 6 ran 3 at a time), or where cells ran
-        together (whole_round) at most the round's runs."""
+        allocators (3 allocators with side_by_side = 6 ran 3 at a time) times its runs of each in a
+        round (runs_per_round), or where cells ran together (whole_round) at most the round's runs."""
         n, per_cell = int(self.plan.get("side_by_side") or 1), len(self.allocators) or 1
+        places = decide.places(self.rows)
         if self.whole_round:
-            return max(1, min(n, per_cell * len({r.cell for r in self.rows})))
-        return max(1, min(n, per_cell))
+            return max(1, min(n, per_cell * sum(places.get(c, 1) for c in {r.cell for r in self.rows})))
+        return max(1, min(n, per_cell * max(places.values(), default=1)))
 
     @property
     def whole_round(self) -> bool:

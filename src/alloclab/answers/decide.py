@@ -152,12 +152,33 @@ def _groups(rows: Iterable[RunRow], m: Metric) -> dict[tuple, dict[str, dict[int
     return per_round(rows, lambda r: value(r, m) if r.status == "ok" and r.allocator_verified else None)
 
 
+def places(rows: Iterable[RunRow]) -> dict[str, int]:
+    """cell -> the measured runs each of its allocators had in a round (plan key runs_per_round),
+    as the runs say: the most of a unit in its cell's first round, where every unit runs and none
+    has taken a decided one's place yet (in_their_places starts at the first look)."""
+    first: dict[str, int] = {}
+    count: dict[tuple, int] = defaultdict(int)
+    for r in rows:
+        if r.purpose == "measure":
+            first[r.cell] = min(first.get(r.cell, r.repeat), r.repeat)
+            count[(r.cell, r.allocator, r.repeat)] += 1
+    out: dict[str, int] = {}
+    for (cell, _, rnd), n in count.items():
+        if rnd == first[cell]:
+            out[cell] = max(out.get(cell, 1), n)
+    return out
+
+
 def more_runs(rows: Iterable[RunRow]) -> int:
     """How many measured runs took a decided allocator's place in a round (in_their_places): a
-    unit's valid runs in a round beyond its first."""
+    unit's valid runs in a round beyond its places there (places: runs_per_round, mostly 1)."""
     measured = [r for r in rows if r.purpose == "measure"]
-    valid = sum(1 for r in measured if r.status == "ok" and r.allocator_verified)
-    return valid - sum(st.n_valid for st in unit_states(measured).values())
+    n = places(measured)
+    count: dict[tuple, int] = defaultdict(int)
+    for r in measured:
+        if r.status == "ok" and r.allocator_verified:
+            count[(r.cell, r.allocator, pair_key(r))] += 1
+    return sum(max(0, k - n.get(u[0], 1)) for u, k in count.items())
 
 
 def _cell_keys(rows: Iterable[RunRow]) -> dict[tuple, str]:
@@ -374,7 +395,8 @@ def in_their_places(units: Iterable[Unit], active: set, beside: set) -> tuple[di
     """Side by side, the company of a cell whose comparisons are decided (`beside`, from company)
     measures nothing more that anyone asks: its places in the round go to more runs of the cell's
     undecided units (`active`), as many to each (the rest stay company), so the cell runs as many
-    lives at once as before and the open comparisons get more pairs a round (their round's value
+    lives at once as before (a unit's runs in a round are its places, runs_per_round, the same for
+    a cell's units, times 1 + its count here: study.rounds) and the open comparisons get more pairs a round (their round's value
     is the mean of its runs, _groups). Returns (unit -> its runs beyond the first, the company
     left). A decided comparison keeps the pairs it was decided on. A cell with no open unit keeps
     its company, where the whole round runs at once."""

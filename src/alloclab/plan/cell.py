@@ -46,6 +46,9 @@ class Cell:
     phases: str = ""
     # a life on an embedded engine: values of mixed sizes, uniform in [value_bytes_min, value_bytes] (0: fixed)
     value_bytes_min: int = 0
+    # measured runs of each allocator in every round (plan key runs_per_round): not part of the key,
+    # what one run measures; a round's value of a unit is its runs' mean (decide._groups)
+    runs_per_round: int = 1
 
     @property
     def tpcc_mode(self) -> str:

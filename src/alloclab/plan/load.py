@@ -42,6 +42,10 @@ def _check_slices(plan: Plan) -> None:
         if c.duration_s is None:
             raise AlloclabError(f"slice_s: turns cut a window in seconds; the cell {c.key} counts operations",
                                 "give its workload duration_s (--duration), or set slice_s = 0 (--slice 0)")
+        if c.runs_per_round > 1:
+            raise AlloclabError(f"runs_per_round: turns measure each allocator of a cell once in a round; the cell "
+                                f"{c.key} asks for {c.runs_per_round}",
+                                "leave out runs_per_round, or set slice_s = 0 (--slice 0) and run them side by side")
         if plan.slice_s > c.duration_s:
             raise AlloclabError(f"slice_s: a turn of {plan.slice_s:g} s is longer than the {c.duration_s:g} s "
                                 f"window of {c.key}", f"use a slice of at most {c.duration_s:g} s")
@@ -172,7 +176,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
                             "and a Ray cluster's nodes are other ways to run them",
                             "leave out side_by_side, or slice_s and --ray")
     # side by side, N at least the round's runs runs the whole round at once, every cell's together
-    plan.whole_round = plan.side_by_side > 1 and len(plan.cells()) > 1 and plan.side_by_side >= len(plan.units())
+    plan.whole_round = (plan.side_by_side > 1 and len(plan.cells()) > 1
+                        and plan.side_by_side >= sum(plan.places().values()))
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:
         linked = [a.name for a in allocs if a.link]

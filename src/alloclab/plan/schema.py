@@ -177,6 +177,10 @@ WORKLOAD_SCHEMA = {
     "range_len": whole(1),
     # the client of a server workload: sysbench's tests: sysbench or native; TPC-C: native or hammerdb
     "client": list_of(choice(SYSBENCH_CLIENTS + TPCC_CLIENTS[1:])),
+    # measured runs of each allocator on this workload's cells in every round (default 1), a
+    # round's value of an allocator being their mean: more pairs a round where one run's spread
+    # is wide and the machine has room (side_by_side counts each)
+    "runs_per_round": whole(1, 16),
 }
 
 

@@ -101,7 +101,8 @@ class Plan:
                             **wl.fields(w, client),
                             all_warehouses=w.get("all_warehouses", False),
                             think=w.get("think", False), test=test, client=client, tables=w.get("tables", Cell.tables),
-                            table_size=w.get("table_size", Cell.table_size), shape=shape, mode=mode))
+                            table_size=w.get("table_size", Cell.table_size), shape=shape, mode=mode,
+                            runs_per_round=w.get("runs_per_round", 1)))
         seen = set()
         for c in out:
             if c.key in seen:
@@ -110,17 +111,24 @@ class Plan:
             seen.add(c.key)
         return out
 
+    def places(self) -> dict[tuple[str, str], int]:
+        """(cell key, allocator) -> its measured runs in every round (plan key runs_per_round):
+        its places in a round, which a decided one gives to the open ones (decide.in_their_places)."""
+        return {(c.key, a.name): c.runs_per_round for c in self.cells() for a in self.allocators}
+
     def round_seed(self, rnd: int) -> int:
         return _derive_seed(self.seed, "round", rnd)
 
     def round_specs(self, rnd: int, active: set | None, first_index: int,
                     more: dict | None = None) -> list[RunSpec]:
-        """One round: every active (cell, allocator) once, and `more` (unit -> n) n more times
-        (decide.in_their_places). Cells in a fresh order drawn from the round's seed; on each cell
-        its allocators back to back (A B C), starting from a different allocator each round, so
-        that drift and warm caches do not favour one allocator; a unit's further runs after all of
-        the cell's first ones, each allocator's k-th run on the same keys (seed)."""
-        more = more or {}
+        """One round: every active (cell, allocator) as many times as its cell's runs_per_round
+        (places), and `more` (unit -> n) n more times (decide.in_their_places). Cells in a fresh
+        order drawn from the round's seed; on each cell its allocators back to back (A B C),
+        starting from a different allocator each round, so that drift and warm caches do not
+        favour one allocator; a unit's further runs after all of the cell's first ones, each
+        allocator's k-th run on the same keys (seed)."""
+        more = {u: n - 1 + (more or {}).get(u, 0) for u, n in self.places().items()
+                if active is None or u in active}
         rng = random.Random(self.round_seed(rnd))
         order = self.cells()
         rng.shuffle(order)

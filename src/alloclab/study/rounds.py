@@ -314,6 +314,11 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
         if plan.side_by_side > 1:
             beside = decide.company(plan.units(), active, why, whole_round=plan.whole_round)
             more, beside = decide.in_their_places(plan.units(), active, beside)
+    # the decided ones' places an open unit took (in_their_places), as runs: a place is its cell's
+    # runs_per_round (plan.places)
+    places = plan.places()
+    more = {u: n * places[u] for u, n in more.items()}
+    taken = sum(more.values())
     first = 1 + max((s.index for s in sched.specs()), default=0)
     specs = plan.round_specs(rnd, None if active is None else active | beside, first, more)
     sched.rounds.append({"round": rnd, "seed": plan.round_seed(rnd), "started_at": _now(),
@@ -321,7 +326,7 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
     n_units = len(plan.units())
     progress.message(f"round {rnd}: {len(specs)} run(s)"
                      + (f" ({len(active)} of {n_units} cell x allocator still undecided"
-                        + (f", {sum(more.values())} more run(s) of them in decided ones' places" if more else "")
+                        + (f", {taken} more run(s) of them in decided ones' places" if taken else "")
                         + (f", {len(beside)} decided beside them as company" if beside else "") + ")"
                         if active is not None else ""))
     return specs
