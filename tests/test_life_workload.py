@@ -742,6 +742,27 @@ def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
     assert decide.in_their_places(units, set(), {("c", "c")}) == ({}, {("c", "c")})
 
 
+def test_a_cells_runs_per_round_are_its_places_not_runs_in_decided_ones_places():
+    """runs_per_round = 2: every round measures each allocator of the cell twice (their mean is the
+    round's value); only runs beyond those two took a decided allocator's place, and a study's
+    runs at once count both (analyse.Study.side_by_side)."""
+    from alloclab.answers.analyse import Study
+    two = [replace(_row(a, r, given=g), run_id=f"{a}-{r}-{k}", index=10 * r + k)
+           for r in (1, 2) for a, g in (("glibc", 0.02), ("jemalloc", 0.5)) for k in (0, 1)]
+    assert decide.places(two) == {"c": 2} and decide.more_runs(two) == 0
+    # four runs of glibc in a round are two beyond its places (in a decided allocator's)
+    more = [replace(_row("glibc", 3, given=0.02), run_id=f"g-3-{k}", index=30 + k) for k in range(4)]
+    assert decide.more_runs(two + more) == 2
+    groups = decide._groups(two, metrics.GIVEN_BACK)
+    assert groups[next(iter(groups))]["jemalloc"][(1, "")] == pytest.approx(0.5)
+    study = Study(root=Path("."), rows=two, machine={},
+                  plan={"side_by_side": 4, "allocators": [{"name": "glibc"}, {"name": "jemalloc"}]})
+    assert study.side_by_side == 4
+    assert study.where().endswith(", a cell's runs 4 at a time, side by side, 2 runs of each allocator a round on "
+                                  "mariadb-innodb")
+    assert decide.places([_row("glibc", 1)]) == {"c": 1} and decide.more_runs([_row("glibc", 1)]) == 0
+
+
 def test_the_life_headline_says_which_machine_a_per_machine_answer_is_from():
     """A comparison whose machines disagree is answered per machine (analyse.Study.verdicts; a
     study resumed by another alloclab commit counts as another machine): its life in the headline

@@ -106,6 +106,19 @@ def test_quick_kv_preset_asks_the_main_question_in_windows_of_at_least_5s():
     assert preset("kv-allocators", "quick")["allocators"] == ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 
 
+def test_runs_per_round_is_checked_before_any_run_and_refused_in_turns():
+    raw = {"engines": ["null"], "allocators": ["glibc", "jemalloc"],
+           "workloads": [{"workload": "write", "duration_s": "5s", "runs_per_round": 2}]}
+    p = load(raw)
+    assert set(p.places().values()) == {2} and len(p.round_specs(1, None, 1)) == 4
+    # a decided unit's runs stop; the open one keeps both of its places
+    assert [s.allocator.name for s in p.round_specs(4, {(p.cells()[0].key, "jemalloc")}, 1)] == ["jemalloc"] * 2
+    with pytest.raises(AlloclabError, match=r"workloads\[0\]\.runs_per_round"):
+        load(raw | {"workloads": [{"workload": "write", "duration_s": "5s", "runs_per_round": 0}]})
+    with pytest.raises(AlloclabError, match="runs_per_round: turns measure each allocator of a cell once"):
+        load(raw | {"slice_s": 0.5})
+
+
 def test_windows_shorter_than_the_scale_floor_are_refused_naming_the_key():
     raw = {"engines": ["null"], "workloads": [{"workload": "write", "duration_s": "1s"}]}
     with pytest.raises(AlloclabError) as e:

@@ -109,8 +109,11 @@ class Study:
         side = self.side_by_side
         together = (f"a round's runs {side} at a time, side by side (a cell's together)" if self.whole_round
                     else f"a cell's runs {side} at a time, side by side")
+        places = decide.places(self.rows)  # runs_per_round
+        more = {r.engine: n for r in self.rows if (n := places.get(r.cell, 1)) > 1}
         return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else together if side > 1
-                            else "runs one after another")
+                            else "runs one after another") + "".join(
+            f", {n} runs of each allocator a round on {e}" for e, n in more.items())
 
     def unit_walls(self) -> dict:
         """(cell key, allocator) -> median wall seconds of its runs."""

@@ -395,10 +395,10 @@ def in_their_places(units: Iterable[Unit], active: set, beside: set) -> tuple[di
     """Side by side, the company of a cell whose comparisons are decided (`beside`, from company)
     measures nothing more that anyone asks: its places in the round go to more runs of the cell's
     undecided units (`active`), as many to each (the rest stay company), so the cell runs as many
-    lives at once as before (a unit's runs in a round are its places, runs_per_round, the same for
-    a cell's units, times 1 + its count here: study.rounds) and the open comparisons get more pairs a round (their round's value
-    is the mean of its runs, _groups). Returns (unit -> its runs beyond the first, the company
-    left). A decided comparison keeps the pairs it was decided on. A cell with no open unit keeps
+    lives at once as before and the open comparisons get more runs a round (their round's value
+    is the mean of its runs, _groups). Returns (unit -> the decided units' places it takes, the
+    company left); a place is as many runs as the cell's runs_per_round (Plan.places), the same
+    for each of its units. A decided comparison keeps the pairs it was decided on. A cell with no open unit keeps
     its company, where the whole round runs at once."""
     units, extra, left = list(units), {}, set(beside)
     for cell in dict.fromkeys(u[0] for u in units):
