@@ -308,8 +308,8 @@ def memory_life(scale: str) -> dict:
     studies of 15 rounds with one life of each a round (two once others were decided), and in 87 %
     of 14 rounds with two (four). 14, because a RocksDB life then took 120 s instead of 108 and a
     round 2m10s instead of 1m57s; a RocksDB life uses about 5 s of CPU, a MariaDB life 16 s and its
-    client more, so six more lives add about a quarter of a core. The two studies of this design
-    (14 rounds each) both decided 30 of 30; redrawn from their own lives, 98 % would.
+    client more, so six more lives add about a quarter of a core. The three studies of this design
+    (14 rounds each) all decided 30 of 30; redrawn from two's lives, 98 % would.
 
     quick's bar is coarser than full's, as other presets' quick scales are: equivalent within ±5 %
     (creep and RSS over the account) and ±10 points of a burst given back, where full keeps ±2 %
