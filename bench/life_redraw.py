@@ -3,9 +3,10 @@
 (not a test): each allocator's lives of a cell, pooled over the given study folders, are drawn
 with replacement into simulated studies of R rounds, each round's value of an allocator the mean
 of its k lives there (k before the first look, k' after it, as decided allocators' places go to
-the open ones), and the comparison is judged at the last look as alloclab judges it: the median of
-the rounds' differences with the signed-rank interval at the per-look level of the design's 4
-looks, decided when it excludes 0 or lies within the margin.
+the open ones), and the comparison is judged at the last look by alloclab's own rule
+(decide.ratio_verdict: the median of the rounds' differences with the signed-rank interval at the
+per-look level of the looks such a study plans, decided when it excludes 0 or lies within the
+margin).
 
 This is what moved memory-life quick to two RocksDB lives of each allocator a round
 (`runs_per_round`): two arenas − glibc given back on RocksDB was the one comparison left open in 3
@@ -18,40 +19,37 @@ of 8 quick studies of one life a round.
 from __future__ import annotations
 
 import argparse
-import csv
 import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.answers import stats  # noqa: E402
-from alloclab.plan.design import FIRST_LOOK, OVERALL_ALPHA, look_alpha  # noqa: E402
+from alloclab.answers import decide, metrics  # noqa: E402
+from alloclab.plan.design import FIRST_LOOK, UNDECIDED, Design, plan_looks  # noqa: E402
+from alloclab.results.store import Store  # noqa: E402
 
 
 def lives(folders: list[Path], engine: str, allocator: str) -> list[float]:
-    """Every measured life's share given back (points) of `allocator` on `engine` in `folders`."""
-    out = []
-    for folder in folders:
-        with open(folder / "runs.csv", newline="") as f:
-            for r in csv.DictReader(f):
-                if (r["engine"], r["allocator"], r["purpose"], r["status"]) == (engine, allocator, "measure", "ok") \
-                        and r["given_back_share"]:
-                    out.append(100 * float(r["given_back_share"]))
-    return out
+    """Every valid measured life's share given back (0-1) of `allocator` on `engine` in `folders`."""
+    return [v for folder in folders for r in Store(folder).rows()
+            if (r.engine, r.allocator, r.purpose, r.status) == (engine, allocator, "measure", "ok")
+            and r.allocator_verified and (v := metrics.value(r, metrics.GIVEN_BACK)) is not None]
 
 
 def decided_share(var: list[float], base: list[float], rounds: int, before: int, after: int, margin: float,
                   studies: int, rng: random.Random) -> float:
-    level = 1 - look_alpha(4, OVERALL_ALPHA)
+    """The share of `studies` redrawn studies whose comparison alloclab's one rule
+    (decide.ratio_verdict, at the level of the looks a study of `rounds` plans) decides."""
+    policy = Design(looks=plan_looks(rounds), margins=(("given_back", margin / 100),))
     decided = 0
     for _ in range(studies):
-        d = []
+        b, v = {}, {}
         for r in range(1, rounds + 1):
             k = before if r <= FIRST_LOOK else after
-            d.append(sum(rng.choice(var) for _ in range(k)) / k - sum(rng.choice(base) for _ in range(k)) / k)
-        _, lo, hi = stats.signed_rank_interval(d, level)
-        decided += lo > 0 or hi < 0 or (lo > -margin and hi < margin)
+            b[r] = sum(rng.choice(base) for _ in range(k)) / k
+            v[r] = sum(rng.choice(var) for _ in range(k)) / k
+        decided += decide.ratio_verdict(b, v, True, policy, metrics.GIVEN_BACK)[1] != UNDECIDED
     return decided / studies
 
 

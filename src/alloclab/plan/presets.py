@@ -304,12 +304,13 @@ def memory_life(scale: str) -> dict:
     RocksDB's cell runs two lives of each allocator a round (`runs_per_round`), eighteen lives at
     once: the comparison that stayed open in 3 of 8 studies of one life a round, two arenas' share
     given back against glibc's, has a heavy tail (about one life in eight trims most of a burst).
-    Redrawn from the 46 rounds of three such studies, it was decided at the last look in 73 % of
-    studies of 15 rounds with one life of each a round (two once others were decided), and in 87 %
-    of 14 rounds with two (four). 14, because a RocksDB life then took 120 s instead of 108 and a
-    round 2m10s instead of 1m57s; a RocksDB life uses about 5 s of CPU, a MariaDB life 16 s and its
-    client more, so six more lives add about a quarter of a core. The three studies of this design
-    (14 rounds each) all decided 30 of 30; redrawn from two's lives, 98 % would.
+    Redrawn from the 78 lives of each in three such studies (bench/life_redraw.py), it was decided
+    at the last look in 75 % of studies of 15 rounds with one life of each a round (two once others
+    were decided), and in 87 % of 14 rounds with two (four). 14, because a RocksDB life then took
+    120 s instead of 108 and a round 2m10s instead of 1m57s; a RocksDB life uses about 5 s of CPU,
+    a MariaDB life 16 s and its client more, so six more lives add about a quarter of a core. The
+    three studies of this design (14 rounds each) all decided 30 of 30; redrawn from two's lives,
+    98 % would.
 
     quick's bar is coarser than full's, as other presets' quick scales are: equivalent within ±5 %
     (creep and RSS over the account) and ±10 points of a burst given back, where full keeps ±2 %
