@@ -398,8 +398,8 @@ def in_their_places(units: Iterable[Unit], active: set, beside: set) -> tuple[di
     lives at once as before and the open comparisons get more runs a round (their round's value
     is the mean of its runs, _groups). Returns (unit -> the decided units' places it takes, the
     company left); a place is as many runs as the cell's runs_per_round (Plan.places), the same
-    for each of its units. A decided comparison keeps the pairs it was decided on. A cell with no open unit keeps
-    its company, where the whole round runs at once."""
+    for each of its units. A decided comparison keeps the pairs it was decided on. A cell with no
+    open unit keeps its company, where the whole round runs at once."""
     units, extra, left = list(units), {}, set(beside)
     for cell in dict.fromkeys(u[0] for u in units):
         open_ = [u for u in units if u[0] == cell and u in active]
