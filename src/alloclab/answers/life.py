@@ -1,4 +1,4 @@
-"""Memory over a server's life (issue 36): what a run keeps after each cycle, what it gives back
+"""Memory over a server's life: what a run keeps after each cycle, what it gives back
 after a burst, what nobody accounts for, and whether the kernel killed it.
 
 A life is cycles of phases (`Phase`: steady load, a burst, idle), each with its start and end on

@@ -1,4 +1,4 @@
-"""The answers of a study of lives (issue 36) in words: which allocator and setting kept a life
+"""The answers of a study of lives in words: which allocator and setting kept a life
 leanest and at what cost in steady throughput, how often each was OOM-killed over the rounds, and
 the headline of such a study."""
 

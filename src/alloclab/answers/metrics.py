@@ -1,6 +1,6 @@
 """The one registry of metrics: what verdicts compare, what tables show and how sentences name
 them. A metric reads one runs.csv column; a verdict's throughput is the workload's headline
-column (NOPM for TPC-C, as HammerDB reports it; plan.workload). A server's life (issue 36) adds
+column (NOPM for TPC-C, as HammerDB reports it; plan.workload). A server's life adds
 creep, given back and overhead, compared only in studies whose rows have them (`for_rows`)."""
 
 from __future__ import annotations
@@ -9,8 +9,6 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from alloclab.catalog.names import LIFE as LIFE_WORKLOAD
-from alloclab.catalog.names import LIFE_METRICS
 from alloclab.plan import workload
 from alloclab.results.store import RunRow
 
@@ -134,7 +132,7 @@ def margin_words(names, study_margin: float, workloads: Iterable[str] = (),
     start line says them: "±2 %", and each metric with a margin of its own (its default or the
     plan's, `margins`) after it ("; share of a burst given back: ±5 points"). No names: the
     default, a life's memory metrics among them where `workloads` holds a life."""
-    names = names or (LIFE_METRICS if LIFE_WORKLOAD in workloads else ())
+    names = names or tuple(dict.fromkeys(m for n in workloads for m in workload.of(n).memory_metrics))
     margins = tuple(margins)
     own = [(words(n), 100 * margin_of(n, study_margin, margins), delta_unit(n)) for n in names
            if _said_apart(n, study_margin, margins)]

@@ -12,7 +12,7 @@ DEFAULT_ENGINES = ("tidesdb", "rocksdb", "sqlite")  # a plan that names none
 KV_WORKLOADS = ("write", "read", "mixed", "delete", "seek", "range")
 TPCC = "tpcc"
 SYSBENCH = "sysbench"  # sysbench's OLTP tests against a server (the workload), and sysbench itself (a client)
-LIFE = "life"  # memory over a server's life: cycles of steady load, bursts and idle (issue 36)
+LIFE = "life"  # memory over a server's life: cycles of steady load, bursts and idle
 WORKLOADS = KV_WORKLOADS + (TPCC, SYSBENCH, LIFE)
 # sysbench's OLTP tests, run by the real sysbench or natively by alloclab's driver
 SYSBENCH_TESTS = ("oltp_point_select", "oltp_read_only", "oltp_read_write")

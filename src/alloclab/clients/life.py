@@ -1,4 +1,4 @@
-"""A server's life as alloclab's client (issue 36): `python -m alloclab.clients.life --plan PLAN
+"""A server's life as alloclab's client: `python -m alloclab.clients.life --plan PLAN
 --events EVENTS` runs the phases of every cycle one after another against one server that stays
 up throughout, and tells the runner what it did through alloclab's events. The runner samples the
 server's memory at 20 Hz the whole time; this client marks the phases on the same clock

@@ -13,7 +13,6 @@ from alloclab.catalog.allocators import DEFAULT_SET
 from alloclab.catalog.names import (
     DEFAULT_ENGINES,
     ENGINES,
-    LIFE,
     WORKLOADS,
 )
 from alloclab.core.errors import AlloclabError
@@ -75,7 +74,7 @@ def _check_goals(d: dict) -> None:
     if not goals or "throughput" in goals:
         return
     for i, w in enumerate(d["workloads"]):
-        if w["workload"] != LIFE:
+        if not workload.of(w["workload"]).memory_metrics:
             raise AlloclabError(f"decide_on names only a life's memory metrics ({', '.join(goals)}), and "
                                 f"workloads[{i}] ({w['workload']}) is not a life: its comparisons are on throughput",
                                 "add \"throughput\" to decide_on, or leave decide_on out")

@@ -268,14 +268,14 @@ def sysbench_allocators(scale: str) -> dict:
     }
 
 
-# the tunings people deploy against memory growth (issue 36): jemalloc's background thread with
+# the tunings people deploy against memory growth: jemalloc's background thread with
 # 5 s decays (mariadb-operator 1808's fix), glibc with two arenas
 JEMALLOC_BACKGROUND = "jemalloc+MALLOC_CONF=background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:5000"
 GLIBC_TWO_ARENAS = "glibc+MALLOC_ARENA_MAX=2"
 
 
 def memory_life(scale: str) -> dict:
-    """Memory over a server's life (issue 36), on MariaDB (InnoDB) and on RocksDB embedded in the
+    """Memory over a server's life, on MariaDB (InnoDB) and on RocksDB embedded in the
     driver; what each allocator (and tuning) keeps, gives back and lets creep.
 
     MariaDB: cycles of sysbench's read/write, a mariadb-dump while the load goes on, a storm of
@@ -318,9 +318,9 @@ def memory_life(scale: str) -> dict:
     those bars, mimalloc's RSS over the account on MariaDB at -1.0 and -1.4 % (paired spread
     3.5-4.2 % per round) and tcmalloc's and two arenas' given back on RocksDB at +0.1 to +4.5
     points (bursts of 2-10 MiB, where glibc's took 15-55 MiB): deciding them at the finer bar
-    took 50-100 rounds, where the effects the reports act on are tens of percent. `full`: the issue's
+    took 50-100 rounds, where the effects the reports act on are tens of percent. `full`: the first hand-measured
     MariaDB life (5 cycles of 25 s load at 64 connections, 150-connection storms, 15 s idle), a
-    longer RocksDB life on more data, and every tuning the issue names, a cell's lives side by
+    longer RocksDB life on more data, and every tuning the public reports name, a cell's lives side by
     side."""
     steady = {"smoke": 3.0, "quick": 6.0, "full": 25.0}[scale]
     idle = {"smoke": 3.0, "quick": 6.0, "full": 15.0}[scale]
@@ -381,7 +381,7 @@ def memory_life(scale: str) -> dict:
 
 
 def small_server(scale: str) -> dict:
-    """Seed 004's small servers, answering speed and memory together (issue 36): memory-life's
+    """Seed 004's small servers, answering speed and memory together: memory-life's
     MariaDB life (its steady throughput is the speed answer; creep, given back, overhead and OOM
     kills the memory answer) with the server in seed 004's shapes, scaled to this machine: 1 core
     and 2 GiB; 4 cores and 1 GiB (as many cores as leave one for the client); and the 1 GiB shape
@@ -413,7 +413,8 @@ PUBLISHED = {
 
 def published_caveats(plan: dict, engines: list[str]) -> list[str]:
     """What a reader of the published figures must know about the engine they came from."""
-    if plan.get("preset") != "tpcc-allocators" or not any(e.startswith("mariadb11-tidesdb") for e in engines):
+    if "mariadb11-tidesdb" not in PUBLISHED.get(plan.get("preset") or "", {}) \
+            or not any(e.startswith("mariadb11-tidesdb") for e in engines):
         return []
     seed, fixed = tidesql.BUILDS[tidesql.SEED_BUILD], tidesql.BUILDS[tidesql.FIXED_BUILD]
     ours = "; ".join(f"{e} is {tidesql.build(e.partition('@')[2] or None).describe()}"
@@ -430,7 +431,7 @@ PRESETS = {
     "engines-tpcc": (engines_tpcc, "study 4: engines under TPC-C with small and large settings"),
     "sysbench-scaling": (sysbench_scaling, "study 3: sysbench OLTP thread scaling on MariaDB, by allocator"),
     "sysbench-allocators": (sysbench_allocators, "study 5: sysbench read/write on constrained MariaDB shapes"),
-    "memory-life": (memory_life, "issue 36: memory over a server's life, MariaDB and RocksDB (creep, given "
+    "memory-life": (memory_life, "memory over a server's life, MariaDB and RocksDB (creep, given "
                     "back, overhead, OOM), by allocator and tuning"),
     "small-server": (small_server, "seed 004's small servers (1 core / 2 GiB, 4 cores / 1 GiB, and 1 GiB scaled to "
                      "the life's footprint): speed and memory over a MariaDB server's life, by allocator"),

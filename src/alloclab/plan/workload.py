@@ -39,6 +39,7 @@ class Workload:
     only: frozenset[str] = frozenset()  # keys no other workload accepts (named when misplaced)
     headline = "ops_per_s"  # runs.csv's column its throughput verdicts compare
     headline_words = "throughput"
+    memory_metrics: tuple[str, ...] = ()  # the memory verdicts its runs decide beside throughput (a life's)
     headline_unit = ""  # its throughput's unit where a chart names it ("": the metric's)
     server_profile = ""  # a server's settings profile when the plan names none
     unit_of_work = "transaction"  # what a run's CPU is divided by (report: CPU per transaction)

@@ -4,7 +4,7 @@ this package is imported (every entry point imports it):
     tpcc.py    TPC-C: alloclab's client (procedures, statements, rows) or HammerDB's TPROC-C
     oltp.py    sysbench's OLTP tests against a server: the real sysbench or the driver natively
     kv.py      the key-value suite of TidesDB's benchtool on an embedded engine
-    life.py    memory over a server's life: cycles of a steady load, bursts and idle (issue 36)
+    life.py    memory over a server's life: cycles of a steady load, bursts and idle
 
 Each owns its plan keys and their validation, its cells and labels, its driver arguments, its
 kinds of run (what it starts, its client, its golden data), its CLI flags, its headline metric

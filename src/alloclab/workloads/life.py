@@ -1,4 +1,4 @@
-"""A server's life (issue 36): one server up through cycles of phases (a steady load, bursts that
+"""A server's life: one server up through cycles of phases (a steady load, bursts that
 allocate and free differently, idle), and what its memory did over them: RSS settled at each idle
 end and its creep over the cycles, the share of each burst given back, RSS over the engine's own
 account, and whether the cgroup's OOM killer killed it, and when.
@@ -30,6 +30,7 @@ from alloclab.catalog.names import (
     LIFE,
     LIFE_BURSTS,
     LIFE_ENGINE_BURSTS,
+    LIFE_METRICS,
     LIFE_PHASE_KINDS,
     LIFE_SERVER_BURSTS,
     SYSBENCH_TESTS,
@@ -43,7 +44,7 @@ from alloclab.report.formatting import fmt_num
 from alloclab.report.life import life_table
 from alloclab.workloads.life_runs import EmbeddedLife, LifeKind, embedded, phases_of, shape_tag
 
-# The issue's MariaDB life (measured by hand on this machine kind): 5 cycles of 25 s of sysbench's
+# The first MariaDB life (measured by hand on this machine kind): 5 cycles of 25 s of sysbench's
 # read/write at 64 connections, a mariadb-dump to nowhere while the load goes on, 150 connections
 # at once each grouping and sorting a table, then 15 s idle; 4 tables of 20,000 rows and a
 # 128 MiB buffer pool (server profile "life").
@@ -135,6 +136,7 @@ class LifeWorkload(Workload):
     only = frozenset(schema)
     keys = only | {"tables", "table_size"}
     headline_words = "steady throughput"
+    memory_metrics = LIFE_METRICS
     server_profile = "life"
 
     def check(self, i: int, w: dict, engines: list[str]) -> None:
@@ -186,7 +188,7 @@ class LifeWorkload(Workload):
                 "value_bytes_min": w.get("value_bytes_min", 0)}
 
     def table_of(self, word: str) -> dict | None:
-        """`--workloads life`: the issue's MariaDB life on its data."""
+        """`--workloads life`: the first hand-measured MariaDB life on its data."""
         return {"workload": LIFE, "part": LIFE, **DATA} if word in self.names else None
 
     def key(self, c) -> str:

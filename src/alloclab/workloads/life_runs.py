@@ -1,4 +1,4 @@
-"""A life's runs (issue 36, workloads/life.py): its kinds of run (on a MariaDB server, whose
+"""A life's runs (workloads/life.py): its kinds of run (on a MariaDB server, whose
 client is the phase sequencer clients/life.py, with a target that reads the cgroup's OOM-kill
 counter; on an engine inside the driver, `alloclab-driver life`), and what both measure after a
 run from its stored files: its memory (answers.life over samples.csv) and runs.csv's life columns.
