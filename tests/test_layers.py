@@ -15,6 +15,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = SRC / "alloclab"
 MAX_LINES = 450
+PRESSED = 10  # lines under the cap a module may not reach
 
 
 def _modules() -> dict[str, Path]:
@@ -100,8 +101,11 @@ def test_no_import_of_alloclab_inside_a_function():
     assert inner == [], "import at module level (a layer imports only the layers below it)"
 
 
-def test_no_module_over_450_lines():
-    big = {str(p.relative_to(SRC)): n for p in PKG.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES}
+def test_no_module_over_450_lines_nor_pressed_against_it():
+    """A module that grows toward the cap is split where its meaning splits, not squeezed: none
+    ends within 10 lines of it."""
+    big = {str(p.relative_to(SRC)): n for p in PKG.rglob("*.py")
+           if (n := len(p.read_text().splitlines())) > MAX_LINES - PRESSED}
     assert big == {}
 
 

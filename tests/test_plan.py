@@ -459,7 +459,7 @@ def test_the_time_to_decide_counts_the_company_that_runs_beside_the_open_compari
     from pathlib import Path
     from types import SimpleNamespace
 
-    from alloclab.answers import sentences
+    from alloclab.answers import context
     from alloclab.answers.analyse import Study
     from alloclab.results.store import RunRow
     allocs = [{"name": a} for a in ("glibc", "jemalloc", "tcmalloc")]
@@ -469,4 +469,4 @@ def test_the_time_to_decide_counts_the_company_that_runs_beside_the_open_compari
                                                                                                         "tcmalloc")]
     for side, want in ((6, "8m20s"), (3, "5m00s")):
         s = Study(Path("."), rows, {"allocators": allocs, "side_by_side": side, "whole_round": side == 6}, {})
-        assert f"≈ {want} more" in sentences._to_decide(s, todo), (side, sentences._to_decide(s, todo))
+        assert f"≈ {want} more" in context.to_decide(s, todo), (side, context.to_decide(s, todo))

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from alloclab.answers import analyse, causes, dependence, stats
+from alloclab.answers import analyse, causes, cautions, dependence, stats
 from alloclab.answers import sentences as answers_mod
 from alloclab.answers.analyse import CellSummary, Study, VsBaseline
 from alloclab.answers.metrics import BY_COLUMN, METRICS, NOPM, P99, PEAK_RSS, THROUGHPUT, Metric
@@ -184,4 +184,4 @@ def build(root: Path) -> Analysis:
         sweeps={THROUGHPUT.column: analyse.by_cell(study.valid(), THROUGHPUT.column)},
         findings=study.findings(), dependence=causes.table(study.findings(), study.own_slopes()), charts=charts,
         sections={wl.names[0]: wl.section_data(study, study.valid_of(wl.names)) for wl in workload.every()},
-        _warnings=tuple(analyse.warnings(study)))
+        _warnings=tuple(cautions.warnings(study)))

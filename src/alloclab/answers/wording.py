@@ -39,3 +39,13 @@ def top(vs: list[decide.Verdict], better: str, sign: int) -> str:
     lo, hi = first.ci_delta
     said = f"{first.variant} {signed(first.delta_pct)} {first.unit} [{signed(lo)}, {signed(hi)}]"
     return said + (f", not told apart from {', '.join(sorted(ties))}" if ties else "")
+
+
+def cell_label(v: decide.Verdict) -> str:
+    """A cell as the forest plot and the short answers name it (and the machine, where the answer
+    holds on one machine of several)."""
+    threads = f"{v.threads} thread{'s' if v.threads != 1 else ''}"
+    on = f" on {v.machine}" if v.machine else ""
+    if v.comparison == "allocators":
+        return f"{v.engine} {v.workload} ({v.settings}, {threads}){on}"
+    return f"{v.workload} ({v.settings}, {threads}, allocator {v.allocator}){on}"

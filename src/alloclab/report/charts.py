@@ -15,7 +15,7 @@ matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever f
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import transforms  # noqa: E402
 
-from alloclab.answers import analyse, metrics  # noqa: E402
+from alloclab.answers import analyse, context, metrics  # noqa: E402
 from alloclab.answers import sentences as answers  # noqa: E402
 from alloclab.answers.analysis import Analysis, Chart, Groups  # noqa: E402
 from alloclab.answers.metrics import THROUGHPUT, Metric  # noqa: E402
@@ -89,7 +89,7 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
             ax.plot([x(v.ratio)], [y], "o", mfc="none", color="#888")
             text = f"{fmt.format(x(v.ratio))} (no interval yet) {v.verdict}"
         ax.text(1.02, y, text, va="center", fontsize=8, color=colour, transform=beside, clip_on=False)
-        glyphs = " ".join(answers.MARK_GLYPHS[k] for k in _marks(ans, v))
+        glyphs = " ".join(context.MARK_GLYPHS[k] for k in _marks(ans, v))
         labels.append(f"    {v.variant} vs {v.baseline}" + (f" {glyphs}" if glyphs else ""))
     ax.set_yticks(range(len(rows) - 1, -1, -1))
     ax.set_yticklabels(labels, fontsize=8)
@@ -114,8 +114,8 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
            f"row; line at {mid:g} = no difference; shaded band = equivalence margin ±{m if points else 100 * m:g} "
            f"{'points' if points else '%'}; colour = verdict "
            f"(green better, red worse, blue equivalent, grey undecided; hollow: no interval yet)."
-           + (f" {answers.MARK_GLYPHS['depends']}: the ratio depends on the host's load; "
-              f"{answers.MARK_GLYPHS['drifted']}: it drifted between the halves of the study (table: dependence on "
+           + (f" {context.MARK_GLYPHS['depends']}: the ratio depends on the host's load; "
+              f"{context.MARK_GLYPHS['drifted']}: it drifted between the halves of the study (table: dependence on "
               "the host's state)." if any(_marks(ans, v) for v in vs) else "")
            + f" Measured on {ans.where}.")
     return png, svg, cap

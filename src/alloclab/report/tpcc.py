@@ -11,7 +11,7 @@ from alloclab.answers import analyse, stats
 from alloclab.answers.analysis import Analysis
 from alloclab.answers.metrics import NOPM
 from alloclab.catalog.names import HAMMERDB_VERSION
-from alloclab.plan import presets
+from alloclab.plan import published
 from alloclab.report.formatting import params
 from alloclab.report.tables import Table
 
@@ -122,14 +122,14 @@ def loads_table(study: analyse.Study) -> Table | None:
 def published_table(study: analyse.Study, valid: list) -> Table | None:
     """The published NOPM of the study this preset reproduces beside ours, each as a ratio to
     its own glibc: the shape (which allocator helps, by how much) is what carries over."""
-    pub = presets.PUBLISHED.get(study.plan.get("preset") or "")
+    pub = published.PUBLISHED.get(study.plan.get("preset") or "")
     if not pub:
         return None
     t = Table("published", "Published figures beside ours (shape references)",
               ["engine", "allocator", "published NOPM", "published vs glibc", "our median NOPM", "ours vs glibc",
                "our runs"], note=pub["source"] + "; ours from this study's valid runs. Levels differ with the "
               "hardware; the ratios to glibc are the comparison." + "".join(
-                  " " + c for c in presets.published_caveats(study.plan, study.engines)))
+                  " " + c for c in published.published_caveats(study.plan, study.engines)))
     for target, figures in pub.items():
         if target == "source":
             continue

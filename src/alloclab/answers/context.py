@@ -1,0 +1,116 @@
+"""What an answer says around its verdicts: the questions it could not answer, the machines
+that differ, the comparisons that depend on the host's state, and what more rounds would
+decide. From the analysed study alone."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from alloclab.answers import analyse, causes, decide, replicate
+from alloclab.answers.wording import cell_label
+from alloclab.core.units import fmt_duration
+
+
+def host_state(study: analyse.Study) -> list[str]:
+    """Where comparisons depend on the host's state or drifted: once per cell where that is one
+    fact about the baseline (its own speed moves differently from every other allocator's), and
+    one line pointing at the marks on the forest plot and the table that holds each comparison's
+    slope, its slow and fast regimes, the quiet-host ratio and the halves (report: dependence)."""
+    found, out = study.findings(), []
+    for o in study.own_slopes():
+        if o.one_fact and o.difference and any(f.depends and f.cell == o.cell for f in found):
+            b = o.slopes[o.baseline]
+            out.append(f"{analyse.cell_dict(o.cell)['engine']} {analyse.cell_dict(o.cell)['part']}: "
+                       f"{o.baseline}'s speed moves {'less' if o.difference.slope > 0 else 'more'} with the host's "
+                       f"state than every other allocator's ({o.baseline} {b.slope:+.2f}, the others "
+                       f"{o.pooled.slope:+.2f} pooled, on the {o.state}): the comparisons that depend on the "
+                       f"host are one fact about {o.baseline}.")
+    depends, drifted = sum(f.depends for f in found), sum(f.drifted for f in found)
+    said = []
+    if depends:
+        said.append(f"{depends} comparison(s) depend on the host's load ({MARK_GLYPHS[causes.MARK_DEPENDS]} on the "
+                    "forest plot)")
+    if drifted:
+        said.append(f"{drifted} drifted between the halves of the study ({MARK_GLYPHS[causes.MARK_DRIFTED]})")
+    if said:
+        out.append(" and ".join(said) + ": their slopes, slow and fast regimes, quiet-host ratios and halves are in "
+                   "the table \"Dependence on the host's state\".")
+    return out
+
+
+# how the forest plot and its caption mark a comparison (causes.marks)
+MARK_GLYPHS = {causes.MARK_DEPENDS: "◆", causes.MARK_BASELINES: "(the baseline's)", causes.MARK_DRIFTED: "~"}
+
+
+def between_machines(study: analyse.Study) -> list[str]:
+    """On machines that differ: which comparisons their machines disagree on, by how much (not
+    pooled: answered per machine above), and how many agree (pooled)."""
+    reps = [r for r in study.between_machines() if r.key[0] == "throughput"]
+    if not reps:
+        return []
+    words = [study.machine_words(fp) for fp in study.per_machine()]
+    differ = [r for r in reps if r.outcome == replicate.DIFFERS]
+    out = []
+    for r in differ:
+        first = next(v for v in r.verdicts if v is not None)
+        parts = [f"{x.ratio:.3f} [{x.ci_low:.3f}, {x.ci_high:.3f}]" for x in r.against_first[1:] if x and x.ci_low]
+        out.append(f"{cell_label(first)}: {first.variant} vs {first.baseline} differs between the machines "
+                   f"(the others ÷ {words[0]}: {'; '.join(parts)}); answered per machine, not pooled.")
+    agree = sum(r.outcome == replicate.REPLICATES for r in reps)
+    out.append(f"The runs came from {len(words)} machines that differ ({'; '.join(words)}): {len(differ)} of "
+               f"{len(reps)} throughput comparison(s) differ between them, {agree} replicate, "
+               f"{len(reps) - len(differ) - agree} cannot tell; all but the differing ones are pooled.")
+    # what to expect on one more machine of this kind (random effects over the study's machines)
+    preds = replicate.new_machine(list(study.per_machine().values()), study.design.margin)
+    return out + [s[:1].upper() + s[1:] + "." for s in replicate.new_machine_sentences(preds)]
+
+
+def unanswered(study: analyse.Study) -> list[str]:
+    """A sentence for each engine none of whose runs counts: a question the study could not
+    answer is said first, with the commonest reason, never left out silently."""
+    out = []
+    valid = {r.engine for r in study.valid()}
+    for engine in sorted({r.engine for r in study.rows} - valid):
+        bad = [r for r in study.rows if r.engine == engine]
+        kinds: dict[str, list] = defaultdict(list)
+        for r in bad:
+            # the same failure with other numbers or names (customer names are upper case) is one kind
+            kinds[re.sub(r"\d+|\b[A-Z]{3,}\b", "N", r.reason.split(";")[-1])[:100]].append(r)
+        common = max(kinds.values(), key=len)
+        out.append(f"On {engine}, no run is valid ({len(bad)} failed or unproved), so nothing about it is answered; "
+                   f"{len(common)} of {len(bad)} for this reason, e.g.: {common[0].reason[:240]}.")
+    return out
+
+
+def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
+    """How many more rounds, and how much wall time at this study's pace, would decide the rest."""
+    todo = [v for v in undecided if v.rounds_to_decide is not None]
+    if not todo:
+        return ""
+    need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
+    walls, together = study.unit_walls(), int(study.plan.get("side_by_side") or 1)
+
+    def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
+        units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
+        return k * decide.round_wall(units, walls, together, study.whole_round)
+
+    half = need[(len(need) - 1) // 2]
+    lead = ""
+    if len(need) > 2 and half < need[-1]:
+        lead = (f"About {half} more round(s) (≈ {fmt_duration(cost(half))}) would decide "
+                f"{sum(1 for k in need if k <= half)} of the {len(need)} undecided; ")
+    rounds = need[-1]
+    per_round = cost(rounds) / rounds if rounds else 0.0
+    if rounds >= 1000:
+        return (lead + "the smallest differences are too small for this noise: more than 1,000 further rounds "
+                "would be needed; a quieter machine or longer windows would help more than rounds.")
+    text = lead + f"{'all' if lead else 'About'} {rounds} more round(s) would decide the rest"
+    if not study.design.adaptive:
+        return (text + f" (this study ran a fixed number of runs: run it again without --runs, and with a budget of "
+                f"about {fmt_duration((rounds + 3) * per_round * 1.1)})." if per_round > 0 else text + ".")
+    if per_round > 0:
+        total = (study.schedule.get("elapsed_s") or 0) + rounds * per_round
+        text += (f" (≈ {fmt_duration(rounds * per_round)} more; alloclab run --resume {study.root} "
+                 f"--budget {fmt_duration(total * 1.1)})")
+    return text + "."

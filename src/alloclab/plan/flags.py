@@ -1,0 +1,108 @@
+"""`alloclab run`'s flags as one plan dictionary: a preset, a plan file or the flags, with the
+flags laid over it (validated later, as a whole, by plan.load). Each workload applies its own."""
+
+from __future__ import annotations
+
+from alloclab.catalog.names import WORKLOADS
+from alloclab.core.errors import AlloclabError
+from alloclab.plan import presets, workload
+from alloclab.plan.schema import read_toml
+
+
+def plan_dict(a) -> dict:
+    """Preset, plan file or flags -> one plan dictionary (validated later, as a whole)."""
+    if a.plan:
+        raw = read_toml(a.plan)
+        if "preset" in raw:
+            base = presets.preset(raw["preset"], raw.get("scale", a.scale or "quick"))
+            raw = {**base, **raw}
+    elif a.preset or not a.workloads or not all(_table_of(w) for w in a.workloads):
+        # no preset named: the default one (parts of it may be picked with --workloads)
+        raw = presets.preset(a.preset or "kv-allocators", a.scale or "quick")
+    else:
+        # workloads by name (write, tpcc, ...), and what a workload knows by other names
+        # (sysbench's tests: oltp_read_only, ...)
+        raw = {"name": "custom", "workloads": [_table_of(w) for w in a.workloads]}
+        a.workloads = None
+    if a.scale and "preset" not in raw:  # a plan file or flags: --scale applies to them too
+        raw["scale"] = a.scale
+    for key in ("engines", "allocators", "runs", "seed", "baseline", "name"):
+        v = getattr(a, key)
+        if v is not None:
+            raw[key] = v
+    if a.engines is not None and isinstance(raw.get("workloads"), list):
+        # a preset's table for engines --engines leaves out goes; one for several keeps those chosen
+        kept = []
+        for w in raw["workloads"]:
+            if isinstance(w, dict) and isinstance(w.get("engines"), list):
+                w = {**w, "engines": [e for e in w["engines"] if e in a.engines]}
+                if not w["engines"]:
+                    continue
+            kept.append(w)
+        raw["workloads"] = kept or raw["workloads"]
+    if a.warmup is not None:
+        raw["warmup_s"] = a.warmup
+    if a.slice is not None:
+        raw["slice_s"] = a.slice
+    if a.profile is not None:
+        raw["perf"] = a.profile
+    if a.ray is not None:
+        raw["executor"], raw["ray_address"] = "ray", a.ray
+    if a.runs is not None:  # exactly N runs: the preset's adaptive settings do not apply
+        for k in ("budget", "min_runs", "max_rounds", "target_ci_pct"):
+            raw.pop(k, None)
+    for flag, key in (("target_ci", "target_ci_pct"), ("margin", "margin_pct"), ("budget", "budget"),
+                      ("max_rounds", "max_rounds")):
+        if getattr(a, flag) is not None:
+            raw[key] = getattr(a, flag)
+    for flag, key in (("server_cpus", "server_cpus"), ("client_cpus", "client_cpus"),
+                      ("server_memory", "server_memory_bytes")):
+        if getattr(a, flag) is not None:
+            raw[key] = getattr(a, flag)
+    wls = raw.get("workloads")
+    if isinstance(wls, list):
+        if a.workloads:
+            wanted = set(a.workloads)
+            keep = [w for w in wls if isinstance(w, dict) and {w.get("workload"), w.get("part")} & wanted]
+            if not keep:
+                names = sorted({str(w.get("part", w.get("workload"))) for w in wls if isinstance(w, dict)})
+                raise AlloclabError(f"--workloads {','.join(a.workloads)} matches nothing in the plan",
+                                    "allowed values: " + ", ".join(names + list(WORKLOADS)))
+            wls = keep
+        for wl in workload.every():  # a workload's own flags need a table of that workload
+            own = [f"--{f}" for f in wl.flags if getattr(a, f) is not None]
+            if own and not any(_of(w) is wl for w in wls):
+                raise AlloclabError(f"{', '.join(own)} only apply to {wl.title}, and this study has no "
+                                    f"{wl.names[0]} workload", wl.flags_hint)
+        new = []
+        for w in wls:
+            if isinstance(w, dict):
+                w = dict(w)
+                if a.threads:
+                    w["threads"] = a.threads
+                if a.batch:
+                    w["batch"] = a.batch
+                if a.duration is not None:
+                    w.pop("ops", None)
+                    w["duration_s"] = a.duration
+                if a.ops is not None:
+                    w.pop("duration_s", None)
+                    w["ops"] = a.ops
+                if a.client is not None:  # refused by the plan where no client applies
+                    w["client"] = a.client
+                if _of(w) is not None:
+                    _of(w).apply_flags(a, w)
+            new.append(w)
+        raw["workloads"] = new
+    return raw
+
+
+def _table_of(word: str) -> dict | None:
+    """The [[workloads]] table a word of --workloads names (a workload, or a name a workload knows)."""
+    return next((t for wl in workload.every() if (t := wl.table_of(word))), None)
+
+
+def _of(w) -> workload.Workload | None:
+    """The workload of a [[workloads]] table, None where it names none (the plan refuses it)."""
+    name = w.get("workload") if isinstance(w, dict) else None
+    return next((wl for wl in workload.every() if name in wl.names), None)
