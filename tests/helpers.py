@@ -1,7 +1,7 @@
 """Building small real runs for tests (and benches): plans expanded whole, one run executed
 with a given driver outside any study."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from alloclab import plan
@@ -83,3 +83,8 @@ def sim_row(i: int, alloc: str, rnd: int, ops_per_s: float, busy: float = 0.0) -
         duration_s=6.0, ops_per_s=float(ops_per_s), p50_ns=1, p95_ns=1, p99_ns=1e6, p999_ns=1, max_ns=1, mean_ns=1,
         errors=0, retries=0, peak_rss_bytes=1 << 20, cpu_user_s=0, cpu_sys_s=0, ctx_voluntary=0, ctx_involuntary=0,
         minor_faults=0, major_faults=0, wall_s=7.0, status="ok", reason="", started_at="", other_busy_cores=busy)
+
+
+def with_own(r: RunRow, **own) -> RunRow:
+    """A row with some of its workload's own columns changed (results.columns)."""
+    return replace(r, own=replace(r.own, **own))

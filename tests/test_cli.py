@@ -97,7 +97,7 @@ def test_sysbench_tests_are_workloads_and_the_client_a_flag(no_work, capsys, cli
     assert rc == "started", err
     plan, _ = no_work[0]
     cells = plan.cells()
-    assert {(c.workload, c.test, c.client) for c in cells} == {("sysbench", "oltp_read_only", client),
+    assert {(c.workload, c.params.test, c.client) for c in cells} == {("sysbench", "oltp_read_only", client),
                                                              ("sysbench", "oltp_point_select", client)}
 
 

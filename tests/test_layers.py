@@ -308,17 +308,22 @@ def test_an_unknown_workload_is_refused_never_taken_for_another():
 
 
 def test_the_cells_fields_have_one_definition():
-    """results.store.CELL_FIELDS is the one list: decide keys cells by it, the runner copies it
-    from the cell into the row; each is a field of Cell and a column of RunRow; no other module
-    spells the list again."""
+    """results.store.CELL_FIELDS is the one list of the shared ones: decide keys cells by it and
+    by each workload's own keys, the runner copies it from the cell into the row; each is a field
+    of Cell and a column of RunRow, and a workload's own keys are columns and parameters of its
+    own; no other module spells the list again."""
     from dataclasses import fields
 
+    import alloclab.workloads
     from alloclab.answers import decide
     from alloclab.plan import Cell
     from alloclab.results.store import CELL_FIELDS, RunRow
     assert decide.CELL_FIELDS is CELL_FIELDS
+    assert decide.CELL == CELL_FIELDS[:-1] + (decide.OWN,) + CELL_FIELDS[-1:]
     assert set(CELL_FIELDS) <= set(RunRow.columns())
-    assert set(CELL_FIELDS) <= {f.name for f in fields(Cell)} | {"tpcc_mode"}
+    assert set(CELL_FIELDS) <= {f.name for f in fields(Cell)}
+    for wl in alloclab.workloads.ALL:
+        assert set(wl.cell_keys) <= {f.name for f in fields(wl.Columns)}, wl.names
     spelled = []
     for name, path in _modules().items():
         for node in ast.walk(ast.parse(path.read_text())):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import expand
+from helpers import expand, with_own
 
 from alloclab import plan, study
 from alloclab.alloc.allocators import Allocator
@@ -113,12 +113,12 @@ def test_bad_life_plans_are_refused_in_one_sentence_naming_the_key(raw, says):
 
 def test_a_life_without_phases_is_the_issues_mariadb_life():
     c = load(raw_life()).cells()[0]
-    assert c.cycles == 5 and [p["name"] for p in life_workload.phases_of(c)] == ["oltp", "dump", "storm", "rest"]
+    assert c.params.cycles == 5 and [p["name"] for p in life_workload.phases_of(c)] == ["oltp", "dump", "storm", "rest"]
     storm = life_workload.phases_of(c)[2]
     assert storm == {"name": "storm", "kind": "burst", "burst": "storm", "connections": 150}
     word = load({"engines": ["mariadb-innodb"], "allocators": ["glibc"],
                  "workloads": [life_workload.LIFE_WORKLOAD.table_of("life")]}).cells()[0]
-    assert (word.tables, word.table_size, word.threads) == (4, 20_000, 64)
+    assert (word.params.tables, word.params.table_size, word.threads) == (4, 20_000, 64)
     # its own cell per shape: a life whose idle is longer is another cell
     a = load(raw_life([STEADY, IDLE], cycles=3)).cells()[0]
     b = load(raw_life([STEADY, {**IDLE, "duration_s": 3.0}], cycles=3)).cells()[0]
@@ -137,7 +137,7 @@ def test_the_memory_life_preset():
     # smoke's one after another, one round in 5 minutes; quick's whole round at once, its longest
     # life's time, 8 rounds in 30 minutes
     def planned(c):
-        return c.cycles * sum(ph.get("duration_s", 2.0) for ph in life_workload.phases_of(c)) + 15
+        return c.params.cycles * sum(ph.get("duration_s", 2.0) for ph in life_workload.phases_of(c)) + 15
 
     assert sum(planned(c) for c in smoke.cells()) * len(smoke.allocators) < 5 * 60
     assert max(planned(c) for c in quick.cells()) < 30 * 60 / 8
@@ -156,7 +156,7 @@ def test_the_memory_life_preset():
     assert smoke.design.decide_on == quick.design.decide_on == ("creep", "given_back", "overhead")
     # quick's RocksDB lives are about as long as MariaDB's (6 cycles against 4): 5 bursts measured, not 3
     lives = {c.engine: c for c in quick.cells()}
-    assert (lives["mariadb-innodb"].cycles, lives["rocksdb"].cycles) == (4, 6)
+    assert (lives["mariadb-innodb"].params.cycles, lives["rocksdb"].params.cycles) == (4, 6)
     # quick's coarser bar: ±5 % and ±10 points of a burst; smoke (and full) keep ±2 % and ±5 points
     assert (quick.design.margin, quick.design.margins) == (0.05, (("given_back", 0.10),))
     assert (smoke.design.margin, smoke.design.margins) == (0.02, ())
@@ -191,10 +191,9 @@ def _row(alloc, rnd, creep=None, given=None, overhead=None, ops=1000.0):
     base |= dict(run_id=f"{alloc}-{rnd}", study="s", cell="c", engine="mariadb-innodb", allocator=alloc,
                  allocator_base=alloc, allocator_verified=True, workload="life", part="life", pattern="c3:x:1",
                  repeat=rnd, ops_per_s=ops, p99_ns=1e6, peak_rss_bytes=1 << 27, status="ok", reason="",
-                 started_at="", profile="default", shape="default", client="", tpcc_mode="", node="",
-                 machine_fingerprint="", purpose="measure", creep_mib_per_cycle=creep, given_back_share=given,
-                 overhead_bytes=overhead, index=rnd)
-    return RunRow(**{k: v for k, v in base.items() if k in RunRow.columns()})
+                 started_at="", profile="default", shape="default", client="", node="",
+                 machine_fingerprint="", purpose="measure", index=rnd)
+    return RunRow.of(**base, creep_mib_per_cycle=creep, given_back_share=given, overhead_bytes=overhead)
 
 
 def test_life_verdicts_only_where_the_rows_have_lives():
@@ -216,7 +215,7 @@ def test_life_verdicts_only_where_the_rows_have_lives():
     assert metrics.value(_row("glibc", 1, overhead=-5 << 20), metrics.OVERHEAD) is None
     assert metrics.value(_row("glibc", 1, creep=-3.0), metrics.CREEP) == 1.0
     # rows without lives keep the three metrics they always had
-    plain = [replace(r, creep_mib_per_cycle=None, given_back_share=None, overhead_bytes=None) for r in rows]
+    plain = [with_own(r, creep_mib_per_cycle=None, given_back_share=None, overhead_bytes=None) for r in rows]
     assert {v.metric for v in decide.verdicts(plain, policy)} == {"throughput", "p99_latency", "peak_rss"}
     assert tuple(m.name for m in metrics.LIFE) == names.LIFE_METRICS  # the names a plan's decide_on takes
     assert decide.stopping(plain, policy) == (metrics.THROUGHPUT,)
@@ -308,13 +307,13 @@ def test_survived_or_killed_is_counted_over_rounds_paired_by_round():
     apart. The answer lines say it with the cycles the kills happened in."""
     from alloclab.answers import sentences
     killed = {1, 2, 3, 5, 6, 7}
-    rows = [replace(_row("glibc", r), oom_killed=r in killed, oom_cycle=4 if r in killed else None)
+    rows = [with_own(_row("glibc", r), oom_killed=r in killed, oom_cycle=4 if r in killed else None)
             for r in range(1, 8)]
     rows += [_row("jemalloc", r) for r in range(1, 8)]
-    rows += [replace(_row("tcmalloc", r), oom_killed=r in killed, oom_cycle=5 if r in killed else None)
+    rows += [with_own(_row("tcmalloc", r), oom_killed=r in killed, oom_cycle=5 if r in killed else None)
              for r in range(1, 8)]
-    k = life.kills({r.repeat: r.oom_killed for r in rows if r.allocator == "glibc"},
-                   {r.repeat: r.oom_killed for r in rows if r.allocator == "jemalloc"})
+    k = life.kills({r.repeat: r.own.oom_killed for r in rows if r.allocator == "glibc"},
+                   {r.repeat: r.own.oom_killed for r in rows if r.allocator == "jemalloc"})
     assert (k.rounds, k.base_killed, k.var_killed, k.only_base, k.p, k.word) == (7, 6, 0, 6, 1 / 32, "fewer kills")
     assert life.kills({1: True, 2: False}, {1: True, 2: False}).word == "not told apart"
     assert life.kills({1: False}, {1: False}).word == "none killed"
@@ -328,11 +327,11 @@ def test_survived_or_killed_is_counted_over_rounds_paired_by_round():
     assert "jemalloc 0 of 7, fewer kills (McNemar p = 0.031)" in said
     assert "tcmalloc 6 of 7 (cycles 5, 5, 5, 5, 5, 5), not told apart (McNemar p = 1)" in said
     assert sentences.survived(by_unit, speed[:0]) == ""
-    calm = {u: [replace(r, oom_killed=False) for r in rs] for u, rs in by_unit.items()}
+    calm = {u: [with_own(r, oom_killed=False) for r in rs] for u, rs in by_unit.items()}
     assert sentences.survived(calm, speed) == ""
     # a round's more runs of a unit (decide.in_their_places) do not count as rounds: its first does
     more = {**by_unit, ("c", "jemalloc"): by_unit[("c", "jemalloc")] + [
-        replace(_row("jemalloc", 7), index=99, oom_killed=True, oom_cycle=3)]}
+        with_own(replace(_row("jemalloc", 7), index=99), oom_killed=True, oom_cycle=3)]}
     assert "jemalloc 0 of 7, fewer kills" in sentences.survived(more, speed)
 
 
@@ -437,9 +436,12 @@ def test_a_life_that_starts_idle_still_warms_up_in_its_first_cycle():
     assert life_runs.row_fields(m, None)["given_back_share"] == pytest.approx(1.0)
 
 
-def test_old_folders_load_with_empty_life_columns():
+def test_old_folders_load_without_other_workloads_columns():
+    """A folder from before workloads owned their columns has every column in every row; read
+    back, a key-value row has no life columns (no creep of None, no OOM kill of False)."""
     rows = Store(ROOT / "tests/fixtures/study-v1").rows()
-    assert rows and all(r.creep_mib_per_cycle is None and not r.oom_killed and r.life_cycles == 0 for r in rows)
+    assert rows and all(r.value("creep_mib_per_cycle") is None and r.value("oom_killed") is None for r in rows)
+    assert all(not hasattr(r.own, "life_cycles") for r in rows)
 
 
 # --- real lives --------------------------------------------------------------------------------
@@ -472,18 +474,18 @@ def test_a_smoke_life_on_mariadb_records_its_phases_and_memory(tmp_path, found):
     assert len({p["engine"]["allocator"]["live_bytes"] for p in phases}) > 1  # read anew each time
     measured = j["life"]["measured"]["ends"]
     assert all(e["alloc_kept_bytes"] == e["alloc_resident_bytes"] - e["alloc_live_bytes"] for e in measured)
-    assert r.alloc_kept_bytes == int(measured[-1]["alloc_kept_bytes"]) and r.alloc_kept_growth_mib_per_cycle is not None
+    assert r.own.alloc_kept_bytes == int(measured[-1]["alloc_kept_bytes"]) and r.own.alloc_kept_growth_mib_per_cycle is not None
     # the window's own account at the life's end still comes (the final gate, after the phases')
     assert j["alloc_account"]["live_bytes"] > 0 and r.alloc_live_bytes > 0
     # the row's life, as answers.life measures the stored timeline
-    assert r.life_cycles == 3 and r.settled_rss_bytes > 50 << 20 and r.oom_killed is False and r.oom_cycle is None
-    assert r.creep_ci_low_mib_per_cycle <= r.creep_mib_per_cycle <= r.creep_ci_high_mib_per_cycle
-    assert r.overhead_bytes is not None and r.overhead_growth_mib_per_cycle is not None
+    assert r.own.life_cycles == 3 and r.own.settled_rss_bytes > 50 << 20 and r.own.oom_killed is False and r.own.oom_cycle is None
+    assert r.own.creep_ci_low_mib_per_cycle <= r.own.creep_mib_per_cycle <= r.own.creep_ci_high_mib_per_cycle
+    assert r.own.overhead_bytes is not None and r.own.overhead_growth_mib_per_cycle is not None
     assert r.ops_per_s > 0 and r.ops == sum(p["ops"] for p in steady)
     whole = [(p["cycle"], p["name"], p["kind"], p["t_start_s"], p["t_end_s"]) for p in phases]
     again = life.measure(samples, whole)
-    assert again.creep.slope_mib_per_cycle == pytest.approx(r.creep_mib_per_cycle, abs=1e-3)
-    assert r.settled_rss_bytes == int(again.settled[-1][2])
+    assert again.creep.slope_mib_per_cycle == pytest.approx(r.own.creep_mib_per_cycle, abs=1e-3)
+    assert r.own.settled_rss_bytes == int(again.settled[-1][2])
 
 
 
@@ -517,12 +519,12 @@ def test_a_smoke_life_on_rocksdb_records_its_phases_and_both_accounts(tmp_path, 
         assert account["resident_bytes"] >= account["live_bytes"] > 0 if r.allocator == "jemalloc" else \
             account["live_bytes"] > 0
         # the row: what was settled, and RSS over RocksDB's account, measured from the stored files
-        assert r.life_cycles == 3 and r.settled_rss_bytes > phases[-1]["engine"]["engine_bytes"]
-        assert r.overhead_bytes is not None and r.ops > 0 and not r.oom_killed
+        assert r.own.life_cycles == 3 and r.own.settled_rss_bytes > phases[-1]["engine"]["engine_bytes"]
+        assert r.own.overhead_bytes is not None and r.ops > 0 and not r.own.oom_killed
         assert r.cell.startswith("rocksdb/life/life/uniform/k16/v128-4096/n20000/c3:churn+swarm+compact+rest:")
         ends = j["life"]["measured"]["ends"]
         assert all(e["alloc_live_bytes"] is not None for e in ends), ends
-        assert r.alloc_kept_bytes == int(ends[-1]["alloc_kept_bytes"]) > 0
+        assert r.own.alloc_kept_bytes == int(ends[-1]["alloc_kept_bytes"]) > 0
     # the report's life table: one line per allocator, from runs.csv
     from alloclab.answers import analyse
     from alloclab.report.life import life_table
@@ -560,7 +562,7 @@ def creeping_life(tmp_path, driver_exe, shim, limit: str | None = None, cycles: 
 def test_a_planted_creep_is_found_with_its_slope_inside_the_interval(tmp_path, driver_exe, creep_shim):
     row, j, samples = creeping_life(tmp_path, driver_exe, creep_shim)
     assert row.status == "ok" and row.allocator_verified, row.reason
-    assert row.life_cycles == 6 and not row.oom_killed
+    assert row.own.life_cycles == 6 and not row.own.oom_killed
     # the shim keeps a fixed amount per second, and cycles are not all equally long: what it kept
     # per cycle is its rate times the slope over cycles of the moments each settled value was read
     # (the median time of the samples in the last 20 % of each idle phase)
@@ -573,10 +575,10 @@ def test_a_planted_creep_is_found_with_its_slope_inside_the_interval(tmp_path, d
     # the same slope's 99 % interval from the stored settled values misses one in a hundred
     settled = [(c, v) for c, _, v in j["life"]["measured"]["settled"]]
     wide = life.creep(settled, confidence=0.99)
-    assert wide.slope_mib_per_cycle == pytest.approx(row.creep_mib_per_cycle, abs=1e-3)
+    assert wide.slope_mib_per_cycle == pytest.approx(row.own.creep_mib_per_cycle, abs=1e-3)
     assert wide.ci_low_mib_per_cycle <= planted <= wide.ci_high_mib_per_cycle, (planted, wide, row)
     # and the interval is narrow enough to tell it (measured here: ±1.1 to ±1.7 MiB on 65 MiB)
-    assert row.creep_ci_high_mib_per_cycle - row.creep_ci_low_mib_per_cycle < 0.2 * planted
+    assert row.own.creep_ci_high_mib_per_cycle - row.own.creep_ci_low_mib_per_cycle < 0.2 * planted
 
 
 def test_a_server_oom_killed_under_its_cgroup_limit_is_an_outcome_at_its_cycle(tmp_path, driver_exe, creep_shim):
@@ -584,14 +586,14 @@ def test_a_server_oom_killed_under_its_cgroup_limit_is_an_outcome_at_its_cycle(t
     row, j, samples = creeping_life(tmp_path, driver_exe, creep_shim, limit="400MiB", cycles=8)
     assert row.status == "ok" and row.allocator_verified, row.reason  # an outcome, not a failed row
     oom = j["life"]["oom"]
-    assert row.oom_killed and oom["killed"] and oom["kills"] == 1 and j["life"]["stopped"] == "the server went away"
+    assert row.own.oom_killed and oom["killed"] and oom["kills"] == 1 and j["life"]["stopped"] == "the server went away"
     # the kill lies between two readings of the cgroup's counter, in the phase that held the
     # server's last sample: the timeline ends there
     cycle_of_last = next(p["cycle"] for p in j["life"]["phases"] if p["t_start_s"] <= samples[-1][0] <= p["t_end_s"])
-    assert row.oom_cycle == oom["cycle"] == cycle_of_last and 3 <= row.oom_cycle <= 6, (row.oom_cycle, oom)
+    assert row.own.oom_cycle == oom["cycle"] == cycle_of_last and 3 <= row.own.oom_cycle <= 6, (row.own.oom_cycle, oom)
     assert oom["t_before_s"] <= oom["t_seen_s"] and samples[-1][0] <= oom["t_seen_s"] + 0.1
     # the cycles before it kept their settled RSS and creep, and the server's last RSS neared the limit
-    assert row.life_cycles == row.oom_cycle - 1 and row.creep_mib_per_cycle > 30
+    assert row.own.life_cycles == row.own.oom_cycle - 1 and row.own.creep_mib_per_cycle > 30
     assert samples[-1][1] > 350 << 20 and j["life"]["server_memory_bytes"] == 400 << 20
     assert j["clean_shutdown"] is False
 
@@ -599,7 +601,7 @@ def test_a_server_oom_killed_under_its_cgroup_limit_is_an_outcome_at_its_cycle(t
 def test_the_start_line_names_each_margin_its_metric_has():
     assert metrics.margin_words(("creep", "given_back", "overhead"), 0.02) == \
         "±2 %; share of a burst given back: ±5 points"
-    assert metrics.margin_words((), 0.04) == metrics.margin_words((), 0.04, {"kv"}) == "±4 %"
+    assert metrics.margin_words((), 0.04) == metrics.margin_words((), 0.04, {"read"}) == "±4 %"
     assert metrics.margin_words((), 0.02, {"life"}) == "±2 %; share of a burst given back: ±5 points"
 
 

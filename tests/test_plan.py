@@ -226,7 +226,7 @@ def test_tpcc_mode_defaults_to_procedures_on_servers_and_rows_embedded():
     raw = {"engines": ["tidesdb", "mariadb-innodb", "postgres"],
            "workloads": [{"workload": "tpcc", "warehouses": 1, "threads": 2}], "runs": 1}
     cells = {c.engine: c for c in load(raw).cells()}
-    assert (cells["tidesdb"].mode, cells["mariadb-innodb"].mode, cells["postgres"].mode) == (
+    assert (cells["tidesdb"].params.mode, cells["mariadb-innodb"].params.mode, cells["postgres"].params.mode) == (
         "rows", "procedures", "procedures")
     # the engine's default mode leaves the key as it was; another mode is a cell of its own
     assert cells["mariadb-innodb"].key.endswith("/w1/vu2")

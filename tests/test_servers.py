@@ -168,7 +168,7 @@ Latency (ms):
     m = measures(None, r)
     assert m["p50_ns"] is None and m["p95_ns"] is None and m["p999_ns"] is None and m["p99_ns"] == 5.47e6
     row = {f: "" for f in RunRow.__dataclass_fields__} | {k: str(v) for k, v in m.items() if v is not None}
-    row |= {"allocator_verified": "true", "status": "ok"}
+    row |= {"allocator_verified": "true", "status": "ok", "workload": "sysbench"}
     back = RunRow.from_csv(row)
     assert back.p50_ns is None and back.p999_ns is None and back.p99_ns == 5.47e6
 
@@ -232,18 +232,18 @@ def test_tpcc_against_servers(target, found, tmp_path, before):
                           "rampup_s": 1, "duration_s": 4, "mode": ["procedures", "statements", "rows"]}]}
     out, rows = run_all_ok(raw, tmp_path, seed=2)
     assert len(rows) == 6
-    assert sorted(r.tpcc_mode for r in rows) == ["procedures"] * 2 + ["rows"] * 2 + ["statements"] * 2
+    assert sorted(r.own.tpcc_mode for r in rows) == ["procedures"] * 2 + ["rows"] * 2 + ["statements"] * 2
     assert len({r.cell for r in rows}) == 3  # a mode other than the server's default is its own cell
     for r in rows:
-        assert r.allocator_verified and r.nopm > 0 and r.tpm > 0
+        assert r.allocator_verified and r.own.nopm > 0 and r.own.tpm > 0
         assert r.client_cpu_user_s is not None and r.client_cpu_user_s + r.client_cpu_sys_s > 0
         assert r.cpu_user_s + r.cpu_sys_s > 0
         # a 4 s window: at each of its two edges up to one order per VU is in flight, counted by
         # one side and not the other; in a short window of a slow server that is a few percent
-        orders = r.client_nopm * r.duration_s / 60
-        assert abs(r.nopm - r.client_nopm) / r.client_nopm < max(0.03, (2 * 2 + 2) / orders)
+        orders = r.own.client_nopm * r.duration_s / 60
+        assert abs(r.own.nopm - r.own.client_nopm) / r.own.client_nopm < max(0.03, (2 * 2 + 2) / orders)
         # the server counted at least the transactions the client committed
-        assert r.server_tpm >= 0.9 * r.tpm, (r.server_tpm, r.tpm)
+        assert r.own.server_tpm >= 0.9 * r.own.tpm, (r.own.server_tpm, r.own.tpm)
         run = __import__("json").loads((out / "runs" / r.run_id / "run.json").read_text())
         assert run["check"]["ok"] and set(run["ops"]) == {"neword", "payment", "delivery", "slev", "ostat"}
     assert len(list((out / "loads").iterdir())) == 1  # loaded once, copied per run
@@ -303,7 +303,7 @@ def test_tpcc_in_turns_stops_each_waiting_server_and_ctrl_c_leaves_none(tmp_path
     rows = sorted(Store(out).rows(), key=lambda r: r.index)
     assert len(rows) == 4
     for r in rows:
-        assert r.status == "ok" and r.allocator_verified and r.nopm > 0, (r.run_id, r.reason)
+        assert r.status == "ok" and r.allocator_verified and r.own.nopm > 0, (r.run_id, r.reason)
         assert abs(r.duration_s - 2.0) < 0.25, r.duration_s
         j = __import__("json").loads((out / "runs" / r.run_id / "run.json").read_text())
         assert j["check"]["ok"] and j["frozen_while_waiting"] == 9  # after its warm-up and each of 8 turns

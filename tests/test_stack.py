@@ -284,7 +284,7 @@ def test_tpcc_on_innodb_and_tidesql_in_one_mariadb_11_8_6_in_both_modes(tmp_path
     assert res.total == 8
     for r in rows:
         # every run measured a server that answered right: no failed transaction, conditions 1-4
-        assert r.status == "ok" and r.nopm > 0, (r.run_id, r.reason)
+        assert r.status == "ok" and r.own.nopm > 0, (r.run_id, r.reason)
         assert r.errors == 0, r.run_id
         j = json.loads((out / "runs" / r.run_id / "run.json").read_text())
         assert j["server_version"].startswith("11.8.6-"), j["server_version"]
@@ -299,7 +299,7 @@ def test_tpcc_on_innodb_and_tidesql_in_one_mariadb_11_8_6_in_both_modes(tmp_path
             plug = j["engine_plugin"]
             assert (plug["name"], plug["tidesql_version"], plug["tidesdb_version"], plug["library"]) == (
                 "TidesDB", b.tidesql, b.tidesdb, b.plugin)
-    assert sorted({r.tpcc_mode for r in rows}) == ["procedures", "statements"]
+    assert sorted({r.own.tpcc_mode for r in rows}) == ["procedures", "statements"]
     assert Store(out).verify() == []
     from alloclab import report
     md = report.build(out).read_text()

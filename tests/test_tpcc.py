@@ -126,8 +126,8 @@ def test_a_study_runs_sqlite_in_the_tpcc_mode_its_cell_names(tmp_path):
     assert res.ok == 2, [(r.run_id, r.reason) for r in rows]
     for r in rows:
         ran = json.loads((out / "runs" / r.run_id / "run.json").read_text())["summary"]["workload"]["mode"]
-        assert ran == r.tpcc_mode and r.cell.endswith("/statements") == (ran == "statements"), (r.cell, ran)
-    assert sorted(r.tpcc_mode for r in rows) == ["rows", "statements"]
+        assert ran == r.own.tpcc_mode and r.cell.endswith("/statements") == (ran == "statements"), (r.cell, ran)
+    assert sorted(r.own.tpcc_mode for r in rows) == ["rows", "statements"]
 
 
 def test_corrupted_district_fails_condition_2(loaded, driver_exe, tmp_path):
@@ -188,7 +188,7 @@ def test_study_run_from_a_corrupted_copy_fails_naming_the_condition(loaded, driv
     assert row.status == "failed"
     # the run hands out order ids after the gap, so the damage now shows as condition 3
     assert "consistency condition" in row.reason and "failed" in row.reason and "w1 d3" in row.reason
-    assert row.allocator_verified and row.nopm > 0
+    assert row.allocator_verified and row.own.nopm > 0
     # the pristine copy was not touched by the run
     assert check(driver_exe, engine, bad, tmp_path, "still")["conditions"][0]["ok"]
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from alloclab.answers import causes, decide, dependence, stats
-from alloclab.answers.decide import CELL_FIELDS, cell_of
+from alloclab.answers.decide import cell_of
 from alloclab.answers.metrics import THROUGHPUT, Metric
 from alloclab.answers.replicate import DIFFERS, Replication, key, replicate
 from alloclab.host import machine
@@ -207,17 +207,19 @@ def load(root: Path) -> Study:
 
 
 def cell_dict(cell: tuple) -> dict:
-    return dict(zip(CELL_FIELDS, cell))
+    return decide.cell_dict(cell)
 
 
 def sort_key(cell: tuple) -> tuple:
-    return tuple(f"{x:012d}" if isinstance(x, int) else str(x) for x in cell)
+    """Cells in order: numbers as numbers, a workload's own keys after the shared fields."""
+    return tuple(sort_key(x) if isinstance(x, tuple) else f"{x:012d}" if isinstance(x, int) else str(x)
+                 for x in cell)
 
 
 def by_cell(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, list[float]]]:
     """cell -> allocator -> values of `metric` over the rounds, in run order (a round's more runs
     of a unit, decide.in_their_places, as their mean: decide.per_round)."""
-    got = decide.per_round(sorted(rows, key=lambda r: r.index), lambda r: float(getattr(r, metric)))
+    got = decide.per_round(sorted(rows, key=lambda r: r.index), lambda r: float(r.value(metric)))
     out: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for c, by in got.items():
         for a, per in by.items():
@@ -281,7 +283,7 @@ def cells_overlapped(rows: list[RunRow]) -> bool:
 
 def by_cell_rounds(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:
     """cell -> allocator -> (round, node) -> value of `metric` (positive values only; decide.per_round)."""
-    return decide.per_round(rows, lambda r: float(getattr(r, metric)) if float(getattr(r, metric)) > 0 else None)
+    return decide.per_round(rows, lambda r: float(r.value(metric)) if float(r.value(metric)) > 0 else None)
 
 
 def paired(study: Study, base: dict[int, float] | None, var: dict[int, float] | None,
@@ -327,7 +329,7 @@ def profile_gains(study: Study, metric: Metric) -> list[tuple[tuple, str, str, s
     names = list(study.plan.get("profiles") or {})
     if len(names) < 2:
         return []
-    pi = CELL_FIELDS.index("profile")
+    pi = decide.CELL.index("profile")
     groups = by_cell_rounds(study.valid(), metric.column)
     out = []
     for cell in sorted(groups, key=sort_key):
@@ -369,7 +371,7 @@ def scalings(study: Study, metric: Metric = THROUGHPUT) -> list[tuple[tuple, str
     sweeps: dict[tuple, dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for r in study.valid():
         key = cell_of(r)[:-1]
-        sweeps[key][r.allocator][r.threads].append(float(getattr(r, metric.column)))
+        sweeps[key][r.allocator][r.threads].append(float(r.value(metric.column)))
     out = []
     for key in sorted(sweeps, key=sort_key):
         for a in study.allocators:

@@ -78,13 +78,13 @@ class ChartData:
 
 
 def _chart_data(study: Study, spec: Chart) -> ChartData | None:
-    rows = [r for r in spec.rows(study) if getattr(r, spec.metric.column) is not None]
+    rows = [r for r in spec.rows(study) if r.value(spec.metric.column) is not None]
     if not rows:
         return None
     allocs = tuple(a for a in study.allocators if any(r.allocator == a for r in rows))
     groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        groups[(spec.panel(r), getattr(r, spec.x))][r.allocator].append(getattr(r, spec.metric.column))
+        groups[(spec.panel(r), r.value(spec.x))][r.allocator].append(r.value(spec.metric.column))
     medians = {k: {a: stats.median(groups[k][a]) if groups[k].get(a) else None for a in allocs}
                for k in sorted(groups, key=analyse.sort_key)}
     order = {e: i for i, e in enumerate(study.engines)}
@@ -97,16 +97,16 @@ def _chart_data(study: Study, spec: Chart) -> ChartData | None:
                 pts: dict = defaultdict(list)
                 for r in er:
                     if r.allocator == a:
-                        pts[getattr(r, spec.x)].append(getattr(r, spec.metric.column) / spec.metric.scale)
+                        pts[r.value(spec.x)].append(r.value(spec.metric.column) / spec.metric.scale)
                 lines[(panel, a)] = [(x, stats.describe(pts[x])) for x in sorted(pts)]
         else:
-            gs = list(dict.fromkeys(getattr(r, spec.x) for r in er))
+            gs = list(dict.fromkeys(r.value(spec.x) for r in er))
             meds = {}
             for a in allocs:
                 ys = []
                 for g in gs:
-                    vals = [getattr(r, spec.metric.column) / spec.metric.scale for r in er
-                            if r.allocator == a and getattr(r, spec.x) == g]
+                    vals = [r.value(spec.metric.column) / spec.metric.scale for r in er
+                            if r.allocator == a and r.value(spec.x) == g]
                     ys.append(stats.median(vals) if vals else 0)
                 meds[a] = ys
             bars[panel] = (gs, meds)

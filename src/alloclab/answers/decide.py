@@ -37,16 +37,31 @@ from alloclab.plan import side_by_side_groups, workload
 from alloclab.plan.design import FASTER, HIGHER, LOWER, SLOWER, UNDECIDED, Design
 from alloclab.results.store import CELL_FIELDS, RunRow
 
+# a cell's tuple: the shared fields, then the values of its workload's own that tell its cells
+# apart (plan.workload's cell_keys, as one tuple), then threads (last: sweeps drop it)
+OWN = "own"
+CELL = CELL_FIELDS[:-1] + (OWN,) + CELL_FIELDS[-1:]
+
 
 def cell_of(r: RunRow) -> tuple:
-    """The row's cell: the common fields, as its workload identifies them (plan.workload)."""
-    own = workload.of(r.workload).identity(r)
-    return tuple(own[f] if f in own else getattr(r, f) for f in CELL_FIELDS)
+    """The row's cell: the common fields and the workload's own keys, as its workload identifies
+    them (plan.workload)."""
+    wl = workload.of(r.workload)
+    over = wl.identity(r)
+    shared = tuple(over[f] if f in over else getattr(r, f) for f in CELL_FIELDS)
+    own = tuple(over[k] if k in over else getattr(r.own, k) for k in wl.cell_keys)
+    return shared[:-1] + (own,) + shared[-1:]
+
+
+def cell_dict(cell: tuple) -> dict:
+    """A cell's fields by name, its workload's own keys among them."""
+    c = dict(zip(CELL, cell))
+    return c | dict(zip(workload.of(c["workload"]).cell_keys, c.pop(OWN)))
 
 
 def settings_of(cell: tuple) -> str:
     """The cell's parameters other than engine, part and threads, as a short label."""
-    c = dict(zip(CELL_FIELDS, cell))
+    c = cell_dict(cell)
     return workload.of(c["workload"]).settings(c)
 
 
@@ -189,7 +204,7 @@ def _pairs_to_compare(policy: Design, cells: Iterable[tuple], allocators_of: dic
     """(kind, base cell, base allocator, variant cell, variant allocator) for every question."""
     cells = sorted(set(cells), key=lambda c: tuple(str(x) for x in c))
     cellset = set(cells)
-    ei, pi = CELL_FIELDS.index("engine"), CELL_FIELDS.index("profile")
+    ei, pi = CELL.index("engine"), CELL.index("profile")
     out = []
     if "allocators" in policy.questions:
         for c in cells:
@@ -266,8 +281,8 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
             if word == UNDECIDED:
                 todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf,
                                               margin=math.expm1(margin) if m.points else margin)
-            c = dict(zip(CELL_FIELDS, vc))
-            base_label = {"allocators": ba, "engines": bc[0], "profiles": bc[CELL_FIELDS.index("profile")]}[kind]
+            c = cell_dict(vc)
+            base_label = {"allocators": ba, "engines": bc[0], "profiles": bc[CELL.index("profile")]}[kind]
             var_label = {"allocators": va, "engines": vc[0], "profiles": c["profile"]}[kind]
             out.append(Verdict(
                 comparison=kind, engine=c["engine"], workload=c["part"], threads=int(c["threads"]),

@@ -37,12 +37,12 @@ def survived(by_unit: dict[tuple, list], speed: list[decide.Verdict]) -> str:
         return out
 
     def rounds(unit):
-        return {n: bool(r.oom_killed) for n, r in firsts(unit).items()}
+        return {n: bool(r.own.oom_killed) for n, r in firsts(unit).items()}
 
     def cycles(unit):
-        got = sorted(r.oom_cycle for r in firsts(unit).values() if r.oom_killed and r.oom_cycle)
+        got = sorted(r.own.oom_cycle for r in firsts(unit).values() if r.own.oom_killed and r.own.oom_cycle)
         return f" (cycle{'s' if len(got) > 1 else ''} {', '.join(map(str, got))})" if got else ""
-    if not speed or not any(r.oom_killed for v in speed for u in (v.base_unit, v.var_unit)
+    if not speed or not any(r.own.oom_killed for v in speed for u in (v.base_unit, v.var_unit)
                             for r in firsts(u).values()):
         return ""
     base = speed[0]

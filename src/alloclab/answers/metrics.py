@@ -69,7 +69,7 @@ BY_COLUMN = {m.column: m for m in (*METRICS, NOPM)}  # a workload's headline col
 def value(r: RunRow, m: Metric) -> float | None:
     """The row's value of a verdict's metric, None where the run has none (e.g. a client that
     printed no percentile). Throughput is the workload's headline column."""
-    v = getattr(r, workload.of(r.workload).headline if m is THROUGHPUT else m.column)
+    v = r.value(workload.of(r.workload).headline if m is THROUGHPUT else m.column)
     if v is None:
         return None
     if m.scale != 1:
@@ -85,7 +85,7 @@ def for_rows(rows: Iterable[RunRow]) -> tuple[Metric, ...]:
     """The metrics a study's verdicts are made on: every study's, and a life's where its rows
     measured one (a study without lives keeps its verdicts as they were)."""
     rows = list(rows)
-    return METRICS + tuple(m for m in LIFE if any(getattr(r, m.column) is not None for r in rows))
+    return METRICS + tuple(m for m in LIFE if any(r.value(m.column) is not None for r in rows))
 
 
 def delta(name: str, ratio: float) -> float:

@@ -349,7 +349,7 @@ def _why(by_unit: dict[tuple, list], v: decide.Verdict) -> str:
     for column, label, fmt in WHY_FIELDS:
         sides = []
         for unit in (v.base_unit, v.var_unit):
-            vals = [getattr(r, column) for r in by_unit.get(tuple(unit), []) if getattr(r, column) is not None]
+            vals = [r.value(column) for r in by_unit.get(tuple(unit), []) if r.value(column) is not None]
             sides.append(stats.median(vals) if vals else None)
         if None not in sides:
             parts.append(f"{label} {fmt.format(sides[0])} → {fmt.format(sides[1])}")

@@ -135,5 +135,6 @@ def load_argv(exe: str | Path, spec: RunSpec, events: Path, *, db_path: Path | N
     c = spec.cell
     where = ["--engine", c.engine, "--db-path", str(db_path)] if srv is None else workload.of(c.workload).driver_reach(
         c, srv)
-    return [str(exe), "tpcc-load", *where, "--warehouses", str(c.warehouses), "--loaders", str(c.loaders), "--seed",
+    p = c.params  # TPC-C's (workloads.tpcc.TPCCParams)
+    return [str(exe), "tpcc-load", *where, "--warehouses", str(p.warehouses), "--loaders", str(p.loaders), "--seed",
             str(spec.study_seed), "--events", str(events)] + (_engine_flags(spec.engine_options) if srv is None else [])

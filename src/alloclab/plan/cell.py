@@ -3,7 +3,8 @@ label, and a run's full description (RunSpec): plain JSON, so any node can execu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from alloclab.alloc import allocators as alloc_mod
 from alloclab.catalog.names import SYSBENCH
@@ -12,7 +13,9 @@ from alloclab.plan import workload
 
 @dataclass(frozen=True)
 class Cell:
-    """Everything that defines a measurement except the allocator and the repeat."""
+    """Everything that defines a measurement except the allocator and the repeat: what every
+    workload's cells share, and the workload's own parameters (`params`, its typed record:
+    plan.workload.Workload.Params)."""
 
     engine: str
     part: str
@@ -27,38 +30,33 @@ class Cell:
     keyspace: int | None
     range_len: int
     profile: str = "default"
-    # TPC-C only
-    warehouses: int = 0
-    loaders: int = 1
-    rampup_s: float | None = None
-    mix: str = "spec"
-    all_warehouses: bool = False
-    think: bool = False
-    # sysbench only
-    test: str = ""
-    client: str = SYSBENCH
-    tables: int = 10
-    table_size: int = 100_000
     shape: str = "default"
-    mode: str = ""  # TPC-C: procedures or rows ("" in folders from before modes: rows)
-    # a server's life only: how many cycles, and its phases (their plan tables, as JSON text)
-    cycles: int = 0
-    phases: str = ""
-    # a life on an embedded engine: values of mixed sizes, uniform in [value_bytes_min, value_bytes] (0: fixed)
-    value_bytes_min: int = 0
+    client: str = SYSBENCH  # who drives it where a workload has several clients (TPC-C's, sysbench's)
     # measured runs of each allocator in every round (plan key runs_per_round): not part of the key,
     # what one run measures; a round's value of a unit is its runs' mean (decide._groups)
     runs_per_round: int = 1
+    params: Any = field(default_factory=workload.NoParams)
 
     @property
     def tpcc_mode(self) -> str:
-        """How the client drives TPC-C: the cell's mode, else the engine's default (cells from
-        before modes); HammerDB runs its own procedures; "" for other workloads."""
+        """How the client drives the cell: TPC-C's mode (procedures, statements, rows); "" for
+        other workloads."""
         return workload.of(self.workload).mode(self)
 
     @property
     def key(self) -> str:
         return workload.of(self.workload).key(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> Cell:
+        """A cell as plan.json stores it: its workload's parameters under `params`, or (plans
+        stored before workloads owned them) beside the shared fields."""
+        own = workload.of(d["workload"]).Params
+        names = {f.name for f in fields(own)}
+        got = d["params"] if isinstance(d.get("params"), dict) else {k: v for k, v in d.items() if k in names}
+        shared = {f.name for f in fields(cls)} - {"params"}
+        return cls(**{k: v for k, v in d.items() if k in shared}, params=own(**{k: v for k, v in got.items()
+                                                                             if k in names}))
 
 
 @dataclass(frozen=True)
@@ -100,8 +98,7 @@ class RunSpec:
     def from_json(cls, d: dict) -> RunSpec:
         """The inverse of to_json, for --resume: plan.json holds every run spec."""
         alloc = alloc_mod.Allocator.from_json(d["allocator"])
-        cell_names = {f.name for f in fields(Cell)}
         spec = {k: v for k, v in d.items() if k in {f.name for f in fields(cls)}}
-        spec["cell"] = Cell(**{k: v for k, v in d["cell"].items() if k in cell_names})
+        spec["cell"] = Cell.from_json(d["cell"])
         spec["allocator"] = alloc
         return cls(**spec)

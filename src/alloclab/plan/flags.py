@@ -3,7 +3,6 @@ flags laid over it (validated later, as a whole, by plan.load). Each workload ap
 
 from __future__ import annotations
 
-from alloclab.catalog.names import WORKLOADS
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import presets, workload
 from alloclab.plan.schema import read_toml
@@ -67,7 +66,7 @@ def plan_dict(a) -> dict:
             if not keep:
                 names = sorted({str(w.get("part", w.get("workload"))) for w in wls if isinstance(w, dict)})
                 raise AlloclabError(f"--workloads {','.join(a.workloads)} matches nothing in the plan",
-                                    "allowed values: " + ", ".join(names + list(WORKLOADS)))
+                                    "allowed values: " + ", ".join(names + list(workload.names())))
             wls = keep
         for wl in workload.every():  # a workload's own flags need a table of that workload
             own = [f"--{f}" for f in wl.flags if getattr(a, f) is not None]

@@ -13,7 +13,6 @@ from alloclab.catalog.allocators import DEFAULT_SET
 from alloclab.catalog.names import (
     DEFAULT_ENGINES,
     ENGINES,
-    WORKLOADS,
 )
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import design, workload
@@ -98,7 +97,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
                             "allowed values: " + ", ".join(labels))
     for i, w in enumerate(d["workloads"]):
         if "workload" not in w:
-            raise AlloclabError(f"workloads[{i}]: missing key 'workload'", "allowed values: " + ", ".join(WORKLOADS))
+            raise AlloclabError(f"workloads[{i}]: missing key 'workload'",
+                                "allowed values: " + ", ".join(workload.names()))
         if "ops" in w and "duration_s" in w:
             raise AlloclabError(f"workloads[{i}]: give either ops or duration_s, not both")
         plan_engines = d.get("engines", list(DEFAULT_ENGINES))

@@ -18,7 +18,6 @@ from alloclab.catalog.names import (
     SYSBENCH_CLIENTS,
     TPCC_CLIENTS,
     VERDICT_METRICS,
-    WORKLOADS,
 )
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import parse_duration, parse_size
@@ -163,7 +162,7 @@ ENGINE_OPTIONS = {
 # TPC-C's warehouses, sysbench's tests, a life's phases), and `workload_schema` joins them
 WORKLOAD_SCHEMA = {
     "part": text,
-    "workload": choice(WORKLOADS),
+    "workload": lambda key, v: choice(workload.names())(key, v),  # the registered workloads' names
     # the plan's engines this workload runs on (default: all of them)
     "engines": list_of(_engine),
     "pattern": list_of(choice(PATTERNS)),

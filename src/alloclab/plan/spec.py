@@ -86,9 +86,9 @@ class Plan:
                         continue
                     w = {**WORKLOAD_DEFAULTS, **w}
                     wl = workload.of(w["workload"])
-                    for pattern, kb, vb, batch, threads, wh, test, client, mode in itertools.product(
+                    for pattern, kb, vb, batch, threads, (client, params) in itertools.product(
                             w["pattern"], w["key_bytes"], w["value_bytes"], w["batch"], w["threads"],
-                            *wl.axes(w, engine)):
+                            wl.variants(w, engine)):
                         ops = w.get("ops")
                         if ops is None and "duration_s" not in w:
                             ops = 100_000
@@ -96,13 +96,8 @@ class Plan:
                             engine=engine, part=w.get("part", w["workload"]), workload=w["workload"],
                             pattern=pattern, key_bytes=kb, value_bytes=vb, batch=batch, threads=threads,
                             ops=ops if "duration_s" not in w else None, duration_s=w.get("duration_s"),
-                            keyspace=w.get("keyspace"), range_len=w["range_len"], profile=profile,
-                            warehouses=wh, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
-                            **wl.fields(w, client),
-                            all_warehouses=w.get("all_warehouses", False),
-                            think=w.get("think", False), test=test, client=client, tables=w.get("tables", Cell.tables),
-                            table_size=w.get("table_size", Cell.table_size), shape=shape, mode=mode,
-                            runs_per_round=w.get("runs_per_round", 1)))
+                            keyspace=w.get("keyspace"), range_len=w["range_len"], profile=profile, shape=shape,
+                            client=client, runs_per_round=w.get("runs_per_round", 1), params=params))
         seen = set()
         for c in out:
             if c.key in seen:
@@ -164,7 +159,7 @@ class Plan:
                         f"-{_safe(alloc.name)}-r{rnd}{tag}{f'-c{k}' if k else ''}"),
                 cell=run_cell, allocator=alloc, repeat=rnd, copy=k,
                 seed=_derive_seed(self.seed, cell.key + (f"#{k}" if k else ""), rnd - 1),
-                warmup_s=cell.rampup_s if cell.rampup_s is not None else self.warmup_s,
+                warmup_s=_or(workload.of(cell.workload).rampup_s(cell), self.warmup_s),
                 interval_ms=self.interval_ms,
                 engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
                 timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
@@ -204,6 +199,10 @@ class Plan:
 
 MIN_SLICE_S = 0.05
 CALLS_WINDOW_S = 5.0  # a calls run measures at most this long: every call is a trap into the kernel
+
+
+def _or(x, default):
+    return default if x is None else x
 
 
 def _safe(s: str) -> str:

@@ -10,9 +10,18 @@ never compare a workload's name. An unknown name is refused, never taken for ano
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any
 
 from alloclab.core.errors import AlloclabError
+from alloclab.results import columns
+from alloclab.results.columns import NoColumns
+from alloclab.results.store import RunRow
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """A workload with no parameters of its own (the key-value suite's are every cell's)."""
 
 
 def profile_suffix(c: dict, brackets: tuple[str, str] = ("[", "]")) -> str:
@@ -33,6 +42,12 @@ class Workload:
     `summary_fields`) by the runner; the CLI's (`add_flags`, `apply_flags`) by the CLI."""
 
     names: tuple[str, ...] = ()  # the plan's `workload` values it answers to
+    # its own parameters (go-tpc's `Config`): a frozen dataclass, a cell's `params`, with every field
+    # defaulted; its own columns of runs.csv (results.columns), a row's `own`; and those of its
+    # columns that tell its cells apart (decide.cell_of), each also a field of Params
+    Params: type = NoParams
+    Columns: type = NoColumns
+    cell_keys: tuple[str, ...] = ()
     title = ""  # its name in a sentence
     schema: dict = {}  # the plan keys it adds to a [[workloads]] table, each with its check (plan.schema)
     keys: frozenset[str] = frozenset()  # plan keys of its own (beside the common ones)
@@ -51,13 +66,18 @@ class Workload:
     def check(self, i: int, w: dict, engines: list[str]) -> None:
         """Raise, naming the key, if the table cannot run on these engines."""
 
-    def axes(self, w: dict, engine: str) -> tuple[list, list, list, list]:
-        """The values a table sweeps besides the common ones: warehouses, tests, clients, modes."""
-        raise NotImplementedError
+    def variants(self, w: dict, engine: str) -> list[tuple[str, Any]]:
+        """What a table sweeps of its own on an engine, besides the common keys: (client, Params)
+        for each of its cells there, in the order they are planned."""
+        return [(c, self.Params()) for c in w.get("client", [""])]
 
-    def fields(self, w: dict, client: str) -> dict[str, Any]:
-        """A cell's fields that depend on the workload."""
-        return {}
+    def rampup_s(self, c) -> float | None:
+        """Its own ramp-up before the measured window (None: the plan's warmup_s)."""
+        return None
+
+    def row_own(self, c) -> dict[str, Any]:
+        """Its own columns that a row copies from its cell (those that tell its cells apart)."""
+        return {k: getattr(c.params, k) for k in self.cell_keys if k in {f.name for f in fields(self.Params)}}
 
     def table_of(self, word: str) -> dict | None:
         """The [[workloads]] table a word of --workloads names, if it names this workload."""
@@ -87,6 +107,10 @@ class Workload:
     def mode(self, c) -> str:
         """How the client drives the cell ("" but for TPC-C)."""
         return ""
+
+    def row_mode(self, r) -> str:
+        """How the client drove a row's run, as the report's tables say it ("": none applies)."""
+        return self.mode_label
 
     def external_client(self, c) -> str:
         """The client that drives the cell when it is not alloclab's own ("": the driver)."""
@@ -163,7 +187,12 @@ _ORDER: list[Workload] = []
 
 
 def register(w: Workload) -> Workload:
-    """Make a workload known by each of its names (alloclab.workloads registers them all)."""
+    """Make a workload known by each of its names, and its own columns readable in runs.csv
+    (alloclab.workloads registers them all). Its columns are no shared column's names."""
+    clash = sorted({f.name for f in fields(w.Columns)} & set(RunRow.columns()))
+    if clash:
+        raise AlloclabError(f"workload {w.names[0]}: {', '.join(clash)} are shared columns of every run")
+    columns.register(w.names, w.Columns)
     for n in w.names:
         if n in _REGISTRY and _REGISTRY[n] is not w:
             raise AlloclabError(f"workload name {n!r} is registered twice")
@@ -181,6 +210,11 @@ def of(name: str) -> Workload:
         raise AlloclabError(f"no workloads are registered to answer for workload {name!r}",
                             "import alloclab.workloads first (every entry point does)")
     raise AlloclabError(f"unknown workload {name!r}", "allowed values: " + ", ".join(_REGISTRY))
+
+
+def names() -> tuple[str, ...]:
+    """Every name a plan's `workload` may have: the registered workloads'."""
+    return tuple(_REGISTRY)
 
 
 def every() -> tuple[Workload, ...]:

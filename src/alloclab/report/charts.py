@@ -220,7 +220,7 @@ def draw_chart(an: Analysis, spec: Chart, out: Path) -> tuple[Path, Path] | None
     if data is None:
         return None
     rows = data.rows
-    if spec.kind == "line" and len({getattr(r, spec.x) for r in rows}) < 2:
+    if spec.kind == "line" and len({r.value(spec.x) for r in rows}) < 2:
         return None  # a line "vs threads" through one thread count is a dot per allocator: the bars say it
     engines = data.panels
     allocs = data.allocators
@@ -239,7 +239,7 @@ def draw_chart(an: Analysis, spec: Chart, out: Path) -> tuple[Path, Path] | None
             ax.set_xlabel(spec.x)
             if spec.logx:
                 ax.set_xscale("log")
-            ticks = sorted({getattr(r, spec.x) for r in er})
+            ticks = sorted({r.value(spec.x) for r in er})
             ax.set_xticks(ticks)
             ax.set_xticklabels([str(t) for t in ticks])
             ax.set_ylim(bottom=0)

@@ -40,14 +40,14 @@ def life_table(study: analyse.Study, rows: list) -> Table:
     order = {a: i for i, a in enumerate(study.allocators)}
     for (cell, alloc), mine in sorted(groups.items(), key=lambda kv: (analyse.sort_key(kv[0][0]),
                                                                         order.get(kv[0][1], 99), kv[0][1])):
-        med = {k: _median(getattr(r, k) for r in mine) for k in (
+        med = {k: _median(r.value(k) for r in mine) for k in (
             "ops_per_s", "settled_rss_bytes", "creep_mib_per_cycle", "given_back_share", "given_back_bursts",
             "half_given_back_s", "overhead_bytes", "overhead_growth_mib_per_cycle", "alloc_kept_bytes",
             "alloc_kept_growth_mib_per_cycle")}
         mib = {k: None if med[k] is None else med[k] / MIB for k in ("settled_rss_bytes", "overhead_bytes",
                                                                       "alloc_kept_bytes")}
         share = None if med["given_back_share"] is None else 100 * med["given_back_share"]
-        killed = sum(1 for r in mine if r.oom_killed)
+        killed = sum(1 for r in mine if r.own.oom_killed)
         t.add([cell[0], params(cell), alloc, str(len(mine)), fmt_num(med["ops_per_s"], ",.0f"),
                fmt_num(mib["settled_rss_bytes"], ".0f"), fmt_num(med["creep_mib_per_cycle"], "+.1f"),
                fmt_num(share, ".0f"), fmt_num(med["given_back_bursts"], "g"), fmt_num(med["half_given_back_s"], ".1f"),

@@ -213,7 +213,7 @@ def cpu_share_table(study: analyse.Study) -> Table | None:
     groups = dict(_valid_by_cell(study, study.profiled()))
     for (cell, alloc), _rows in _valid_by_cell(study):
         got = [r for r in groups.get((cell, alloc), []) if r.alloc_cpu_total_pct is not None]
-        vals = [_mean_ci([getattr(r, k) for r in got if getattr(r, k) is not None]) for k in fields_]
+        vals = [_mean_ci([r.value(k) for r in got if r.value(k) is not None]) for k in fields_]
         if got:
             shown = [("–" if m is None else f"{m:.1f}" + (f" ± {h:.1f}" if h is not None else "")) for m, h in vals]
         else:
@@ -372,7 +372,7 @@ def cpu_per_txn_table(study: analyse.Study) -> Table | None:
             continue
         srv, cli = stats.median([x[0] for x in got]), stats.median([x[1] for x in got])
         wl = workload.of(rs[0].workload)
-        mode = rs[0].tpcc_mode or (wl.mode_label or "–")
+        mode = wl.row_mode(rs[0]) or "–"
         what = wl.unit_of_work
         t.add([cell[0], params(cell), alloc, mode, str(len(got)), what, f"{srv:.3f}", f"{cli:.3f}",
                f"{cli / srv:.2f}" if srv else "–"],

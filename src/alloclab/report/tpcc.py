@@ -41,10 +41,11 @@ def tpcc_runs_table(study: analyse.Study, rows: list) -> Table:
     digests = _manifest_digests(study)
     for r in sorted(rows, key=lambda r: (group_label(r), r.allocator, r.repeat)):
         no = study.run_json(r.run_id).get("ops", {}).get("neword", {})
-        t.add([group_label(r), r.allocator, str(r.repeat), f"{r.nopm:,.0f}", f"{r.client_nopm:,.0f}", f"{r.tpm:,.0f}",
+        o = r.own
+        t.add([group_label(r), r.allocator, str(r.repeat), f"{o.nopm:,.0f}", f"{o.client_nopm:,.0f}", f"{o.tpm:,.0f}",
                f"{no.get('mean_ns', 0) / 1e6:.2f}", f"{no.get('p95_ns', 0) / 1e6:.2f}",
                digests.get(f"runs/{r.run_id}/events.jsonl", "")],
-              [group_label(r), r.allocator, r.repeat, r.nopm, r.client_nopm, r.tpm, no.get("mean_ns"),
+              [group_label(r), r.allocator, r.repeat, r.own.nopm, r.own.client_nopm, r.own.tpm, no.get("mean_ns"),
                no.get("p95_ns"), digests.get(f"runs/{r.run_id}/events.jsonl", "")])
     return t
 
@@ -144,7 +145,7 @@ def _published_rows(t: Table, study: analyse.Study, valid: list, target: str, fi
     ours = {}
     for r in valid:
         if r.engine == target:
-            ours.setdefault(r.allocator, []).append(r.nopm)
+            ours.setdefault(r.allocator, []).append(r.own.nopm)
     failed = [r for r in study.not_valid() if r.engine == target]
     allocs = list(dict.fromkeys([*figures, *sorted(ours)]))
     base_ours = stats.median(ours["glibc"]) if ours.get("glibc") else None

@@ -17,21 +17,26 @@ import io
 import json
 import os
 import shutil
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from alloclab.core.digest import sha256_file
 from alloclab.core.errors import AlloclabError
+from alloclab.results import columns
+from alloclab.results.columns import NoColumns
 
 MANIFEST = "MANIFEST.sha256"
 RUNS_CSV = "runs.csv"
+OWN = "own"  # RunRow's field of its workload's own columns
 
-# The one list of a cell's fields that a row carries and that identify its cell, apart from the
-# allocator and the repeat (threads last: sweeps drop it). Each is a field of plan.Cell and a
-# column of RunRow (tests/test_layers.py holds them so); the runner copies them from the cell
-# into the row and the verdicts key cells by them (answers.decide.CELL_FIELDS).
-CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "profile", "warehouses",
-               "shape", "client", "tpcc_mode", "threads")
+# The one list of a cell's shared fields that a row carries and that identify its cell, apart from
+# the allocator and the repeat (threads last: sweeps drop it). Each is a field of plan.Cell and a
+# column of RunRow (tests/test_layers.py holds them so); the runner copies them from the cell into
+# the row, and the verdicts key cells by them and by what the workload adds of its own
+# (answers.decide.cell_of: plan.workload's `cell_keys`, columns of the workload's own).
+CELL_FIELDS = ("engine", "part", "workload", "pattern", "key_bytes", "value_bytes", "batch", "profile", "shape",
+               "client", "threads")
 
 
 @dataclass
@@ -82,12 +87,7 @@ class RunRow:
     # added in 0.2: columns with defaults may be missing from older folders
     other_busy_cores: float = 0.0
     profile: str = "default"
-    warehouses: int = 0
-    nopm: float = 0.0
-    client_nopm: float = 0.0
-    tpm: float = 0.0
     shape: str = "default"
-    server_tpm: float = 0.0
     client: str = ""
     # added in 0.3: the allocator's own account at the end of the measured window (empty when
     # the allocator offers no such number, or it was not read: servers)
@@ -107,7 +107,6 @@ class RunRow:
     # server runs: the client's CPU over the same window as the server's (cpu_user_s, cpu_sys_s)
     client_cpu_user_s: float | None = None
     client_cpu_sys_s: float | None = None
-    tpcc_mode: str = ""  # TPC-C: how the client drives the server (rows, statements, procedures)
     # added in 0.5: where the run executed: the Ray node's id (empty on the study's own machine) and
     # a digest of what makes that machine's figures comparable (host.machine.fingerprint); statistics
     # pair runs within a node and never pool machines of different fingerprints silently
@@ -117,35 +116,35 @@ class RunRow:
     # whose sources were built and the library's SHA-256)
     allocator_version: str = ""
     allocator_source: str = ""
-    # added in 0.7: a server's life (workload "life"), from its stored RSS timeline and phases
-    # (answers.life); empty for every other run. RSS settled at the end of the last idle phase
-    # and its creep over the cycles (OLS slope, 95 % interval); the share of a cycle's burst
-    # excess (its bursts' highest peak over the settled RSS before them) given back by the end
-    # of the idle phase after them (over all cycles: MiB given back ÷ MiB of excess) and the seconds to give back half
-    # (median); RSS over the engine's own account at the last idle end and its growth per
-    # cycle; whether the cgroup's OOM killer killed the server, and in which cycle; the allocator's
-    # own resident − live at the last idle end where it was read (its growth per cycle): the part
-    # of RSS the allocator holds that nobody uses
-    life_cycles: int = 0  # cycles whose idle phase ended with a settled RSS
-    settled_rss_bytes: int | None = None
-    creep_mib_per_cycle: float | None = None
-    creep_ci_low_mib_per_cycle: float | None = None
-    creep_ci_high_mib_per_cycle: float | None = None
-    given_back_share: float | None = None
-    half_given_back_s: float | None = None
-    # the cycles whose bursts took an excess to give back (the share's base): a burst that fits in
-    # what the allocator kept from the ones before it has none, and the share rests on the others
-    given_back_bursts: int | None = None
-    overhead_bytes: int | None = None
-    overhead_growth_mib_per_cycle: float | None = None
-    oom_killed: bool = False
-    oom_cycle: int | None = None
-    alloc_kept_bytes: int | None = None
-    alloc_kept_growth_mib_per_cycle: float | None = None
+    # added in 0.8: the columns of the run's workload's own (results.columns: TPC-C's warehouses
+    # and NOPM, a life's memory over its cycles), after the shared ones in runs.csv; not a column
+    own: Any = field(default_factory=NoColumns, compare=False)
 
     @classmethod
     def columns(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
+        """The shared columns (a workload's own are results.columns')."""
+        return [f.name for f in fields(cls) if f.name != OWN]
+
+    def value(self, column: str):
+        """A column by name: a shared one, or its workload's own; None where its workload has no
+        such column (a key-value run has no NOPM, rather than a NOPM of 0)."""
+        if column in _SHARED:
+            return getattr(self, column)
+        return getattr(self.own, column, None)
+
+    @classmethod
+    def of(cls, **values) -> RunRow:
+        """A row from every column's value by name: the shared ones, and its workload's own
+        (results.columns), which a row of another workload has none of."""
+        shared = set(cls.columns())
+        own = columns.of(values["workload"])
+        names = {f.name for f in fields(own)}
+        stray = sorted(set(values) - shared - names)
+        if stray:
+            raise AlloclabError(f"a {values['workload']} row has no column(s) {', '.join(stray)}",
+                                "a workload's own columns are its Columns' fields (plan.workload)")
+        return cls(**{k: v for k, v in values.items() if k in shared},
+                   own=own(**{k: v for k, v in values.items() if k in names}))
 
     @classmethod
     def from_csv(cls, rec: dict) -> RunRow:
@@ -155,16 +154,21 @@ class RunRow:
                 "float | None": lambda s: float(s) if s != "" else None,
                 "bool": lambda s: s.strip().lower() == "true",
                 "str": str}
-        missing = [f.name for f in fields(cls) if f.name not in rec and f.default is MISSING]
+        missing = [f.name for f in fields(cls) if f.name not in rec and f.default is MISSING and f.name != OWN]
         if missing:
             raise AlloclabError(f"runs.csv lacks column(s) {', '.join(missing)}",
                                 "the folder was written by another alloclab version or was edited by hand")
-        return cls(**{f.name: conv[str(f.type)](rec[f.name]) for f in fields(cls) if f.name in rec})
+        own = columns.of(rec["workload"])
+        return cls(**{f.name: conv[str(f.type)](rec[f.name]) for f in fields(cls) if f.name in rec and f.name != OWN},
+                   own=own(**{f.name: conv[str(f.type)](rec[f.name]) for f in fields(own) if f.name in rec}))
 
     def to_csv(self) -> dict:
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != OWN} | asdict(self.own)
         d["allocator_verified"] = "true" if self.allocator_verified else "false"
         return d
+
+
+_SHARED = frozenset(RunRow.columns())
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -240,7 +244,8 @@ class Store:
 
     def _write_rows(self, rows: list[RunRow]) -> None:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=RunRow.columns(), lineterminator="\n")
+        header = RunRow.columns() + columns.names(dict.fromkeys(r.workload for r in rows))
+        w = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow(r.to_csv())

@@ -58,10 +58,10 @@ class Datasets:
     @staticmethod
     def key(spec: RunSpec) -> str:
         c = spec.cell
-        ident = {"engine": c.engine, "warehouses": c.warehouses, "loaders": c.loaders,
+        ident = {"engine": c.engine, "warehouses": c.params.warehouses, "loaders": c.params.loaders,
                  "options": spec.engine_options, "seed": spec.study_seed}
         digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
-        return f"tpcc-{c.engine}-w{c.warehouses}-{digest}"
+        return f"tpcc-{c.engine}-w{c.params.warehouses}-{digest}"
 
     def pristine(self, spec: RunSpec) -> Path:
         """The pristine copy of its TPC-C warehouses this run starts from (loaded the first time)."""
@@ -74,7 +74,7 @@ class Datasets:
         log_dir = self.study_root / "loads" / key
         log_dir.mkdir(parents=True, exist_ok=True)
         ev_path = log_dir / "events.jsonl"
-        self.notify(f"loading {c.warehouses} TPC-C warehouse(s) into {c.engine} ({key}), unmeasured")
+        self.notify(f"loading {c.params.warehouses} TPC-C warehouse(s) into {c.engine} ({key}), unmeasured")
         argv = driver.load_argv(self.exe, spec, ev_path, db_path=path)
         t0 = time.monotonic()
         with open(log_dir / "driver.log", "wb") as log:
@@ -90,8 +90,8 @@ class Datasets:
                     end = ev.data
         except (OSError, AlloclabError) as e:
             raise DatasetError(f"loading {key}: unreadable events ({e})") from e
-        write_json(log_dir / "load.json", {"key": key, "engine": c.engine, "warehouses": c.warehouses,
-                                           "loaders": c.loaders, "engine_options": spec.engine_options,
+        write_json(log_dir / "load.json", {"key": key, "engine": c.engine, "warehouses": c.params.warehouses,
+                                           "loaders": c.params.loaders, "engine_options": spec.engine_options,
                                            "seed": spec.study_seed, "exit_code": p.returncode, "wall_s": wall,
                                            "load_s": end.get("duration_s"),
                                            "warehouses_per_min": end.get("warehouses_per_min")})

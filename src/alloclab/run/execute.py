@@ -19,7 +19,7 @@ from alloclab.clients import sysbench
 from alloclab.core import events
 from alloclab.core.errors import AlloclabError
 from alloclab.host import noise, sampler
-from alloclab.plan import RunSpec
+from alloclab.plan import RunSpec, workload
 from alloclab.results.store import CELL_FIELDS, RunRow, atomic_write, write_json
 from alloclab.run import kinds, profiling
 
@@ -163,8 +163,7 @@ def measures(summary: dict | None, result: sysbench.Result | None = None, kind: 
         return {"ops": int(summary.get("total_ops", 0)), "duration_s": round(float(summary.get("duration_s", 0)), 6),
                 "ops_per_s": round(float(summary.get("ops_per_s", 0)), 2), **pct,
                 "errors": int(summary.get("total_errors", 0)), "retries": int(summary.get("total_retries", 0)),
-                **(kind.summary_fields(summary) if kind else {}),
-                "server_tpm": round(float((summary.get("workload") or {}).get("server_tpm") or 0), 1)}
+                **(kind.summary_fields(summary) if kind else {})}
     if result is None:
         return {}
     lat = result.latency_ms
@@ -188,9 +187,11 @@ def build_row(spec: RunSpec, study: str, *, status: str, reason: str, verified: 
     base = {"ops": 0, "duration_s": 0.0, "ops_per_s": 0.0, "p50_ns": 0, "p95_ns": 0, "p99_ns": 0, "p999_ns": 0,
             "max_ns": 0, "mean_ns": 0, "errors": 0, "retries": 0, "peak_rss_bytes": 0, "wall_s": 0.0,
             **dict.fromkeys(USAGE, 0)}
-    # the cell's fields (the one list), as the run's kind records them (a server's TPC-C has no key sizes)
-    cell = {f: getattr(c, f) for f in CELL_FIELDS} | kinds.of(c).row_fields(spec)
-    return RunRow(
+    # the cell's fields (the one list), as the run's kind records them (a server's TPC-C has no key sizes),
+    # and those of its workload's own that tell its cells apart
+    cell = ({f: getattr(c, f) for f in CELL_FIELDS} | kinds.of(c).row_fields(spec)
+            | workload.of(c.workload).row_own(c))
+    return RunRow.of(
         run_id=spec.run_id, index=spec.index, study=study, cell=c.key, allocator=spec.allocator.name,
         allocator_base=spec.allocator.base, allocator_verified=verified, allocator_version=spec.allocator.version,
         allocator_source=spec.allocator.source, repeat=spec.repeat, seed=spec.seed, status=status, reason=reason,

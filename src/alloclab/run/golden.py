@@ -11,6 +11,7 @@ import resource
 import shutil
 import subprocess
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from alloclab.alloc import environment
@@ -91,8 +92,7 @@ class Golden:
             clean = srv.stop()
         if not clean:
             raise AlloclabError(f"{c.engine} did not shut down cleanly after prepare: {srv.log_tail()}")
-        write_json(logs / "prepare.json", {"key": key, "target": c.engine, "tables": c.tables,
-                                           "table_size": c.table_size, "warehouses": c.warehouses,
+        write_json(logs / "prepare.json", {"key": key, "target": c.engine, **asdict(c.params),
                                            "seconds": time.monotonic() - t0, **load, "engine_notes": notes})
         self.notify(f"prepared {key} in {time.monotonic() - t0:.1f}s")
 

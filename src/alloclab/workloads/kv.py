@@ -26,11 +26,8 @@ class KeyValue(Workload):
             raise AlloclabError(f"workloads[{i}]: {w['workload']} runs in-process on an embedded engine, not on "
                                 f"{', '.join(servers)} (yet)", "use workload = \"sysbench\" against servers")
 
-    def axes(self, w: dict, engine: str) -> tuple[list, list, list, list]:
-        return [0], [""], w.get("client", [SYSBENCH]), [""]
-
-    def fields(self, w: dict, client: str) -> dict[str, Any]:
-        return {"mix": w.get("mix", "spec")}
+    def variants(self, w: dict, engine: str) -> list[tuple[str, Any]]:
+        return [(client, self.Params()) for client in w.get("client", [SYSBENCH])]
 
     # --- naming a cell ---------------------------------------------------------------------
     def key(self, c) -> str:

@@ -42,7 +42,15 @@ from alloclab.plan.workload import Workload, extra_settings, profile_suffix
 from alloclab.report import charts
 from alloclab.report.formatting import fmt_num
 from alloclab.report.life import life_table
-from alloclab.workloads.life_runs import EmbeddedLife, LifeKind, embedded, phases_of, shape_tag
+from alloclab.workloads.life_runs import (
+    EmbeddedLife,
+    LifeColumns,
+    LifeKind,
+    LifeParams,
+    embedded,
+    phases_of,
+    shape_tag,
+)
 
 # The first MariaDB life (measured by hand on this machine kind): 5 cycles of 25 s of sysbench's
 # read/write at 64 connections, a mariadb-dump to nowhere while the load goes on, 150 connections
@@ -137,6 +145,8 @@ class LifeWorkload(Workload):
     keys = only | {"tables", "table_size"}
     headline_words = "steady throughput"
     memory_metrics = LIFE_METRICS
+    Params = LifeParams
+    Columns = LifeColumns
     server_profile = "life"
 
     def check(self, i: int, w: dict, engines: list[str]) -> None:
@@ -179,13 +189,12 @@ class LifeWorkload(Workload):
             raise AlloclabError(f"workloads[{i}].value_bytes_min: {w['value_bytes_min']} is above value_bytes",
                                 "give value_bytes_min at most the smallest value_bytes")
 
-    def axes(self, w: dict, engine: str) -> tuple[list, list, list, list]:
-        return [0], [""], [""], [""]
-
-    def fields(self, w: dict, client: str) -> dict:
-        return {"cycles": w.get("cycles", CYCLES),
-                "phases": json.dumps(w.get("phases", list(PHASES)), sort_keys=True, separators=(",", ":")),
-                "value_bytes_min": w.get("value_bytes_min", 0)}
+    def variants(self, w: dict, engine: str) -> list[tuple[str, LifeParams]]:
+        return [("", LifeParams(
+            cycles=w.get("cycles", CYCLES),
+            phases=json.dumps(w.get("phases", list(PHASES)), sort_keys=True, separators=(",", ":")),
+            value_bytes_min=w.get("value_bytes_min", 0), tables=w.get("tables", LifeParams.tables),
+            table_size=w.get("table_size", LifeParams.table_size)))]
 
     def table_of(self, word: str) -> dict | None:
         """`--workloads life`: the first hand-measured MariaDB life on its data."""
@@ -195,10 +204,11 @@ class LifeWorkload(Workload):
         prof = "" if c.profile == "default" else f"/{c.profile}"
         shape = "" if c.shape == "default" else f"/{c.shape}"
         if embedded(c.engine):
-            values = f"v{c.value_bytes_min}-{c.value_bytes}" if c.value_bytes_min else f"v{c.value_bytes}"
+            low = c.params.value_bytes_min
+            values = f"v{low}-{c.value_bytes}" if low else f"v{c.value_bytes}"
             data = f"{c.pattern}/k{c.key_bytes}/{values}/n{c.keyspace}"
         else:
-            data = f"{c.tables}x{c.table_size}"
+            data = f"{c.params.tables}x{c.params.table_size}"
         return f"{c.engine}/{c.part}/{c.workload}/{data}/{shape_tag(c)}/t{c.threads}{prof}{shape}"
 
     def settings(self, c: dict) -> str:
@@ -208,14 +218,16 @@ class LifeWorkload(Workload):
         return f"{c['pattern']}{profile_suffix(c)} t{c['threads']}"
 
     def describe(self, c) -> str:
-        return f"life of {c.cycles} cycle(s) " + "+".join(p["name"] for p in phases_of(c)) + f" t{c.threads}"
+        return f"life of {c.params.cycles} cycle(s) " + "+".join(p["name"] for p in phases_of(c)) + f" t{c.threads}"
 
     def outcome(self, r) -> str:
-        died = f"OOM-killed in cycle {r.oom_cycle}" if r.oom_killed else "survived"
-        settled = None if r.settled_rss_bytes is None else r.settled_rss_bytes / 2**20
+        died = f"OOM-killed in cycle {r.own.oom_cycle}" if r.own.oom_killed else "survived"
+        o = r.own
+        settled = None if o.settled_rss_bytes is None else o.settled_rss_bytes / 2**20
+        given = None if o.given_back_share is None else 100 * o.given_back_share
         return (f"{r.ops_per_s:,.0f} tps steady  settled RSS {fmt_num(settled, '.0f', ' MiB')}  creep "
-                f"{fmt_num(r.creep_mib_per_cycle, '+.1f', ' MiB/cycle')}  given back "
-                f"{fmt_num(None if r.given_back_share is None else 100 * r.given_back_share, '.0f', ' %')}  {died}  "
+                f"{fmt_num(o.creep_mib_per_cycle, '+.1f', ' MiB/cycle')}  given back "
+                f"{fmt_num(given, '.0f', ' %')}  {died}  "
                 f"({r.wall_s:.0f}s)")
 
     def work_done(self, r) -> float:
@@ -244,12 +256,12 @@ class LifeWorkload(Workload):
                 ph = note.get("phases") or []
                 t0 = ph[0]["t_start_s"] if ph else 0.0
                 pts = [(float(x["t_s"]) - t0, int(x["rss_bytes"]) / 2**20) for x in study.samples(r.run_id)]
-                lines.append({"label": a + (f" (OOM-killed, cycle {r.oom_cycle})" if r.oom_killed else ""),
-                              "t": [t for t, _ in pts], "mib": [m for _, m in pts], "killed": bool(r.oom_killed)})
+                lines.append({"label": a + (f" (OOM-killed, cycle {r.own.oom_cycle})" if r.own.oom_killed else ""),
+                              "t": [t for t, _ in pts], "mib": [m for _, m in pts], "killed": bool(r.own.oom_killed)})
                 if r is base:
                     phases = [(p["kind"], p["t_start_s"] - t0, p["t_end_s"] - t0) for p in ph]
                     limit = note.get("server_memory_bytes")
-            c = dict(zip(decide.CELL_FIELDS, cell))
+            c = decide.cell_dict(cell)
             rounds = f"round {whole[0]}" if whole else "each allocator's first run"
             cycles, _, names = base.pattern.partition(":")  # the row's pattern is the life's shape_tag
             shape = f"{cycles[1:]} cycles of {names.rsplit(':', 1)[0]}, t{base.threads}"
@@ -286,19 +298,20 @@ class LifeWorkload(Workload):
         return "life" if embedded(c.engine) else "run"
 
     def driver_workload(self, c) -> str:
-        return c.test or "mixed"  # an embedded life: each phase names its load
+        return c.params.test or "mixed"  # an embedded life: each phase names its load
 
     def driver_args(self, c) -> list[str]:
         if not embedded(c.engine):
             return []
-        a = ["--cycles", str(c.cycles), "--phases", c.phases, "--pattern", c.pattern, "--key-bytes",
+        a = ["--cycles", str(c.params.cycles), "--phases", c.params.phases, "--pattern", c.pattern, "--key-bytes",
              str(c.key_bytes), "--value-bytes", str(c.value_bytes), "--batch", str(c.batch), "--range-len",
              str(c.range_len)]
-        a += ["--value-bytes-min", str(c.value_bytes_min)] if c.value_bytes_min else []
+        a += ["--value-bytes-min", str(c.params.value_bytes_min)] if c.params.value_bytes_min else []
         return a + (["--keyspace", str(c.keyspace)] if c.keyspace is not None else [])
 
     def driver_reach(self, c, srv) -> list[str]:
-        return driver.reach(srv, sysbench.DATABASE) + ["--tables", str(c.tables), "--table-size", str(c.table_size)]
+        return driver.reach(srv, sysbench.DATABASE) + ["--tables", str(c.params.tables), "--table-size",
+                                                        str(c.params.table_size)]
 
 
 LIFE_WORKLOAD = LifeWorkload()

@@ -10,7 +10,7 @@ import hashlib
 import json
 import statistics
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 from alloclab.alloc import account as alloc_account
 from alloclab.answers import life
@@ -33,15 +33,58 @@ def embedded(engine: str) -> bool:
     return engine in ENGINES
 
 
+@dataclass(frozen=True)
+class LifeParams:
+    """A life's own parameters: how many cycles, its phases (their plan tables, as JSON text), an
+    embedded engine's smallest value (uniform in [value_bytes_min, value_bytes]; 0: fixed), a
+    server's sysbench tables, and the test of one phase's load (set per phase, "" for the life)."""
+
+    cycles: int = 0
+    phases: str = ""
+    value_bytes_min: int = 0
+    tables: int = 10
+    table_size: int = 100_000
+    test: str = ""
+
+
+@dataclass(frozen=True)
+class LifeColumns:
+    """runs.csv's life columns, from its stored RSS timeline and phases (answers.life). RSS settled
+    at the end of the last idle phase and its creep over the cycles (OLS slope, 95 % interval); the
+    share of a cycle's burst excess (its bursts' highest peak over the settled RSS before them)
+    given back by the end of the idle phase after them (over all cycles: MiB given back ÷ MiB of
+    excess) and the seconds to give back half (median); RSS over the engine's own account at the
+    last idle end and its growth per cycle; whether the cgroup's OOM killer killed the server, and
+    in which cycle; the allocator's own resident − live at the last idle end where it was read
+    (its growth per cycle): the part of RSS the allocator holds that nobody uses."""
+
+    life_cycles: int = 0  # cycles whose idle phase ended with a settled RSS
+    settled_rss_bytes: int | None = None
+    creep_mib_per_cycle: float | None = None
+    creep_ci_low_mib_per_cycle: float | None = None
+    creep_ci_high_mib_per_cycle: float | None = None
+    given_back_share: float | None = None
+    half_given_back_s: float | None = None
+    # the cycles whose bursts took an excess to give back (the share's base): a burst that fits in
+    # what the allocator kept from the ones before it has none, and the share rests on the others
+    given_back_bursts: int | None = None
+    overhead_bytes: int | None = None
+    overhead_growth_mib_per_cycle: float | None = None
+    oom_killed: bool = False
+    oom_cycle: int | None = None
+    alloc_kept_bytes: int | None = None
+    alloc_kept_growth_mib_per_cycle: float | None = None
+
+
 def phases_of(c) -> list[dict]:
-    return json.loads(c.phases) if c.phases else []
+    return json.loads(c.params.phases) if c.params.phases else []
 
 
 def shape_tag(c) -> str:
     """A life's shape in a cell's key and labels: its cycles, its phases' names and a digest of
     the phases whole (two lives that differ in a duration are two cells)."""
     names = "+".join(p["name"] for p in phases_of(c))
-    return f"c{c.cycles}:{names}:{hashlib.sha256(c.phases.encode()).hexdigest()[:6]}"
+    return f"c{c.params.cycles}:{names}:{hashlib.sha256(c.params.phases.encode()).hexdigest()[:6]}"
 
 
 class LifeTarget(OnServer):
@@ -151,20 +194,21 @@ class LifeKind(Measured, ServerOLTP):
         """Every phase of every cycle, resolved: a load's whole driver command line, its events file."""
         c = spec.cell
         out = []
-        for cycle in range(1, c.cycles + 1):
+        for cycle in range(1, c.params.cycles + 1):
             for i, ph in enumerate(phases_of(c)):
                 ph = {**ph, "cycle": cycle}
                 if "load" in ph:
                     ph["threads"] = ph.get("threads", c.threads)
-                    cell = replace(c, test=ph["load"], threads=ph["threads"], duration_s=ph["duration_s"], ops=None)
+                    cell = replace(c, params=replace(c.params, test=ph["load"]), threads=ph["threads"],
+                                   duration_s=ph["duration_s"], ops=None)
                     ph["load_events"] = str(run_dir / "life" / f"c{cycle}-{ph['name']}.events.jsonl")
                     ph["load_argv"] = driver.argv(exe, replace(spec, cell=cell, warmup_s=0.0,
                                                                seed=spec.seed + 1000 * cycle + i),
                                                   ph["load_events"], srv=srv)
                 out.append(ph)
         return {"engine": srv.target.kind, "socket": str(srv.socket), "database": sysbench.DATABASE,
-                "tables": c.tables, "client": which("mariadb", "mysql"), "dump": which("mariadb-dump", "mysqldump"),
-                "phases": out}
+                "tables": c.params.tables, "client": which("mariadb", "mysql"),
+                "dump": which("mariadb-dump", "mysqldump"), "phases": out}
 
     def client_argv(self, spec, exe, events):
         run_dir = events.parent
@@ -199,7 +243,7 @@ def _mib(x: float | None) -> float | None:
 
 
 def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
-    """runs.csv's life columns (results.store.RunRow) from a measured life."""
+    """runs.csv's life columns (LifeColumns) from a measured life."""
     settled = [v for _, _, v in m.settled if v is not None]
     # a cycle's bursts one after another share the settled RSS before them and the idle after:
     # what the cycle gave back is the share of its highest burst's excess (a burst's own share

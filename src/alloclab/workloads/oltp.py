@@ -4,6 +4,8 @@ data (the sysbench tables)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from alloclab.catalog import targets
 from alloclab.catalog.names import ENGINES, NATIVE, SYSBENCH, SYSBENCH_CLIENTS, SYSBENCH_TESTS
 from alloclab.clients import driver, sysbench
@@ -14,6 +16,15 @@ from alloclab.plan.workload import Workload, extra_settings, profile_suffix
 from alloclab.run.kinds import ServerKind
 
 
+@dataclass(frozen=True)
+class OLTPParams:
+    """A sysbench cell's own parameters: its test and its tables (plan keys of the same names)."""
+
+    test: str = ""
+    tables: int = 10
+    table_size: int = 100_000
+
+
 class ServerOLTP(ServerKind):
     name = "server OLTP"
 
@@ -22,18 +33,18 @@ class ServerOLTP(ServerKind):
         self.client_label = "driver client" if native else SYSBENCH
 
     def golden_identity(self, spec):
-        c = spec.cell
+        c = spec.cell.params
         return {"tables": c.tables, "table_size": c.table_size}, f"sb{c.tables}x{c.table_size}"
 
     def golden_words(self, c):
-        return f"{c.tables} x {c.table_size} sysbench rows"
+        return f"{c.params.tables} x {c.params.table_size} sysbench rows"
 
     def load_client(self, c):
         return SYSBENCH
 
     def prepare(self, srv, spec, path, logs, exe):
         srv.sql(f"CREATE DATABASE {sysbench.DATABASE}")
-        return sysbench.prepare_argv(srv, spec.cell.tables, spec.cell.table_size), []
+        return sysbench.prepare_argv(srv, spec.cell.params.tables, spec.cell.params.table_size), []
 
     SYSBENCH_CONNECTED_S = 1.0  # sysbench has connected every thread by then
     SYSBENCH_END_MARGIN_S = 0.5  # the window's end is read this long before sysbench's --time is up
@@ -41,7 +52,8 @@ class ServerOLTP(ServerKind):
     def client_argv(self, spec, exe, events):
         c = spec.cell
         if not self.driver_client:
-            return lambda srv: sysbench.run_argv(srv, c.test, c.threads, c.duration_s, c.tables, c.table_size,
+            p = c.params
+            return lambda srv: sysbench.run_argv(srv, p.test, c.threads, c.duration_s, p.tables, p.table_size,
                                                  spec.seed, events=c.ops)
         return super().client_argv(spec, exe, events)
 
@@ -55,7 +67,7 @@ class ServerOLTP(ServerKind):
         return since_client_s >= self.SYSBENCH_CONNECTED_S, bool(d) and since_client_s >= d - self.SYSBENCH_END_MARGIN_S
 
     def row_fields(self, spec):
-        return {"pattern": spec.cell.test or "", "batch": 1, "key_bytes": 0, "value_bytes": 0,
+        return {"pattern": spec.cell.params.test or "", "batch": 1, "key_bytes": 0, "value_bytes": 0,
                 "client": spec.cell.client}
 
 
@@ -64,6 +76,7 @@ class OLTPWorkload(Workload):
 
     names = (SYSBENCH,)
     title = "sysbench's OLTP tests"
+    Params = OLTPParams
     schema = {
         "test": list_of(choice(SYSBENCH_TESTS)),
         "tables": whole(1, 10_000),
@@ -87,11 +100,10 @@ class OLTPWorkload(Workload):
                                 "allowed engines for sysbench: " + ", ".join(targets.BUILTIN)
                                 + ", mariadb:ENGINE=plugin.so")
 
-    def axes(self, w: dict, engine: str) -> tuple[list, list, list, list]:
-        return [0], w.get("test", [""]), w.get("client", [SYSBENCH]), [""]
-
-    def fields(self, w: dict, client: str) -> dict:
-        return {"mix": w.get("mix", "spec")}
+    def variants(self, w: dict, engine: str) -> list[tuple[str, OLTPParams]]:
+        return [(client, OLTPParams(test=test, tables=w.get("tables", OLTPParams.tables),
+                                    table_size=w.get("table_size", OLTPParams.table_size)))
+                for test in w.get("test", [""]) for client in w.get("client", [SYSBENCH])]
 
     def table_of(self, word: str) -> dict | None:
         """sysbench's tests by their own names (oltp_read_only, ...) in --workloads."""
@@ -101,7 +113,8 @@ class OLTPWorkload(Workload):
         prof = "" if c.profile == "default" else f"/{c.profile}"
         shape = "" if c.shape == "default" else f"/{c.shape}"
         client = "" if c.client == SYSBENCH else f"/{c.client}"
-        return f"{c.engine}/{c.part}/{c.workload}/{c.test}{client}/{c.tables}x{c.table_size}/t{c.threads}{prof}{shape}"
+        p = c.params
+        return f"{c.engine}/{c.part}/{c.workload}/{p.test}{client}/{p.tables}x{p.table_size}/t{c.threads}{prof}{shape}"
 
     def settings(self, c: dict) -> str:
         client = "" if c["client"] in ("", SYSBENCH) else f" client={c['client']}"
@@ -112,7 +125,7 @@ class OLTPWorkload(Workload):
         return f"{c['pattern']}{client}{profile_suffix(c)} t{c['threads']}"
 
     def describe(self, c) -> str:
-        return c.test + ("" if c.client == SYSBENCH else f" ({c.client})") + f" t{c.threads}"
+        return c.params.test + ("" if c.client == SYSBENCH else f" ({c.client})") + f" t{c.threads}"
 
     def external_client(self, c) -> str:
         return SYSBENCH if c.client == SYSBENCH else ""
@@ -126,10 +139,11 @@ class OLTPWorkload(Workload):
         return ServerOLTP(native=cell.client == NATIVE)
 
     def driver_workload(self, c) -> str:
-        return c.test
+        return c.params.test
 
     def driver_reach(self, c, srv) -> list[str]:
-        return driver.reach(srv, sysbench.DATABASE) + ["--tables", str(c.tables), "--table-size", str(c.table_size)]
+        return driver.reach(srv, sysbench.DATABASE) + ["--tables", str(c.params.tables), "--table-size",
+                                                        str(c.params.table_size)]
 
 
 OLTP_WORKLOAD = OLTPWorkload()

@@ -5,6 +5,7 @@ and its report section (the tables of report.tpcc, its charts, its clients in En
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,34 @@ from alloclab.run.kinds import EmbeddedKind, ServerKind
 DATABASE = TPCC  # the database of TPC-C's tables on a server
 
 
+@dataclass(frozen=True)
+class TPCCParams:
+    """A TPC-C cell's own parameters (plan keys of the same names; mode: how alloclab's client
+    drives it, "" for the engine's default or HammerDB)."""
+
+    warehouses: int = 1
+    loaders: int = 1
+    rampup_s: float | None = None
+    mix: str = "spec"
+    all_warehouses: bool = False
+    think: bool = False
+    mode: str = ""
+
+
+@dataclass(frozen=True)
+class TPCCColumns:
+    """TPC-C's own columns: the warehouses and the client's mode that tell its cells apart, and
+    its rates (NOPM as HammerDB counts it, the client's own count, TPM; the server's TPM where
+    HammerDB read it)."""
+
+    warehouses: int = 0
+    tpcc_mode: str = ""
+    nopm: float = 0.0
+    client_nopm: float = 0.0
+    tpm: float = 0.0
+    server_tpm: float = 0.0
+
+
 class EmbeddedTPCC(EmbeddedKind):
     name = "embedded TPC-C"
     tpcc = True
@@ -49,11 +78,11 @@ class ServerTPCC(ServerKind):
     tpcc = True
 
     def golden_identity(self, spec):
-        c = spec.cell
+        c = spec.cell.params
         return {"warehouses": c.warehouses, "loaders": c.loaders, "seed": spec.study_seed}, f"tpcc-w{c.warehouses}"
 
     def golden_words(self, c):
-        return f"{c.warehouses} TPC-C warehouse(s)"
+        return f"{c.params.warehouses} TPC-C warehouse(s)"
 
     def prepare(self, srv, spec, path, logs, exe):
         notes = self.engine_correct(srv)  # TPC-C finds customers by last name through a string index
@@ -75,11 +104,11 @@ class ServerHammerDB(ServerTPCC):
 
     def golden_identity(self, spec):  # HammerDB's own schema, built by HammerDB
         ident, _ = super().golden_identity(spec)
-        return {**ident, "client": HAMMERDB}, f"hammerdb-w{spec.cell.warehouses}"
+        return {**ident, "client": HAMMERDB}, f"hammerdb-w{spec.cell.params.warehouses}"
 
     def prepare(self, srv, spec, path, logs, exe):
         notes = self.engine_correct(srv)
-        c = spec.cell
+        c = spec.cell.params
         # one building virtual user on an optimistic engine: HammerDB's loader does not retry
         build_vus = 1 if srv.target.tidesql else max(1, min(c.loaders, c.warehouses))
         argv = hammerdb.command("build", "--socket", str(srv.socket), "--warehouses", str(c.warehouses), "--engine",
@@ -92,8 +121,8 @@ class ServerHammerDB(ServerTPCC):
 
         def argv(srv):
             return hammerdb.command("run", "--socket", str(srv.socket), "--warehouses",
-                    str(c.warehouses), "--engine", srv.target.engine, "--threads", str(c.threads), "--rampup-s",
-                    repr(c.rampup_s or 0.0), "--duration-s", repr(c.duration_s or 0.0), "--events", str(events),
+                    str(c.params.warehouses), "--engine", srv.target.engine, "--threads", str(c.threads), "--rampup-s",
+                    repr(c.params.rampup_s or 0.0), "--duration-s", repr(c.duration_s or 0.0), "--events", str(events),
                     "--tmp", str(srv.datadir / self.prepare_scratch))
         return argv
 
@@ -106,17 +135,18 @@ def rates(summary: dict) -> dict[str, float]:
     of committed New-Orders per minute, and TPM (committed plus rolled-back transactions)."""
     minutes = float(summary.get("duration_s") or 0) / 60
     wl = summary.get("workload") or {}
+    server = {"server_tpm": round(float(wl.get("server_tpm") or 0), 1)}
     if not minutes:
-        return {"nopm": 0.0, "client_nopm": 0.0, "tpm": 0.0}
+        return {"nopm": 0.0, "client_nopm": 0.0, "tpm": 0.0} | server
     if wl.get("client") == HAMMERDB:  # HammerDB's own result line is the client's count
         return {"nopm": round(float(wl.get("nopm", 0.0)), 1), "client_nopm": round(float(wl["client_nopm"]), 1),
-                "tpm": round(float(wl["tpm"]), 1)}
+                "tpm": round(float(wl["tpm"]), 1)} | server
     ops = summary.get("ops", {})
     no = ops.get("neword", {})
     committed_no = no.get("calls", 0) - no.get("errors", 0) - no.get("rollbacks", 0)
     done = sum(o.get("calls", 0) - o.get("errors", 0) for o in ops.values())
     return {"nopm": round(float(wl.get("nopm", 0.0)), 1), "client_nopm": round(committed_no / minutes, 1),
-            "tpm": round(done / minutes, 1)}
+            "tpm": round(done / minutes, 1)} | server
 
 
 class TPCCWorkload(Workload):
@@ -124,6 +154,9 @@ class TPCCWorkload(Workload):
 
     names = (TPCC,)
     title = "TPC-C"
+    Params = TPCCParams
+    Columns = TPCCColumns
+    cell_keys = ("warehouses", "tpcc_mode")
     schema = {
         "warehouses": list_of(whole(1)),
         "loaders": whole(1),
@@ -187,27 +220,35 @@ class TPCCWorkload(Workload):
             raise AlloclabError(f"workloads[{i}].mix: HammerDB's mix is its own (10/10/1/1/1 of 23)",
                                 "set mix = \"hammerdb\" (or leave it out) with client = \"hammerdb\"")
 
-    def axes(self, w: dict, engine: str) -> tuple[list, list, list, list]:
+    def variants(self, w: dict, engine: str) -> list[tuple[str, Any]]:
         clients = w.get("client", [NATIVE])
         modes = [""] if HAMMERDB in clients else (w.get("mode") or [default_tpcc_mode(engine)])
-        return w.get("warehouses", [1]), [""], clients, modes
+        return [(client, TPCCParams(warehouses=wh, loaders=w.get("loaders", 1), rampup_s=w.get("rampup_s"),
+                                    mix=w.get("mix", HAMMERDB if client == HAMMERDB else "spec"),
+                                    all_warehouses=w.get("all_warehouses", False), think=w.get("think", False),
+                                    mode=mode))
+                for wh in w.get("warehouses", [1]) for client in clients for mode in modes]
 
-    def fields(self, w: dict, client: str) -> dict[str, Any]:
-        return {"mix": w.get("mix", HAMMERDB if client == HAMMERDB else "spec")}
+    def rampup_s(self, c) -> float | None:
+        return c.params.rampup_s
+
+    def row_own(self, c) -> dict[str, Any]:
+        return {"warehouses": c.params.warehouses, "tpcc_mode": c.tpcc_mode}
 
     # --- naming a cell ---------------------------------------------------------------------
     def key(self, c) -> str:
         prof = "" if c.profile == "default" else f"/{c.profile}"
-        mode = f"/{c.mode}" if c.mode and c.mode != default_tpcc_mode(c.engine) else ""
+        p = c.params
+        mode = f"/{p.mode}" if p.mode and p.mode != default_tpcc_mode(c.engine) else ""
         client = f"/{HAMMERDB}" if c.client == HAMMERDB else ""
-        return f"{c.engine}/{c.part}/{c.workload}/w{c.warehouses}/vu{c.threads}{client}{mode}{prof}"
+        return f"{c.engine}/{c.part}/{c.workload}/w{p.warehouses}/vu{c.threads}{client}{mode}{prof}"
 
     def identity(self, r) -> dict[str, Any]:
         """TPC-C cells are the same cell whichever engine ran them: the key-value columns, which
         embedded and server runs fill differently, do not apply, and each engine's own default
         mode (procedures on servers, rows embedded) is the same cell; a mode other than the
         engine's default is a cell of its own."""
-        mode = "" if r.tpcc_mode in ("", default_tpcc_mode(r.engine)) else r.tpcc_mode
+        mode = "" if r.own.tpcc_mode in ("", default_tpcc_mode(r.engine)) else r.own.tpcc_mode
         client = HAMMERDB if r.client == HAMMERDB else ""  # alloclab's own client, whatever the mode, is ""
         return {"pattern": "", "key_bytes": "", "value_bytes": "", "batch": "", "client": client, "tpcc_mode": mode}
 
@@ -220,22 +261,25 @@ class TPCCWorkload(Workload):
         return f"{TPCC} w{c['warehouses']}{mode}{profile_suffix(c)} vu{c['threads']}"
 
     def describe(self, c) -> str:
-        return f"w{c.warehouses} vu{c.threads}"
+        return f"w{c.params.warehouses} vu{c.threads}"
 
     def mode(self, c) -> str:
         """The cell's mode, else the engine's default (cells from before modes); HammerDB runs its
         own procedures."""
-        return "procedures" if c.client == HAMMERDB else (c.mode or default_tpcc_mode(c.engine))
+        return "procedures" if c.client == HAMMERDB else (c.params.mode or default_tpcc_mode(c.engine))
+
+    def row_mode(self, r) -> str:
+        return r.own.tpcc_mode or self.mode_label
 
     def external_client(self, c) -> str:
         return "HammerDB" if c.client == HAMMERDB else ""
 
     def outcome(self, r) -> str:
-        return (f"NOPM {r.nopm:,.0f} (client {r.client_nopm:,.0f})  TPM {r.tpm:,.0f}  "
+        return (f"NOPM {r.own.nopm:,.0f} (client {r.own.client_nopm:,.0f})  TPM {r.own.tpm:,.0f}  "
                 f"peak RSS {r.peak_rss_bytes / 2**20:.0f} MiB  ({r.wall_s:.1f}s)")
 
     def work_done(self, r) -> float:
-        return r.client_nopm * r.duration_s / 60
+        return r.own.client_nopm * r.duration_s / 60
 
     # --- the run ---------------------------------------------------------------------------
     def run_kind(self, cell):
@@ -244,8 +288,9 @@ class TPCCWorkload(Workload):
         return ServerHammerDB() if cell.client == HAMMERDB else ServerTPCC()
 
     def driver_args(self, c) -> list[str]:
-        a = ["--warehouses", str(c.warehouses), "--tpcc-mix", c.mix, "--tpcc-mode", c.tpcc_mode, "--check"]
-        return a + (["--all-warehouses"] if c.all_warehouses else []) + (["--think"] if c.think else [])
+        p = c.params
+        a = ["--warehouses", str(p.warehouses), "--tpcc-mix", p.mix, "--tpcc-mode", c.tpcc_mode, "--check"]
+        return a + (["--all-warehouses"] if p.all_warehouses else []) + (["--think"] if p.think else [])
 
     def driver_reach(self, c, srv) -> list[str]:
         """The driver's TPC-C client reaching a server: its database and the ENGINE= of its tables."""
@@ -256,7 +301,7 @@ class TPCCWorkload(Workload):
         """NOPM and NEW-ORDER's mean latency per engine (and profile) and allocator."""
         def latency_ms(st, r):
             return st.run_json(r.run_id).get("ops", {}).get("neword", {}).get("mean_ns", 0) / 1e6
-        return {"nopm": analysis.grouped(study, rows, tpcc.group_label, lambda st, r: r.nopm),
+        return {"nopm": analysis.grouped(study, rows, tpcc.group_label, lambda st, r: r.own.nopm),
                 "latency": analysis.grouped(study, rows, tpcc.group_label, latency_ms)}
 
     def report_tables(self, a, rows):
@@ -281,7 +326,7 @@ class TPCCWorkload(Workload):
     def environment_lines(self, rows) -> list[str]:
         """The TPC-C clients the study's runs used."""
         clients = {(f"HammerDB {HAMMERDB_VERSION} (its TPROC-C stored procedures and 10/10/1/1/1 mix, as the "
-                    "seeds ran it)" if r.client == HAMMERDB else f"alloclab's own ({r.tpcc_mode} mode)")
+                    "seeds ran it)" if r.client == HAMMERDB else f"alloclab's own ({r.own.tpcc_mode} mode)")
                    for r in rows}
         return ["TPC-C client: " + "; ".join(sorted(clients))] if clients else []
 
