@@ -92,9 +92,10 @@ def test_hammerdb_runs_are_proved_counted_twice_and_checked(tmp_path, found):
         assert j["kind"] == "server TPC-C (HammerDB)" and r.client == "hammerdb"
         assert r.allocator_verified, r.reason  # the allocator proved in the server, as for every run
         # NOPM from HammerDB's result line and from the server over the same window
-        assert r.own.nopm > 0 and r.own.client_nopm > 0 and abs(r.own.nopm - r.own.client_nopm) / r.own.client_nopm < 0.1, (
-            r.own.nopm, r.own.client_nopm)
-        assert r.own.tpm > 0 and r.own.server_tpm > 0
+        o = r.own
+        assert o.nopm > 0 and o.client_nopm > 0 and abs(o.nopm - o.client_nopm) / o.client_nopm < 0.1, (
+            o.nopm, o.client_nopm)
+        assert o.tpm > 0 and o.server_tpm > 0
         assert 11.0 < r.duration_s < 14.0  # HammerDB's timed test: 0.2 minute
         assert r.client_cpu_user_s + r.client_cpu_sys_s > 0 and r.cpu_user_s > 0
         assert j["check"]["ok"] and [c["id"] for c in j["check"]["conditions"]] == [1, 2, 3, 4]
