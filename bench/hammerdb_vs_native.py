@@ -60,8 +60,8 @@ def main() -> int:
         return 1
     by = {(r.part, r.repeat): r for r in rows}
     metrics = {
-        "NOPM (server)": lambda r: r.nopm,
-        "NOPM (client's own count)": lambda r: r.client_nopm,
+        "NOPM (server)": lambda r: r.own.nopm,
+        "NOPM (client's own count)": lambda r: r.own.client_nopm,
         "client CPU µs per New-Order":
             lambda r: per_new_order(r, (r.client_cpu_user_s or 0) + (r.client_cpu_sys_s or 0)),
         "server CPU µs per New-Order": lambda r: per_new_order(r, r.cpu_user_s + r.cpu_sys_s),

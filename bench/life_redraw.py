@@ -28,13 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from alloclab.answers import decide, metrics  # noqa: E402
 from alloclab.plan.design import FIRST_LOOK, UNDECIDED, Design, plan_looks  # noqa: E402
 from alloclab.results.store import Store  # noqa: E402
+from alloclab.workloads.life_runs import GIVEN_BACK  # noqa: E402
 
 
 def lives(folders: list[Path], engine: str, allocator: str) -> list[float]:
     """Every valid measured life's share given back (0-1) of `allocator` on `engine` in `folders`."""
     return [v for folder in folders for r in Store(folder).rows()
             if (r.engine, r.allocator, r.purpose, r.status) == (engine, allocator, "measure", "ok")
-            and r.allocator_verified and (v := metrics.value(r, metrics.GIVEN_BACK)) is not None]
+            and r.allocator_verified and (v := metrics.value(r, GIVEN_BACK)) is not None]
 
 
 def decided_share(var: list[float], base: list[float], rounds: int, before: int, after: int, margin: float,
@@ -49,7 +50,7 @@ def decided_share(var: list[float], base: list[float], rounds: int, before: int,
             k = before if r <= FIRST_LOOK else after
             b[r] = sum(rng.choice(base) for _ in range(k)) / k
             v[r] = sum(rng.choice(var) for _ in range(k)) / k
-        decided += decide.ratio_verdict(b, v, True, policy, metrics.GIVEN_BACK)[1] != UNDECIDED
+        decided += decide.ratio_verdict(b, v, True, policy, GIVEN_BACK)[1] != UNDECIDED
     return decided / studies
 
 

@@ -17,7 +17,7 @@ from helpers import expand, with_own
 from alloclab import plan, study
 from alloclab.alloc.allocators import Allocator
 from alloclab.answers import decide, life, metrics, stats, wording
-from alloclab.catalog import names
+from alloclab.catalog import metrics as cmetrics
 from alloclab.core.errors import AlloclabError
 from alloclab.plan.design import Design
 from alloclab.plan.presets import JEMALLOC_BACKGROUND, preset
@@ -27,6 +27,7 @@ from alloclab.run.node import Node, make_scratch
 from alloclab.study.progress import Progress
 from alloclab.workloads import life as life_workload
 from alloclab.workloads import life_runs
+from alloclab.workloads.life_runs import CREEP, GIVEN_BACK, LIFE_METRICS, OVERHEAD
 
 ROOT = Path(__file__).resolve().parents[1]
 FOUND = {"glibc": Allocator("glibc", "glibc", None, version="2.36"),
@@ -209,18 +210,18 @@ def test_life_verdicts_only_where_the_rows_have_lives():
     assert vs["given_back"].delta_pct == pytest.approx(100 * (0.48 - 0.02), abs=0.01)
     lo, hi = vs["given_back"].ci_delta
     assert lo < 46 < hi and hi - lo < 5
-    assert metrics.value(_row("glibc", 1, given=-0.03), metrics.GIVEN_BACK) == -0.03  # RSS grew while idle
+    assert metrics.value(_row("glibc", 1, given=-0.03), GIVEN_BACK) == -0.03  # RSS grew while idle
     assert vs["overhead"].verdict == "lower"
     # a life with no engine account larger than RSS: an overhead of 0 or less is no value
-    assert metrics.value(_row("glibc", 1, overhead=-5 << 20), metrics.OVERHEAD) is None
-    assert metrics.value(_row("glibc", 1, creep=-3.0), metrics.CREEP) == 1.0
+    assert metrics.value(_row("glibc", 1, overhead=-5 << 20), OVERHEAD) is None
+    assert metrics.value(_row("glibc", 1, creep=-3.0), CREEP) == 1.0
     # rows without lives keep the three metrics they always had
     plain = [with_own(r, creep_mib_per_cycle=None, given_back_share=None, overhead_bytes=None) for r in rows]
     assert {v.metric for v in decide.verdicts(plain, policy)} == {"throughput", "p99_latency", "peak_rss"}
-    assert tuple(m.name for m in metrics.LIFE) == names.LIFE_METRICS  # the names a plan's decide_on takes
+    assert tuple(m.name for m in LIFE_METRICS) == cmetrics.goals()[1:]  # the names a plan's decide_on takes
     assert decide.stopping(plain, policy) == (metrics.THROUGHPUT,)
-    assert decide.stopping(rows, policy) == (metrics.THROUGHPUT,) + metrics.LIFE
-    assert decide.stopping(rows, replace(policy, decide_on=("creep", "overhead"))) == (metrics.CREEP, metrics.OVERHEAD)
+    assert decide.stopping(rows, policy) == (metrics.THROUGHPUT,) + LIFE_METRICS
+    assert decide.stopping(rows, replace(policy, decide_on=("creep", "overhead"))) == (CREEP, OVERHEAD)
 
 
 def test_two_allocators_that_give_back_almost_nothing_are_equivalent_within_five_points():
@@ -236,7 +237,7 @@ def test_two_allocators_that_give_back_almost_nothing_are_equivalent_within_five
     rows += [_row("jemalloc", r, given=g + 0.12) for r, g in enumerate(glibc, 1)]
     rows += [_row("tcmalloc", r, given=g + (0.04 if r % 2 else -0.02) + 0.06 * (-1) ** (r // 2))
              for r, g in enumerate(glibc, 1)]
-    vs = {v.variant: v for v in decide.verdicts(rows, policy, (metrics.GIVEN_BACK,))}
+    vs = {v.variant: v for v in decide.verdicts(rows, policy, (GIVEN_BACK,))}
     assert vs["glibc+MALLOC_ARENA_MAX=2"].verdict == "equivalent", vs["glibc+MALLOC_ARENA_MAX=2"].ci_delta
     # the shift of the paired differences (Hodges-Lehmann: the median of their Walsh averages)
     d = [a - g for a, g in zip(arenas, glibc)]
@@ -261,7 +262,7 @@ def test_a_life_study_that_decides_on_memory_stops_a_unit_whose_throughput_is_un
     units = sorted({(r.cell, r.allocator) for r in rows})
     active, _ = decide.active_units(units, rows, policy)
     assert active == set(units)
-    memory = replace(policy, decide_on=tuple(m.name for m in metrics.LIFE))
+    memory = replace(policy, decide_on=tuple(m.name for m in LIFE_METRICS))
     active, why = decide.active_units(units, rows, memory)
     assert active == set() and "decided at the look after round 4" in why[("c", "jemalloc")]
     # a life in no comparison of decide_on's metrics (one allocator) does not run on for its throughput
@@ -286,7 +287,7 @@ def test_a_study_of_lives_that_decides_on_memory_says_what_more_rounds_would_dec
         rows += [_row("glibc", r, creep=14.0, given=0.02, overhead=60 << 20, ops=1000.0),
                  _row("jemalloc", r, creep=0.3, given=0.5, overhead=(59 << 20) * (1 + 0.1 * rng.standard_normal()),
                       ops=1000.0 * (1 + 0.3 * rng.standard_normal()))]
-    design = Design(questions=("allocators",), baseline="glibc", decide_on=tuple(m.name for m in metrics.LIFE))
+    design = Design(questions=("allocators",), baseline="glibc", decide_on=tuple(m.name for m in LIFE_METRICS))
     study = analyse.Study(root=tmp_path, rows=rows, machine={"cpu_model": "Test CPU", "cores": 2, "kernel": "6.1"},
                           plan={"allocators": [{"name": "glibc"}, {"name": "jemalloc"}], "engines": ["mariadb-innodb"],
                                 "design": design.to_json()},
@@ -656,7 +657,7 @@ def test_side_by_side_the_decided_keep_an_undecided_cells_lives_company():
     runs while any of its comparisons is open (decide.company), but one that keeps failing; a cell
     whose comparisons are all decided stops whole."""
     policy = Design(questions=("allocators",), baseline="glibc", adaptive=True, looks=(4, 8),
-                    decide_on=tuple(m.name for m in metrics.LIFE))
+                    decide_on=tuple(m.name for m in LIFE_METRICS))
     jitter = (1.0, 1.03, 0.98, 1.01)
     rows = []
     for cell, engine, open_given in (("c", "mariadb-innodb", (0.02, 0.30, 0.01, 0.25)), ("d", "rocksdb", None)):
@@ -731,11 +732,11 @@ def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
     more = [replace(_row(a, 5, given=g), cell=cells["rocksdb"], engine="rocksdb", run_id=f"x-{a}-{g}", index=100 + i)
             for i, (a, g) in enumerate([("glibc", 0.0), ("glibc", 0.03), ("glibc", 0.06),
                                         (GLIBC_TWO_ARENAS, 0.1), (GLIBC_TWO_ARENAS, 0.4), (GLIBC_TWO_ARENAS, 0.1)])]
-    groups = decide._groups(rows + more, metrics.GIVEN_BACK)
+    groups = decide._groups(rows + more, GIVEN_BACK)
     rocks = next(c for c in groups if c[0] == "rocksdb")
     assert groups[rocks]["glibc"][(5, "")] == pytest.approx(0.03)
     assert groups[rocks][GLIBC_TWO_ARENAS][(5, "")] == pytest.approx(0.2)
-    v = next(v for v in decide.verdicts(rows + more, quick.design, [metrics.GIVEN_BACK])
+    v = next(v for v in decide.verdicts(rows + more, quick.design, [GIVEN_BACK])
              if v.engine == "rocksdb" and v.variant == GLIBC_TWO_ARENAS)
     assert v.n_pairs == 5
     assert decide.more_runs(rows + more) == 4
@@ -757,7 +758,7 @@ def test_a_cells_runs_per_round_are_its_places_not_runs_in_decided_ones_places()
     # four runs of glibc in a round are two beyond its places (in a decided allocator's)
     more = [replace(_row("glibc", 3, given=0.02), run_id=f"g-3-{k}", index=30 + k) for k in range(4)]
     assert decide.more_runs(two + more) == 2
-    groups = decide._groups(two, metrics.GIVEN_BACK)
+    groups = decide._groups(two, GIVEN_BACK)
     assert groups[next(iter(groups))]["jemalloc"][(1, "")] == pytest.approx(0.5)
     study = Study(root=Path("."), rows=two, machine={},
                   plan={"side_by_side": 4, "allocators": [{"name": "glibc"}, {"name": "jemalloc"}]})
@@ -776,7 +777,7 @@ def test_the_life_headline_says_which_machine_a_per_machine_answer_is_from():
     policy = Design(questions=("allocators",), baseline="glibc", adaptive=False)
     rows = [_row("glibc", r, creep=14.0 + r % 2, given=0.02, overhead=(60 + r) << 20) for r in range(1, 6)]
     rows += [_row("jemalloc", r, creep=0.3, given=0.45 + 0.01 * r, overhead=(30 + r) << 20) for r in range(1, 6)]
-    vs = decide.verdicts(rows, policy, metrics.LIFE)
+    vs = decide.verdicts(rows, policy, LIFE_METRICS)
     lives = {}
     for v in vs + [replace(v, machine="node-b") for v in vs]:
         lives.setdefault(sentences._question(v), {}).setdefault(v.metric, []).append(v)

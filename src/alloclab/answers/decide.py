@@ -5,7 +5,7 @@ A study's questions are comparisons of two groups of runs that differ in one thi
 `engines` (each engine against the baseline engine, same cell and allocator) and `profiles`
 (each engine-settings profile against the first one). Each comparison is made on three
 metrics: throughput (NOPM for TPC-C), p99 latency per call and peak RSS, and for a server's
-life also creep, given back and overhead (metrics.LIFE). The ratio
+life also creep, given back and overhead (a workload's own: metrics.own()). The ratio
 variant / baseline gets an interval that pairs runs of the same round (see
 stats.ratio_interval) and one verdict word (stats.verdict_word).
 
@@ -23,14 +23,14 @@ from dataclasses import asdict, dataclass
 
 from alloclab.answers import stats
 from alloclab.answers.metrics import (
-    BY_NAME,
-    LIFE,
     THROUGHPUT,
     Metric,
+    by_name,
     delta,
     delta_unit,
     for_rows,
     margin_of,
+    own,
     value,
 )
 from alloclab.plan import side_by_side_groups, workload
@@ -251,7 +251,7 @@ def interval_word(name: str, lo: float, hi: float, study_margin: float,
     """The verdict word of an interval of a metric's ratio (a share's: of exp(difference)): its
     direction (higher/lower for memory and latency), equivalent within the metric's margin, or
     undecided; the one reading of an interval for verdicts and for predictions over machines."""
-    m = BY_NAME.get(name)
+    m = by_name(name)
     higher = m.higher_is_better if m is not None else True
     if m is not None and m.points:
         lo, hi = 1 + math.log(lo), 1 + math.log(hi)
@@ -326,8 +326,8 @@ def stopping(rows: list[RunRow], policy: Design) -> tuple[Metric, ...]:
     """The metrics whose comparisons must be decided before a unit stops: the plan's decide_on;
     by default throughput, and a life's memory metrics where the rows measured them."""
     if policy.decide_on:
-        return tuple(BY_NAME[n] for n in policy.decide_on)
-    return (THROUGHPUT,) + tuple(m for m in for_rows(rows) if m in LIFE)
+        return tuple(by_name(n) for n in policy.decide_on)
+    return (THROUGHPUT,) + tuple(m for m in for_rows(rows) if m in own())
 
 
 FAILING = "its last two runs failed or were not proved"

@@ -13,7 +13,6 @@ from alloclab.answers.lives import leanest, life_headline, limit_words, survived
 from alloclab.answers.wording import cell_label, short
 from alloclab.answers.wording import signed as _signed
 from alloclab.answers.wording import top as _top
-from alloclab.catalog.names import LIFE_METRICS
 from alloclab.core.units import fmt_duration
 from alloclab.plan import published, workload
 from alloclab.plan.design import DECIDED_WORDS, DEFAULT_MARGIN, EQUIVALENT, FASTER, LOWER, UNDECIDED
@@ -199,10 +198,11 @@ def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: floa
     for v in primary:
         out.by_q[_question(v)].append(v)
     memory = defaultdict(list)  # the same questions on peak RSS: the memory answer beside the speed one
+    memories = {m.name for m in metrics.own()}  # a workload's own verdict metrics (a life's memory)
     for v in vs:
         if v.metric == "peak_rss" and v.ratio is not None:
             memory[_question(v)].append(v)
-        if v.metric in LIFE_METRICS and v.ratio is not None:
+        if v.metric in memories and v.ratio is not None:
             out.lives[_question(v)][v.metric].append(v)
     by_q = out.by_q
     for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
@@ -231,7 +231,7 @@ def _life_lines(lived: dict, items: list, by_unit: dict, margin_pct: float) -> l
     """A life's memory verdicts, metric by metric, the leanest allocator with its cost in speed,
     and its kills."""
     own = []
-    for m in metrics.LIFE:
+    for m in metrics.own():
         got = sorted(lived.get(m.name, []), key=lambda v: -_effect(v))
         if got:
             own.append(f"{m.words} vs {got[0].baseline}: " + "; ".join(short(v, margin_pct) for v in got))
@@ -329,7 +329,7 @@ def _method_note(study: analyse.Study, vs: list) -> str:
 def _verdict_order(study: analyse.Study, vs: list) -> tuple[list, list]:
     """The verdict table sorted by metric then effect, and on machines that differ every
     comparison on each machine alone first, then the pooled ones ([] on one machine)."""
-    order = {m.name: i for i, m in enumerate(metrics.METRICS + metrics.LIFE)}
+    order = {m.name: i for i, m in enumerate(metrics.METRICS + metrics.own())}
     table = sorted(vs, key=lambda v: (order.get(v.metric, 9), -_effect(v)))
     per = [v for vs_ in study.per_machine().values() for v in vs_]
     first = sorted(per, key=lambda v: (order.get(v.metric, 9), v.machine, -_effect(v)))

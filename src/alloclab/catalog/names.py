@@ -45,10 +45,4 @@ LIFE_SERVER_BURSTS = ("dump", "storm", "groupby")
 # an embedded engine's (the driver's `life`): flush and compact everything; one iterator over every key
 LIFE_ENGINE_BURSTS = ("compact", "scan")
 LIFE_BURSTS = LIFE_SERVER_BURSTS + LIFE_ENGINE_BURSTS
-# a life's memory metrics, as verdicts name them (answers.metrics.LIFE)
-LIFE_METRICS = ("creep", "given_back", "overhead")
-# what a study's rounds may go on for (plan key decide_on): a (cell, allocator) runs while one of
-# its comparisons on these is undecided; by default throughput and, in a life, its memory metrics
-GOALS = ("throughput",) + LIFE_METRICS
-# every metric a verdict is made on (answers.metrics.BY_NAME), as plan key margins_pct names them
-VERDICT_METRICS = ("throughput", "p99_latency", "peak_rss") + LIFE_METRICS
+# the metrics verdicts are made on, and what a study's rounds may go on for: catalog.metrics

@@ -73,7 +73,7 @@ def _check_goals(d: dict) -> None:
     if not goals or "throughput" in goals:
         return
     for i, w in enumerate(d["workloads"]):
-        if not workload.of(w["workload"]).memory_metrics:
+        if not workload.of(w["workload"]).metrics:
             raise AlloclabError(f"decide_on names only a life's memory metrics ({', '.join(goals)}), and "
                                 f"workloads[{i}] ({w['workload']}) is not a life: its comparisons are on throughput",
                                 "add \"throughput\" to decide_on, or leave decide_on out")

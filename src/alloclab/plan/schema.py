@@ -8,16 +8,14 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from alloclab.catalog import targets, tidesql
+from alloclab.catalog import metrics, targets, tidesql
 from alloclab.catalog.names import (
     COMPRESSION,
     ENGINES,
-    GOALS,
     PATTERNS,
     SYNC,
     SYSBENCH_CLIENTS,
     TPCC_CLIENTS,
-    VERDICT_METRICS,
 )
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import parse_duration, parse_size
@@ -223,7 +221,7 @@ TOP_SCHEMA = {
     "margin_pct": percent(0, 100),
     # a metric's own equivalence margin, over margin_pct and the metric's default: {overhead = 5,
     # given_back = 10}; a share compared in percentage points (given_back) takes points
-    "margins_pct": lambda key, v: check_table(key, v, {m: percent(0, 100) for m in VERDICT_METRICS}),
+    "margins_pct": lambda key, v: check_table(key, v, {m.name: percent(0, 100) for m in metrics.verdicts()}),
     "budget": seconds(0.0, strict=True),
     "min_runs": whole(2, 1000),
     "max_rounds": whole(2, 1000),
@@ -231,7 +229,7 @@ TOP_SCHEMA = {
     "questions": list_of(choice(design.QUESTIONS)),
     # the metrics whose undecided comparisons keep a (cell, allocator) running; default: throughput
     # and a life's memory metrics (memory-life: its memory metrics only)
-    "decide_on": list_of(choice(GOALS)),
+    "decide_on": lambda key, v: list_of(choice(metrics.goals()))(key, v),
     "baseline_engine": text,
     "engines": list_of(_engine),
     "allocators": list_of(text),

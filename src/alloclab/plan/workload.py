@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from alloclab.catalog import metrics as cm
+from alloclab.catalog.metrics import Metric
 from alloclab.core.errors import AlloclabError
 from alloclab.results import columns
 from alloclab.results.columns import NoColumns
@@ -54,7 +56,7 @@ class Workload:
     only: frozenset[str] = frozenset()  # keys no other workload accepts (named when misplaced)
     headline = "ops_per_s"  # runs.csv's column its throughput verdicts compare
     headline_words = "throughput"
-    memory_metrics: tuple[str, ...] = ()  # the memory verdicts its runs decide beside throughput (a life's)
+    metrics: tuple[Metric, ...] = ()  # its own verdict metrics beside throughput (a life's memory: catalog.metrics)
     headline_unit = ""  # its throughput's unit where a chart names it ("": the metric's)
     server_profile = ""  # a server's settings profile when the plan names none
     unit_of_work = "transaction"  # what a run's CPU is divided by (report: CPU per transaction)
@@ -193,6 +195,7 @@ def register(w: Workload) -> Workload:
     if clash:
         raise AlloclabError(f"workload {w.names[0]}: {', '.join(clash)} are shared columns of every run")
     columns.register(w.names, w.Columns)
+    cm.register(*w.metrics)
     for n in w.names:
         if n in _REGISTRY and _REGISTRY[n] is not w:
             raise AlloclabError(f"workload name {n!r} is registered twice")

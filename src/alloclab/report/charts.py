@@ -30,7 +30,7 @@ VERDICT_COLOURS = {FASTER: "#2a9d4b", LOWER: "#2a9d4b", SLOWER: "#c0392b", HIGHE
 def _colour(v) -> str:
     """A verdict's colour: green where the variant is better, red where worse (more of a life's
     given back is better: "higher" is green there), blue equivalent, grey undecided."""
-    m = metrics.BY_NAME.get(v.metric)
+    m = metrics.by_name(v.metric)
     if m is not None and m.higher_is_better and m is not THROUGHPUT and v.verdict in (HIGHER, LOWER):
         return VERDICT_COLOURS[LOWER if v.verdict == HIGHER else HIGHER]
     return VERDICT_COLOURS.get(v.verdict, "#888")
@@ -104,7 +104,7 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     fig.tight_layout()
     png, svg = _save(fig, out, f"verdicts_{metric}")
     n = [v.n_pairs or min(v.n_baseline, v.n_variant) for v in vs]
-    own = metrics.BY_NAME[metric].unit if metric in metrics.BY_NAME else ""
+    own = metrics.by_name(metric).unit if metrics.by_name(metric) else ""
     units = sorted({(ans.headline_units.get(tuple(v.base_unit), "") if metric == THROUGHPUT.name else "") or own
                     for v in vs})
     title = what[:1].upper() + what[1:]

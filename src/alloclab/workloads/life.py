@@ -23,14 +23,13 @@ from __future__ import annotations
 import json
 import re
 
-from alloclab.answers import decide, metrics
+from alloclab.answers import decide
 from alloclab.catalog import targets
 from alloclab.catalog.names import (
     KV_WORKLOADS,
     LIFE,
     LIFE_BURSTS,
     LIFE_ENGINE_BURSTS,
-    LIFE_METRICS,
     LIFE_PHASE_KINDS,
     LIFE_SERVER_BURSTS,
     SYSBENCH_TESTS,
@@ -43,6 +42,7 @@ from alloclab.report import charts
 from alloclab.report.formatting import fmt_num
 from alloclab.report.life import life_table
 from alloclab.workloads.life_runs import (
+    LIFE_METRICS,
     EmbeddedLife,
     LifeColumns,
     LifeKind,
@@ -144,7 +144,7 @@ class LifeWorkload(Workload):
     only = frozenset(schema)
     keys = only | {"tables", "table_size"}
     headline_words = "steady throughput"
-    memory_metrics = LIFE_METRICS
+    metrics = LIFE_METRICS
     Params = LifeParams
     Columns = LifeColumns
     server_profile = "life"
@@ -284,7 +284,7 @@ class LifeWorkload(Workload):
                           "/proc; a server's process tree), one line per allocator from the same round; shaded: "
                           "bursts (orange) and idle phases (grey) as the baseline's run had them; dashed: the cgroup's "
                           "memory limit; ×: killed by the kernel's OOM killer. Measured on " + a.answers.where + "."))
-        for m in metrics.LIFE:
+        for m in self.metrics:
             f = charts.draw_verdicts(a.answers, out, m.name)
             if f:
                 first.append(f)

@@ -14,9 +14,8 @@ from dataclasses import asdict, dataclass, replace
 
 from alloclab.alloc import account as alloc_account
 from alloclab.answers import life
-from alloclab.catalog.names import (
-    ENGINES,
-)
+from alloclab.catalog.metrics import Metric
+from alloclab.catalog.names import ENGINES
 from alloclab.clients import driver, sysbench
 from alloclab.clients import life as life_client
 from alloclab.core.errors import AlloclabError
@@ -74,6 +73,19 @@ class LifeColumns:
     oom_cycle: int | None = None
     alloc_kept_bytes: int | None = None
     alloc_kept_growth_mib_per_cycle: float | None = None
+
+
+# a server's life's verdict metrics, read from its columns: settled RSS's slope over cycles (under 1
+# MiB per cycle: none), the share of a burst's excess given back while idle (a difference under 5
+# points: none), RSS over the engine's own account at the last idle end (none where the account is
+# larger: it counts what it reserved)
+CREEP = Metric("creep_mib_per_cycle", "Creep (settled RSS per cycle)", "MiB/cycle", 1, False, "creep",
+               "creep of settled RSS", floor=1.0)
+GIVEN_BACK = Metric("given_back_share", "Given back after a burst", "share", 1, True, "given_back",
+                    "share of a burst given back", points=True, margin=0.05)
+OVERHEAD = Metric("overhead_bytes", "RSS over the engine's account", "MiB", 2**20, False, "overhead",
+                  "RSS over the engine's own account")
+LIFE_METRICS = (CREEP, GIVEN_BACK, OVERHEAD)
 
 
 def phases_of(c) -> list[dict]:
