@@ -246,8 +246,10 @@ def test_the_report_computes_no_statistics_and_reads_no_study():
                     found.append(f"{name}:{node.lineno} imports {bad or [a.name for a in node.names]}")
             if isinstance(node, ast.Attribute) and node.attr == "study":
                 found.append(f"{name}:{node.lineno} reads .study")
-            if isinstance(node, ast.Name) and node.id in ("Study", "stats"):
+            if isinstance(node, ast.Name) and node.id in ("Study", "stats", "study"):
                 found.append(f"{name}:{node.lineno} names {node.id}")
+            if isinstance(node, ast.arg) and node.arg == "study":
+                found.append(f"{name}:{node.lineno} takes a study")
     assert found == [], "compute it in answers.analysis and render it in report/"
 
 

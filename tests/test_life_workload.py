@@ -530,7 +530,7 @@ def test_a_smoke_life_on_rocksdb_records_its_phases_and_both_accounts(tmp_path, 
         assert r.own.alloc_kept_bytes == int(ends[-1]["alloc_kept_bytes"]) > 0
     # the report's life table: one line per allocator, from runs.csv
     from alloclab.answers import analyse
-    from alloclab.report.life import life_table
+    from alloclab.answers.lives import life_table
     t = life_table(analyse.load(out), rows)
     assert [x[2] for x in t.rows] == ["glibc", "jemalloc"] and all(x[11] != "–" for x in t.rows), t.rows
 

@@ -17,10 +17,9 @@ import pytest
 from scipy import stats as sps
 
 from alloclab import cli
-from alloclab.answers import analyse, metrics, replicate, stats
+from alloclab.answers import analyse, compare, metrics, replicate, stats
 from alloclab.answers.decide import Verdict
 from alloclab.plan.design import Design
-from alloclab.report import compare
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL = FIXTURES / "replication"

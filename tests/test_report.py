@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from alloclab import report
-from alloclab.answers import analyse
+from alloclab.answers import analyse, compare
 from alloclab.core.errors import AlloclabError
-from alloclab.report import compare
 from alloclab.results.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -318,7 +317,7 @@ def test_a_study_over_machines_that_differ_answers_per_machine_and_pools_only_wh
 
 
 def test_numbers_are_never_shown_as_minus_zero():
-    from alloclab.report.formatting import fmt_num
+    from alloclab.answers.table import fmt_num
     assert [fmt_num(x, f, u) for x, f, u in [(-0.3, ".0f", " %"), (-0.04, "+.1f", ""), (-1.2, "+.1f", ""),
                                                (15.3, ".0f", " %"), (None, ".0f", " %"), (1234.5, ",.0f", "")]] == \
         ["0 %", "0.0", "-1.2", "15 %", "–", "1,234"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from alloclab import __version__, doctor, report, study, workloads
 from alloclab import plan as plan_mod
 from alloclab.alloc import build, listing
-from alloclab.answers import analyse, metrics
+from alloclab.answers import analyse, compare, metrics
 from alloclab.catalog import tidesql
 from alloclab.catalog.allocators import SOURCE_BUILT
 from alloclab.catalog.names import HAMMERDB
@@ -19,7 +19,7 @@ from alloclab.core.errors import AlloclabError
 from alloclab.core.units import csv_list, fmt_duration, parse_duration
 from alloclab.plan import flags, presets
 from alloclab.plan import workload as workload_mod
-from alloclab.report import compare, to_markdown
+from alloclab.report import to_markdown
 from alloclab.results.store import Store, check_can_make
 from alloclab.servers import stack
 from alloclab.study.progress import Progress

@@ -7,13 +7,14 @@ folder cannot disagree (hyperfine's exporters, pyperf's one comparison module).
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from alloclab.answers import analyse, causes, cautions, dependence, stats
+from alloclab.answers import analyse, causes, cautions, dependence, provenance, stats, tables
 from alloclab.answers import sentences as answers_mod
 from alloclab.answers.analyse import CellSummary, Study, VsBaseline
 from alloclab.answers.metrics import BY_COLUMN, METRICS, NOPM, P99, PEAK_RSS, THROUGHPUT, Metric
+from alloclab.answers.table import caption, params
 from alloclab.plan import workload
 from alloclab.results.store import RunRow
 
@@ -75,6 +76,7 @@ class ChartData:
     panels: tuple[str, ...]  # in the engines' order
     lines: dict = field(default_factory=dict)  # (panel, allocator) -> [(x, CellStats)] (line charts)
     bars: dict = field(default_factory=dict)  # panel -> (groups, allocator -> medians per group) (bar charts)
+    caption: str = ""  # what it shows, over how many runs per point
 
 
 def _chart_data(study: Study, spec: Chart) -> ChartData | None:
@@ -110,7 +112,8 @@ def _chart_data(study: Study, spec: Chart) -> ChartData | None:
                     ys.append(stats.median(vals) if vals else 0)
                 meds[a] = ys
             bars[panel] = (gs, meds)
-    return ChartData(spec, tuple(rows), allocs, medians, panels, lines, bars)
+    return ChartData(spec, tuple(rows), allocs, medians, panels, lines, bars,
+                     caption(f"{spec.title} ({spec.metric.unit})", rows))
 
 
 @dataclass(frozen=True)
@@ -139,11 +142,42 @@ def grouped(study: Study, rows: list, label, value) -> Groups | None:
 
 
 @dataclass(frozen=True)
+class Timeline:
+    """One engine's RSS over its run, per allocator, in the cell with the largest peak (repeat 1)."""
+
+    engine: str
+    title: str
+    lines: tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...]  # (allocator, seconds, MiB)
+
+
+def _rss_timelines(study: Study) -> list[Timeline]:
+    valid = study.valid()
+    out = []
+    for engine in [e for e in study.engines if any(r.engine == e for r in valid)]:
+        er = [r for r in valid if r.engine == engine]
+        cell = analyse.cell_of(max(er, key=lambda r: r.peak_rss_bytes))
+        lines = []
+        for a in study.allocators:
+            runs = [r for r in er if analyse.cell_of(r) == cell and r.allocator == a]
+            if runs:
+                samples = study.samples(runs[0].run_id)
+                lines.append((a, tuple(float(s["t_s"]) for s in samples),
+                              tuple(int(s["rss_bytes"]) / 2**20 for s in samples)))
+        out.append(Timeline(engine, f"{engine}: {cell[1]} {params(cell)} (repeat 1)", tuple(lines)))
+    return out
+
+
+@dataclass(frozen=True)
 class Analysis:
-    """Everything a report of one folder shows, computed once."""
+    """Everything a report of one folder shows, computed once. The report renders its fields and
+    never its `study` (the stored files it was computed from)."""
 
     study: Study
     answers: answers_mod.Answers
+    title: str  # the plan's name
+    allocators: tuple[str, ...]  # the plan's, in its order
+    baseline: str
+    perf: bool  # profiled runs were asked for (--profile)
     headline_metrics: tuple[Metric, ...]  # the vs-baseline tables' metrics: workloads' headlines, then METRICS
     summaries: dict[str, list[CellSummary]]  # metric column -> per cell and allocator
     comparisons: dict[str, list[VsBaseline]]  # metric column -> each allocator against the baseline
@@ -156,6 +190,10 @@ class Analysis:
     dependence: list[causes.DependenceLine]  # the comparisons that depend on the host's state or drifted
     charts: dict[str, ChartData]  # chart name -> its numbers (charts with runs only)
     sections: dict[str, dict]  # a workload's first name -> the statistics of its own report section
+    environment: tuple[str, ...] = ()  # where the numbers come from (answers.provenance)
+    rss: tuple[Timeline, ...] = ()  # RSS over a run, per engine
+    flames: tuple = ()  # (cell, allocator, [run folders]) of the profiled runs (answers.tables.flame_groups)
+    tables: tables.Tables | None = None  # every table, built after the rest (answers.tables.build)
     _warnings: tuple[str, ...] = ()
 
     def warnings(self) -> list[str]:
@@ -173,8 +211,9 @@ def build(root: Path) -> Analysis:
     shown = headlines + METRICS
     ratios = (THROUGHPUT,) + tuple(m for m in headlines if m is NOPM)
     charts = {c.name: d for c in CHARTS if (d := _chart_data(study, c))}
-    return Analysis(
-        study=study, answers=ans, headline_metrics=shown,
+    a = Analysis(
+        study=study, answers=ans, title=str(study.plan.get("name", "study")), allocators=tuple(study.allocators),
+        baseline=study.baseline, perf=bool(study.plan.get("perf")), headline_metrics=shown,
         summaries={m.column: analyse.summaries(study, m) for m in shown},
         comparisons={m.column: analyse.comparisons(study, m) for m in shown},
         spreads=analyse.spreads(study),
@@ -184,4 +223,6 @@ def build(root: Path) -> Analysis:
         sweeps={THROUGHPUT.column: analyse.by_cell(study.valid(), THROUGHPUT.column)},
         findings=study.findings(), dependence=causes.table(study.findings(), study.own_slopes()), charts=charts,
         sections={wl.names[0]: wl.section_data(study, study.valid_of(wl.names)) for wl in workload.every()},
-        _warnings=tuple(cautions.warnings(study)))
+        environment=tuple(provenance.environment(study)), rss=tuple(_rss_timelines(study)),
+        flames=tuple(tables.flame_groups(study)), _warnings=tuple(cautions.warnings(study)))
+    return replace(a, tables=tables.build(a, study))

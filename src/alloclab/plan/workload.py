@@ -159,17 +159,18 @@ class Workload:
         return {}
 
     def report_tables(self, a, rows: list) -> list:
-        """Its own tables (report.tables.Table) over its valid rows, from the analysis `a`."""
+        """Its own tables (answers.table.Table) over its valid rows, built with the analysis `a`
+        (answers.tables.build)."""
         return []
 
-    def first_charts(self, a, rows: list, out) -> list:
+    def first_charts(self, a, out) -> list:
         """Charts that answer its study first, in place of the throughput forest plot (a life's
         memory: RSS over the life and the forest plots of its memory verdicts); [] for a speed
         workload."""
         return []
 
-    def report_charts(self, a, rows: list, out) -> list:
-        """Its own charts: (png, svg, caption) over its valid rows, from the analysis `a`."""
+    def report_charts(self, a, out) -> list:
+        """Its own charts: (png, svg, caption), from the analysis `a` (its section_data)."""
         return []
 
     def environment_lines(self, rows: list) -> list[str]:

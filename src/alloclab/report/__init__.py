@@ -6,20 +6,19 @@
     report/charts/       every chart as .png and .svg
 
     build.py        the one build: the folder's analysis (answers.analysis), rendered
-    tables.py       Table (with its CSV) and the study's tables
-    tpcc.py         the TPC-C tables and the published figures beside ours
     charts.py       the charts (matplotlib) and the data table of each
-    formatting.py   cell labels and statistics as text, shared by tables and charts
-    provenance.py   the Environment section
+    flames.py       flame graphs of the profiled runs (inferno), and their table
     markdown.py     a table in Markdown, and report.md
     html.py         a table in HTML, and report.html
+
+Every number it shows is the analysis' (answers.analysis: its tables are answers.tables', the
+TPC-C ones answers.tpcc's, a life's answers.lives', the Environment answers.provenance's); the
+report computes no statistic and never reads the stored files itself.
 """
 
 from __future__ import annotations
 
 from alloclab.report.build import REPORT_DIR, build
-from alloclab.report.formatting import fmt_cmp, params
 from alloclab.report.markdown import to_markdown
-from alloclab.report.tables import Table
 
-__all__ = ["REPORT_DIR", "Table", "build", "fmt_cmp", "params", "to_markdown"]
+__all__ = ["REPORT_DIR", "build", "to_markdown"]

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from alloclab.answers import analysis
 from alloclab.answers import sentences as answers
+from alloclab.answers.table import to_csv
 from alloclab.plan import workload
 from alloclab.report import html, markdown
 from alloclab.report.charts import (
-    caption,
     chart_table,
     draw_cell_bars,
     draw_chart,
@@ -18,25 +18,8 @@ from alloclab.report.charts import (
     draw_rss_timelines,
     draw_verdicts,
 )
+from alloclab.report.flames import flame_table
 from alloclab.report.markdown import to_markdown
-from alloclab.report.provenance import environment
-from alloclab.report.tables import (
-    calls_table,
-    cells_table,
-    cpu_per_txn_table,
-    cpu_share_table,
-    dependence_table,
-    engine_ratio_table,
-    excluded_table,
-    flame_table,
-    memory_account_table,
-    scaling_table,
-    spread_table,
-    sweep_table,
-    to_csv,
-    verdict_table,
-    vs_baseline_table,
-)
 from alloclab.results.store import atomic_write
 
 REPORT_DIR = "report"
@@ -47,26 +30,21 @@ RSS_CAPTION = ("RSS of the process under test over its run (MiB, sampled at 20 H
 def build(root: Path) -> Path:
     """Write the report of a results folder; return the path of report.md."""
     a = analysis.build(root)
-    study, ans = a.study, a.answers
+    ans, tabs = a.answers, a.tables
     out = Path(root) / REPORT_DIR
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "charts").mkdir(parents=True, exist_ok=True)
-    title = f"alloclab report: {study.plan.get('name', 'study')}"
-    env = environment(study)
-    verdicts = verdict_table(ans)
+    title = f"alloclab report: {a.title}"
+    env = list(a.environment)
+    verdicts = tabs.verdicts
     atomic_write(out / "verdicts.csv", to_csv(verdicts))
     atomic_write(out / "verdicts.json", answers.to_json(ans))
     atomic_write(out / "answers.md", answers.to_markdown(ans))
 
-    main_tables = [vs_baseline_table(a, m) for m in a.headline_metrics]
-    shaped = [t for t in (chart_table(a, c) for c in analysis.CHARTS) if t]
-    for wl in workload.every():  # each workload's own section
-        shaped += wl.report_tables(a, study.valid_of(wl.names))
-    other = [t for t in (dependence_table(a), cpu_per_txn_table(study), cpu_share_table(study), calls_table(study),
-                         flame_table(study, out)) if t] + [
-        memory_account_table(study), spread_table(a), engine_ratio_table(a), sweep_table(a), scaling_table(a)]
-    excluded = excluded_table(study)
-    cells = cells_table(a)
+    main_tables = tabs.main
+    shaped = [t for t in (chart_table(a, c) for c in analysis.CHARTS) if t] + tabs.own
+    other = tabs.profiled + [t for t in (flame_table(a, out),) if t] + tabs.rest
+    excluded, cells = tabs.excluded, tabs.cells
     tables = [verdicts] + main_tables + shaped + other + [excluded, cells]
     for t in tables:
         atomic_write(out / "tables" / f"{t.name}.csv", to_csv(t))
@@ -74,19 +52,19 @@ def build(root: Path) -> Path:
 
     forest = draw_verdicts(ans, out / "charts")  # the main question's answer, on the first screen
     # the memory answer beside it, where the study compares several allocators
-    memory = draw_verdicts(ans, out / "charts", "peak_rss") if len(study.allocators) > 2 else None
+    memory = draw_verdicts(ans, out / "charts", "peak_rss") if len(a.allocators) > 2 else None
     first, beside = [forest] if forest else [], [memory] if memory else []
-    own = [c for wl in workload.every() for c in wl.first_charts(a, study.valid_of(wl.names), out / "charts")]
+    own = [c for wl in workload.every() for c in wl.first_charts(a, out / "charts")]
     if own:  # a study whose answer is memory over a life: its pictures first, the speed beside them
         first, beside = own, [forest] if forest else []
     charts = [c for c in (draw_host_state(a, out / "charts"), draw_cell_bars(a, out / "charts")) if c]
     for wl in workload.every():
-        charts += wl.report_charts(a, study.valid_of(wl.names), out / "charts")
+        charts += wl.report_charts(a, out / "charts")
     for spec in analysis.CHARTS:
         c = draw_chart(a, spec, out / "charts")
         if c:
-            charts.append((*c, caption(f"{spec.title} ({spec.metric.unit})", spec.rows(study))))
-    rss = draw_rss_timelines(study, out / "charts")
+            charts.append((*c, a.charts[spec.name].caption))
+    rss = draw_rss_timelines(a, out / "charts")
     if rss:
         charts.append((*rss, RSS_CAPTION))
 

@@ -15,13 +15,12 @@ matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font is ever f
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import transforms  # noqa: E402
 
-from alloclab.answers import analyse, context, metrics  # noqa: E402
+from alloclab.answers import context, metrics  # noqa: E402
 from alloclab.answers import sentences as answers  # noqa: E402
 from alloclab.answers.analysis import Analysis, Chart, Groups  # noqa: E402
 from alloclab.answers.metrics import THROUGHPUT, Metric  # noqa: E402
+from alloclab.answers.table import Table, cell_dict  # noqa: E402
 from alloclab.plan.design import EQUIVALENT, FASTER, HIGHER, LOWER, SLOWER, UNDECIDED  # noqa: E402
-from alloclab.report.formatting import params  # noqa: E402
-from alloclab.report.tables import Table  # noqa: E402
 
 VERDICT_COLOURS = {FASTER: "#2a9d4b", LOWER: "#2a9d4b", SLOWER: "#c0392b", HIGHER: "#c0392b",
                    EQUIVALENT: "#2c6fbb", UNDECIDED: "#888888"}
@@ -123,12 +122,11 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
 
 def draw_cell_bars(an: Analysis, out: Path, m: Metric = THROUGHPUT, limit: int = 12) -> tuple | None:
     """Per cell, one bar per allocator: the median with its 95 % CI, y axis from zero."""
-    study = an.study
     summ = an.summaries[m.column]
     cells = list(dict.fromkeys(s.cell for s in summ))[:limit]
     if not cells:
         return None
-    allocs = [a for a in study.allocators if any(s.allocator == a for s in summ)]
+    allocs = [a for a in an.allocators if any(s.allocator == a for s in summ)]
     by = {(s.cell, s.allocator): s for s in summ}
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(cells) * max(len(allocs), 1) ** 0.6 + 2), 4.4))
     width = 0.8 / max(len(allocs), 1)
@@ -191,7 +189,7 @@ def draw_host_state(an: Analysis, out: Path, limit: int = 6) -> tuple | None:
         mx, my = sum(xs) / len(xs), sum(math.log(y) for y in ys) / len(ys)
         ax.plot([x0, x1], [math.exp(my + f.slope.slope * (x - mx)) for x in (x0, x1)], color=colour, lw=1)
         ax.axhline(1, color="#333", lw=0.6)
-        c = analyse.cell_dict(f.cell)
+        c = cell_dict(f.cell)
         ax.set_title(f"{c['engine']} {c['part']} t{c['threads']}: {f.variant}" + (" (depends)" if f.slope.depends
                                                                                   else ""), fontsize=8)
         ax.set_xlabel(f.slope.state, fontsize=7)
@@ -260,23 +258,15 @@ def draw_chart(an: Analysis, spec: Chart, out: Path) -> tuple[Path, Path] | None
     return _save(fig, out, spec.name)
 
 
-def draw_rss_timelines(study: analyse.Study, out: Path) -> tuple[Path, Path] | None:
+def draw_rss_timelines(an: Analysis, out: Path) -> tuple[Path, Path] | None:
     """RSS over time of the process under test, per engine, for the cell with the largest peak."""
-    valid = study.valid()
-    if not valid:
+    if not an.rss:
         return None
-    engines = [e for e in study.engines if any(r.engine == e for r in valid)]
-    fig, axes = plt.subplots(1, len(engines), figsize=(5.2 * len(engines), 4), squeeze=False)
-    for ax, engine in zip(axes[0], engines):
-        er = [r for r in valid if r.engine == engine]
-        cell = analyse.cell_of(max(er, key=lambda r: r.peak_rss_bytes))
-        for a in study.allocators:
-            runs = [r for r in er if analyse.cell_of(r) == cell and r.allocator == a]
-            if not runs:
-                continue
-            samples = study.samples(runs[0].run_id)
-            ax.plot([float(s["t_s"]) for s in samples], [int(s["rss_bytes"]) / 2**20 for s in samples], label=a)
-        ax.set_title(f"{engine}: {cell[1]} {params(cell)} (repeat 1)", fontsize=8)
+    fig, axes = plt.subplots(1, len(an.rss), figsize=(5.2 * len(an.rss), 4), squeeze=False)
+    for ax, tl in zip(axes[0], an.rss):
+        for alloc, ts, mib in tl.lines:
+            ax.plot(list(ts), list(mib), label=alloc)
+        ax.set_title(tl.title, fontsize=8)
         ax.set_xlabel("seconds since start")
         ax.set_ylabel("RSS (MiB)")
         ax.set_ylim(bottom=0)
@@ -346,12 +336,3 @@ def draw_grouped_bars(g: Groups, out: Path, name: str, title: str, ylabel: str) 
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _save(fig, out, name)
-
-
-def caption(spec_title: str, rows: list) -> str:
-    counts: dict = defaultdict(int)
-    for r in rows:
-        counts[(analyse.cell_of(r), r.allocator)] += 1
-    n = sorted(counts.values()) or [0]
-    return (f"{spec_title}: median of n runs per point (n = {n[0]}–{n[-1]}), error bars = 95 % bootstrap CI of the "
-            "median (none where n < 3); y axis starts at 0.")

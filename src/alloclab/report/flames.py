@@ -7,11 +7,14 @@ each allocator against the baseline."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from collections import Counter
 from pathlib import Path
+
+from alloclab.answers.table import Table, params
 
 
 def tools_dir() -> Path:
@@ -74,3 +77,43 @@ def draw_diff(base: str, variant: str, svg: Path, title: str) -> bool:
     if p.returncode != 0:
         return False
     return draw(p.stdout, svg, title)
+
+
+def flame_table(a, out: Path) -> Table | None:
+    """With --profile: per cell and allocator an on-CPU and an off-CPU flame graph (the runs'
+    stacks merged: the analysis' `flames`) and a differential one against the baseline allocator,
+    as SVG files beside the report."""
+    if not a.perf:
+        return None
+    base_alloc = a.baseline
+    t = Table("flamegraphs", "Flame graphs (SVG files beside this report)",
+              ["engine", "parameters", "allocator", "runs", "on-CPU", "off-CPU (context switches)",
+               f"differential vs {base_alloc}"],
+              note="On-CPU: perf cpu-clock samples; off-CPU: the stack of every context switch; differential: the "
+                   "variant's on-CPU stacks coloured by the change from the baseline (red more, blue fewer, counts "
+                   "normalised). Drawn by inferno.")
+    why = missing()
+    if why:
+        t.note += f" Absent here: {why}."
+        return t
+    d = out / "flamegraphs"
+    d.mkdir(exist_ok=True)
+    merged: dict[tuple, tuple[str, str]] = {}
+    for cell, alloc, dirs in a.flames:
+        merged[(cell, alloc)] = (merge([x / "stacks.folded" for x in dirs]),
+                                 merge([x / "switches.folded" for x in dirs]))
+    for i, (cell, alloc, dirs) in enumerate(a.flames):
+        cpu, off = merged[(cell, alloc)]
+        stem = f"{i + 1:03d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', alloc)}"
+        label = f"{cell[0]} {params(cell)} [{alloc}]"
+        files = []
+        for name, folded, title, count in ((f"{stem}-cpu.svg", cpu, f"on-CPU: {label}", "samples"),
+                                            (f"{stem}-off.svg", off, f"off-CPU: {label}", "switches")):
+            files.append(f"flamegraphs/{name}" if draw(folded, d / name, title, count) else "–")
+        base = merged.get((cell, base_alloc))
+        diff = "–"
+        if alloc != base_alloc and base and draw_diff(base[0], cpu, d / f"{stem}-diff.svg",
+                                                      f"{label} against {base_alloc}"):
+            diff = f"flamegraphs/{stem}-diff.svg"
+        t.add([cell[0], params(cell), alloc, str(len(dirs)), *files, diff])
+    return t

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from alloclab.answers import sentences as answers
-from alloclab.report.tables import Table
+from alloclab.answers.table import Table
 
 CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from alloclab.answers import sentences as answers
-from alloclab.report.tables import Table
+from alloclab.answers.table import Table
 
 
 def to_markdown(t: Table) -> str:

@@ -24,6 +24,8 @@ import json
 import re
 
 from alloclab.answers import decide
+from alloclab.answers.lives import life_table
+from alloclab.answers.table import fmt_num
 from alloclab.catalog import targets
 from alloclab.catalog.names import (
     KV_WORKLOADS,
@@ -39,8 +41,6 @@ from alloclab.core.errors import AlloclabError
 from alloclab.plan.schema import MAX_THREADS, check_table, choice, seconds, size, text, whole
 from alloclab.plan.workload import Workload, extra_settings, profile_suffix
 from alloclab.report import charts
-from alloclab.report.formatting import fmt_num
-from alloclab.report.life import life_table
 from alloclab.workloads.life_runs import (
     LIFE_METRICS,
     EmbeddedLife,
@@ -273,7 +273,7 @@ class LifeWorkload(Workload):
         """What each allocator kept, gave back and let creep over its lives, and who was killed."""
         return [life_table(a.study, rows)] if rows else []
 
-    def first_charts(self, a, rows, out) -> list:
+    def first_charts(self, a, out) -> list:
         """The first screen of a study of lives: RSS over every life, then the forest plots of creep,
         given back and overhead (the memory answer), each with its caption."""
         lives = a.sections[self.names[0]]["lives"]

@@ -1,7 +1,7 @@
 """TPC-C: alloclab's own client (procedures, statements or rows) on an embedded engine or a
 server, or HammerDB's TPROC-C against MariaDB (the seeds' client). Its plan keys and flags, its
 cells and labels, its driver arguments, its kinds of run and golden data, its rates (NOPM, TPM)
-and its report section (the tables of report.tpcc, its charts, its clients in Environment)."""
+and its report section (the tables of answers.tpcc, its charts, its clients in Environment)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alloclab.answers import analysis
+from alloclab.answers import analysis, tpcc
+from alloclab.answers.table import caption
 from alloclab.catalog import targets
 from alloclab.catalog.names import (
     ENGINES,
@@ -28,7 +29,7 @@ from alloclab.core.errors import AlloclabError
 from alloclab.core.units import csv_list
 from alloclab.plan.schema import boolean, choice, list_of, seconds, whole
 from alloclab.plan.workload import Workload, extra_settings, profile_suffix
-from alloclab.report import charts, tpcc
+from alloclab.report import charts
 from alloclab.run.kinds import EmbeddedKind, ServerKind
 
 DATABASE = TPCC  # the database of TPC-C's tables on a server
@@ -302,7 +303,8 @@ class TPCCWorkload(Workload):
         def latency_ms(st, r):
             return st.run_json(r.run_id).get("ops", {}).get("neword", {}).get("mean_ns", 0) / 1e6
         return {"nopm": analysis.grouped(study, rows, tpcc.group_label, lambda st, r: r.own.nopm),
-                "latency": analysis.grouped(study, rows, tpcc.group_label, latency_ms)}
+                "latency": analysis.grouped(study, rows, tpcc.group_label, latency_ms),
+                "captions": {key: caption(cap, rows) for key, _n, _t, _y, cap in self.CHARTS}}
 
     def report_tables(self, a, rows):
         """Its runs, transactions and ratios (where it has valid runs), the published figures of
@@ -317,11 +319,11 @@ class TPCCWorkload(Workload):
               ("latency", "tpcc_latency_by_allocator", "TPC-C NEW-ORDER average latency by allocator",
                "NEW-ORDER average (ms)", "TPC-C NEW-ORDER average latency (ms)"))
 
-    def report_charts(self, a, rows, out):
+    def report_charts(self, a, out):
         data = a.sections[self.names[0]]
-        drawn = [(c, cap) for key, name, title, ylabel, cap in self.CHARTS
+        drawn = [(c, key) for key, name, title, ylabel, _cap in self.CHARTS
                  if (c := charts.draw_grouped_bars(data.get(key), out, name, title, ylabel))]
-        return [(png, svg, charts.caption(cap, rows)) for (png, svg), cap in drawn]
+        return [(png, svg, data["captions"][key]) for (png, svg), key in drawn]
 
     def environment_lines(self, rows) -> list[str]:
         """The TPC-C clients the study's runs used."""

@@ -8,12 +8,10 @@ import json
 from collections import defaultdict
 
 from alloclab.answers import analyse, stats
-from alloclab.answers.analysis import Analysis
 from alloclab.answers.metrics import NOPM
+from alloclab.answers.table import Table, params
 from alloclab.catalog.names import HAMMERDB_VERSION
 from alloclab.plan import published
-from alloclab.report.formatting import params
-from alloclab.report.tables import Table
 
 TXN_NAMES = {"neword": "NEWORD", "payment": "PAYMENT", "delivery": "DELIVERY", "slev": "SLEV", "ostat": "OSTAT"}
 
@@ -75,7 +73,7 @@ def tpcc_txn_table(study: analyse.Study, rows: list) -> Table:
     return t
 
 
-def tpcc_ratio_table(a: Analysis) -> Table:
+def tpcc_ratio_table(a) -> Table:
     t = Table("tpcc_ratios", "TPC-C NOPM ratios: engines against the first engine, profiles against the first profile",
               ["what", "cell", "allocator", "ratio", "95% CI", "verdict"])
     for cell, alloc, other, ref, c in a.engine_ratios[NOPM.column]:

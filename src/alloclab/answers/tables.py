@@ -1,54 +1,27 @@
-"""The report's tables: one definition (with its CSV) and the study's tables built from it.
+"""The study's tables (answers.table.Table), built once with its analysis (answers.analysis):
+every number the report shows in a table, computed here and only rendered by report/.
 
 A table's rows are what the report shows; its `raw` rows are the numbers behind them, written
-as CSV beside every rendered table. Markdown and HTML renderers are in markdown.py and html.py;
-the TPC-C tables in tpcc.py, a chart's data table in charts.py.
+as CSV beside every rendered table. The TPC-C tables are answers.tpcc's, a life's answers.lives',
+a chart's data table the report's own (from the analysis' ChartData).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from alloclab.answers import analyse, decide, metrics, stats
 from alloclab.answers import sentences as answers
-from alloclab.answers.analysis import Analysis
 from alloclab.answers.metrics import P99, PEAK_RSS, THROUGHPUT, Metric
+from alloclab.answers.table import Table, fmt_ci, fmt_cmp, params
 from alloclab.answers.wording import signed
 from alloclab.plan import workload
-from alloclab.report import flames
-from alloclab.report.formatting import fmt_ci, fmt_cmp, params
 
 
-@dataclass
-class Table:
-    name: str
-    title: str
-    headers: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    raw: list[list] = field(default_factory=list)  # the numbers behind `rows`, for the CSV
-    raw_headers: list[str] | None = None
-    note: str = ""
-
-    def add(self, shown: list[str], raw: list | None = None) -> None:
-        self.rows.append([str(x) for x in shown])
-        self.raw.append(raw if raw is not None else shown)
-
-
-def to_csv(t: Table) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(t.raw_headers or t.headers)
-    w.writerows(t.raw)
-    return buf.getvalue()
-
-
-def vs_baseline_table(a: Analysis, m: Metric) -> Table:
+def vs_baseline_table(a, m: Metric) -> Table:
     study = a.study
     base = study.baseline
     allocs = [a for a in study.allocators if a != base]
@@ -77,7 +50,7 @@ def vs_baseline_table(a: Analysis, m: Metric) -> Table:
     return t
 
 
-def cells_table(a: Analysis) -> Table:
+def cells_table(a) -> Table:
     t = Table("cells", "Every cell: statistics over the repeats",
               ["metric", "engine", "part", "parameters", "allocator", "n", "median", "mean", "95% CI", "CV %",
                "outliers (repeat)", "note"],
@@ -95,47 +68,16 @@ def cells_table(a: Analysis) -> Table:
     return t
 
 
-def flame_table(study: analyse.Study, out: Path) -> Table | None:
-    """With --profile: per cell and allocator an on-CPU and an off-CPU flame graph (the runs'
-    stacks merged) and a differential one against the baseline allocator, as SVG files."""
+def flame_groups(study: analyse.Study) -> list[tuple[tuple, str, list[Path]]]:
+    """With --profile: the profiled runs' folders per cell and allocator, in cell order (their
+    stacks, merged into flame graphs by the report)."""
     if not study.plan.get("perf"):
-        return None
-    t = Table("flamegraphs", "Flame graphs (SVG files beside this report)",
-              ["engine", "parameters", "allocator", "runs", "on-CPU", "off-CPU (context switches)",
-               f"differential vs {study.baseline}"],
-              note="On-CPU: perf cpu-clock samples; off-CPU: the stack of every context switch; differential: the "
-                   "variant's on-CPU stacks coloured by the change from the baseline (red more, blue fewer, counts "
-                   "normalised). Drawn by inferno.")
-    why = flames.missing()
-    if why:
-        t.note += f" Absent here: {why}."
-        return t
-    d = out / "flamegraphs"
-    d.mkdir(exist_ok=True)
-    merged: dict[tuple, tuple[str, str]] = {}
-    groups = _valid_by_cell(study, study.profiled())
-    for (cell, alloc), rows in groups:
-        dirs = [study.root / "runs" / r.run_id for r in rows]
-        merged[(cell, alloc)] = (flames.merge([x / "stacks.folded" for x in dirs]),
-                                 flames.merge([x / "switches.folded" for x in dirs]))
-    for i, ((cell, alloc), rows) in enumerate(groups):
-        cpu, off = merged[(cell, alloc)]
-        stem = f"{i + 1:03d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', alloc)}"
-        label = f"{cell[0]} {params(cell)} [{alloc}]"
-        files = []
-        for name, folded, title, count in ((f"{stem}-cpu.svg", cpu, f"on-CPU: {label}", "samples"),
-                                            (f"{stem}-off.svg", off, f"off-CPU: {label}", "switches")):
-            files.append(f"flamegraphs/{name}" if flames.draw(folded, d / name, title, count) else "–")
-        base = merged.get((cell, study.baseline))
-        diff = "–"
-        if alloc != study.baseline and base and flames.draw_diff(base[0], cpu, d / f"{stem}-diff.svg",
-                                                                 f"{label} against {study.baseline}"):
-            diff = f"flamegraphs/{stem}-diff.svg"
-        t.add([cell[0], params(cell), alloc, str(len(rows)), *files, diff])
-    return t
+        return []
+    return [(cell, alloc, [study.root / "runs" / r.run_id for r in rows])
+            for (cell, alloc), rows in valid_by_cell(study, study.profiled())]
 
 
-def _valid_by_cell(study: analyse.Study, rows: list | None = None) -> list[tuple[tuple, list]]:
+def valid_by_cell(study: analyse.Study, rows: list | None = None) -> list[tuple[tuple, list]]:
     """Valid rows (measured ones unless `rows` is given) grouped by (cell, allocator), in cell order."""
     groups: dict[tuple, list] = defaultdict(list)
     for r in study.valid() if rows is None else rows:
@@ -155,7 +97,7 @@ def memory_account_table(study: analyse.Study) -> Table:
                    "allocator never sees (InnoDB's buffer pool, PostgreSQL's shared buffers, counted in every "
                    "backend), so its fragmentation is an upper bound. Fragmentation below 1 means the program "
                    "holds allocations it never touched.")
-    for (cell, alloc), rows in _valid_by_cell(study):
+    for (cell, alloc), rows in valid_by_cell(study):
         runs = [study.run_json(r.run_id) for r in rows]
         acc = [j.get("alloc_account") or {} for j in runs]
         src = next((a.get("source") for a in acc if a), None)
@@ -210,8 +152,8 @@ def cpu_share_table(study: analyse.Study) -> Table | None:
                    "allocator (waits under its locks). Folded stacks per run: runs/<run>/stacks.folded, "
                    "switches.folded.")
     fields_ = ("alloc_cpu_self_pct", "alloc_cpu_total_pct", "alloc_cpu_kernel_pct", "alloc_cs_pct")
-    groups = dict(_valid_by_cell(study, study.profiled()))
-    for (cell, alloc), _rows in _valid_by_cell(study):
+    groups = dict(valid_by_cell(study, study.profiled()))
+    for (cell, alloc), _rows in valid_by_cell(study):
         got = [r for r in groups.get((cell, alloc), []) if r.alloc_cpu_total_pct is not None]
         vals = [_mean_ci([r.value(k) for r in got if r.value(k) is not None]) for k in fields_]
         if got:
@@ -238,7 +180,7 @@ def calls_table(study: analyse.Study) -> Table | None:
               note="Counted in one short run per cell (the baseline allocator) with a uprobe on each call, which "
                    "slows every call: calls per operation is the number to compare, calls/s is a lower bound. "
                    "Histogram per run: runs/<run>/calls.json.")
-    for (cell, alloc), rows in _valid_by_cell(study, study.profiled("calls")):
+    for (cell, alloc), rows in valid_by_cell(study, study.profiled("calls")):
         files = [study.root / "runs" / r.run_id / "calls.json" for r in rows]
         data = [json.loads(p.read_text()) for p in files if p.exists()]
         if not data:
@@ -260,7 +202,7 @@ def calls_table(study: analyse.Study) -> Table | None:
     return t
 
 
-def spread_table(a: Analysis) -> Table:
+def spread_table(a) -> Table:
     t = Table("spread", "Best-to-worst throughput spread across allocators, per engine and cell",
               ["engine", "part", "parameters", "best", "worst", "spread %"])
     per_engine: dict[str, list[float]] = defaultdict(list)
@@ -273,7 +215,7 @@ def spread_table(a: Analysis) -> Table:
     return t
 
 
-def engine_ratio_table(a: Analysis) -> Table:
+def engine_ratio_table(a) -> Table:
     t = Table("engine_ratios", "Engine ratios: throughput of each engine over the first engine, same cell and "
               "allocator", ["part", "parameters", "allocator", "ratio", "95% CI", "verdict"],
               raw_headers=["part", "parameters", "allocator", "engine", "reference", "ratio", "ci_low", "ci_high",
@@ -286,7 +228,7 @@ def engine_ratio_table(a: Analysis) -> Table:
     return t
 
 
-def sweep_table(a: Analysis, m: Metric = THROUGHPUT) -> Table:
+def sweep_table(a, m: Metric = THROUGHPUT) -> Table:
     """Study 3's shape for every thread sweep: Threads | Baseline | Variant | Δ, per variant."""
     study = a.study
     base = study.baseline
@@ -317,7 +259,7 @@ def sweep_table(a: Analysis, m: Metric = THROUGHPUT) -> Table:
     return t
 
 
-def scaling_table(a: Analysis) -> Table:
+def scaling_table(a) -> Table:
     t = Table("scaling", "Thread scaling: peak, last point within 5 % of linear, collapse below 50 % of the peak",
               ["engine", "part", "parameters", "allocator", "peak threads", "peak ops/s", "last linear threads",
                "collapse"])
@@ -362,7 +304,7 @@ def cpu_per_txn_table(study: analyse.Study) -> Table | None:
               note="CPU (user + system) of the server's processes and of the client over the client's measured "
                    "window, divided by the committed New-Orders (TPC-C) or the transactions (OLTP) of that window: "
                    "a client that costs the server nothing has a small ratio on a machine it shares.")
-    for (cell, alloc), rs in _valid_by_cell(study, rows):
+    for (cell, alloc), rs in valid_by_cell(study, rows):
         def per(r):
             n = workload.of(r.workload).work_done(r)
             return ((r.cpu_user_s + r.cpu_sys_s) / n * 1e3, (r.client_cpu_user_s + (r.client_cpu_sys_s or 0)) / n * 1e3
@@ -380,7 +322,7 @@ def cpu_per_txn_table(study: analyse.Study) -> Table | None:
     return t
 
 
-def dependence_table(a: Analysis) -> Table | None:
+def dependence_table(a) -> Table | None:
     """The comparisons whose ratio depends on the host's state or drifted: one short table, not a
     bullet each (the forest plot marks their rows)."""
     if not a.dependence:
@@ -421,3 +363,26 @@ def excluded_table(study: analyse.Study) -> Table:
     for r in study.not_valid():
         excluded.add([r.run_id, r.status, str(r.allocator_verified).lower(), r.reason])
     return excluded
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Every table of a folder's report, built once with its analysis, in the report's groups."""
+
+    verdicts: Table
+    main: list[Table]  # each allocator against the baseline, per headline metric
+    own: list[Table]  # the workloads' own sections (TPC-C's runs and ratios, a life's memory)
+    profiled: list[Table]  # the host's dependence, CPU per transaction, the allocator's share and calls
+    rest: list[Table]  # the allocator's account, spreads, engine ratios, thread sweeps and scaling
+    excluded: Table
+    cells: Table
+
+
+def build(a, study: analyse.Study) -> Tables:
+    """The tables of the analysis `a` (answers.analysis, before its tables) of `study`."""
+    own = [t for wl in workload.every() for t in wl.report_tables(a, study.valid_of(wl.names))]
+    profiled = [t for t in (dependence_table(a), cpu_per_txn_table(study), cpu_share_table(study),
+                            calls_table(study)) if t]
+    rest = [memory_account_table(study), spread_table(a), engine_ratio_table(a), sweep_table(a), scaling_table(a)]
+    return Tables(verdict_table(a.answers), [vs_baseline_table(a, m) for m in a.headline_metrics], own, profiled,
+                  rest, excluded_table(study), cells_table(a))

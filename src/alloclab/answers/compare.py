@@ -14,11 +14,10 @@ from __future__ import annotations
 from alloclab.answers import analyse, metrics, stats
 from alloclab.answers.metrics import METRICS
 from alloclab.answers.replicate import NewMachine, between_folders, new_machine, new_machine_sentences, replicate
+from alloclab.answers.table import Table, fmt_cmp, params
 from alloclab.core.errors import AlloclabError
 from alloclab.host.machine import MACHINE_KEYS
 from alloclab.plan.design import EQUIVALENT, UNDECIDED
-from alloclab.report.formatting import fmt_cmp, params
-from alloclab.report.tables import Table
 
 
 def _driver_engines(m: dict) -> dict:
