@@ -9,7 +9,7 @@ from pathlib import Path
 
 from alloclab import __version__, doctor, report, study, workloads
 from alloclab import plan as plan_mod
-from alloclab.alloc import build, listing
+from alloclab.alloc import build, listing, tuning
 from alloclab.answers import analyse, compare, metrics
 from alloclab.catalog import tidesql
 from alloclab.catalog.allocators import SOURCE_BUILT
@@ -31,6 +31,13 @@ PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "
               "duration", "ops", "warmup", "slice", "seed", "baseline", "name", "out", "server_cpus", "client_cpus",
               "server_memory", "target_ci", "margin", "max_rounds", "profile",
               *(f for wl in workload_mod.every() for f in wl.flags))
+
+
+def _allocator_list(text: str) -> list[str]:
+    items = tuning.split_list(text)
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
 
 
 def _percent(text: str) -> float:
@@ -203,8 +210,9 @@ def parser() -> argparse.ArgumentParser:
     src.add_argument("--plan", help="a TOML plan file")
     r.add_argument("--scale", choices=presets.SCALES, help="size of a preset (default quick)")
     r.add_argument("--engines", type=csv_list(str), help="e.g. tidesdb,rocksdb,sqlite")
-    r.add_argument("--allocators", type=csv_list(str),
-                   help="e.g. glibc,jemalloc,mimalloc=/opt/lib.so,jemalloc+MALLOC_CONF=narenas:2 (default: all found)")
+    r.add_argument("--allocators", type=_allocator_list,
+                   help="e.g. glibc,jemalloc,mimalloc=/opt/lib.so,jemalloc+MALLOC_CONF=narenas:2,dirty_decay_ms:0 "
+                        "(a tuning's options may hold commas; default: all found)")
     r.add_argument("--workloads", type=csv_list(str),
                    help="workload kinds, preset parts or sysbench tests, e.g. write,read or oltp_read_only")
     r.add_argument("--client", help="the client of a server workload: sysbench or native for sysbench's tests; "

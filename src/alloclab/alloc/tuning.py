@@ -45,6 +45,21 @@ def check(spec: str, name: str, env: list[tuple[str, str]]) -> None:
                                     "write e.g. SCUDO_OPTIONS=release_to_os_interval_ms=1000:quarantine_size_kb=0")
 
 
+def split_list(text: str) -> list[str]:
+    """`--allocators`' comma-separated list, where a tuning's value may hold commas of its own
+    (MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0): a piece that is an option (key:value, no
+    name or path of its own) after a tuning continues that tuning's value."""
+    out: list[str] = []
+    for piece in (t.strip() for t in text.split(",")):
+        if not piece:
+            continue
+        if out and "+" in out[-1] and "=" in out[-1] and re.fullmatch(r"[a-z_0-9.]+:[^,:+=/]*", piece):
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return out
+
+
 # What an allocator writes when it rejects its tuning (found in the process's own log)
 # (scudo names the flags it did not recognise on the lines after its warning)
 COMPLAINTS = re.compile(r"<jemalloc>: .*|mimalloc: .*(?:invalid value|unknown option).*"

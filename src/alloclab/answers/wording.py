@@ -12,6 +12,11 @@ def signed(x: float) -> str:
     return f"{x:+.1f}".replace("-", "−")
 
 
+# an undecided interval wider than this many margins (either side) measured too little to read as
+# "equivalent within" anything: it is said as not measured precisely, with its half-width
+IMPRECISE = 2
+
+
 def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
     """"jemalloc +6.1 % [+3.2, +9.0] faster" and the like (a share: "+77.0 points [...]", at its own
     margin); undecided says the precision reached."""
@@ -23,8 +28,10 @@ def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
     lo, hi = v.ci_delta
     word = v.verdict
     if word == UNDECIDED and lo < 0 < hi:  # no difference shown: say how large one could still be
-        margin = 100 * v.margin_or(margin_pct / 100)
-        word = f"equivalent within ±{max(-lo, hi):.1f} {u} (undecided at the ±{margin:g} {u} margin)"
+        margin, wide = 100 * v.margin_or(margin_pct / 100), max(-lo, hi)
+        if wide > IMPRECISE * margin:  # it measured too little to say anything of the kind
+            return f"{v.variant} {signed(d)} {u}: not measured precisely (±{wide:.1f} {u})"
+        word = f"equivalent within ±{wide:.1f} {u} (undecided at the ±{margin:g} {u} margin)"
     return f"{v.variant} {signed(d)} {u} [{signed(lo)}, {signed(hi)}] {word}"
 
 

@@ -1,0 +1,57 @@
+"""How an undecided verdict is said when it measured too little, and `--allocators` with a
+tuning whose options hold commas."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from alloclab import cli
+from alloclab.alloc.tuning import split_list
+from alloclab.answers import analysis, decide, wording
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _v(lo: float, hi: float, ratio: float = 1.0) -> decide.Verdict:
+    return decide.Verdict("allocators", "rocksdb", "read", 2, "", "throughput", "glibc", "jemalloc", 8, 8, 8, ratio,
+                          lo, hi, "undecided", 40, 0.95, "", ("c", "glibc"), ("c", "jemalloc"), margin=0.05)
+
+
+def test_an_interval_wider_than_twice_the_margin_is_not_measured_precisely():
+    wide = wording.short(_v(0.39, 2.74, 0.95))  # −61 % to +174 % at a ±5 % margin
+    assert wide == "jemalloc −5.0 %: not measured precisely (±174.0 %)"
+    assert "equivalent" not in wide
+    # within twice the margin it says how large a difference could still be, and that it is undecided
+    near = wording.short(_v(0.93, 1.06, 0.99))
+    assert near == "jemalloc −1.0 % [−7.0, +6.0] equivalent within ±7.0 % (undecided at the ±5 % margin)"
+
+
+def test_a_stored_studys_answers_never_call_a_wide_interval_equivalent(tmp_path):
+    """The replication folders' reports changed in this one place only: an undecided interval
+    over twice the margin is said as not measured precisely (the fixture of machine-c had
+    tcmalloc's ±8.4 % at ±4 %, which read "equivalent within ±8.4 %")."""
+    folder = tmp_path / "machine-a"
+    shutil.copytree(ROOT / "tests/fixtures/replication/machine-a", folder)
+    a = analysis.build(folder)
+    for line in a.answers.lines:
+        for part in line.split("; "):
+            if "equivalent within ±" in part:
+                wide = float(part.split("equivalent within ±")[1].split(" ")[0])
+                assert wide <= 2 * a.answers.margin_pct, part
+
+
+@pytest.mark.parametrize("text,want", [
+    ("jemalloc+MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0",
+     ["jemalloc+MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0"]),
+    ("glibc,jemalloc+MALLOC_CONF=narenas:1,dirty_decay_ms:0,mimalloc,tcmalloc=/x/lib.so",
+     ["glibc", "jemalloc+MALLOC_CONF=narenas:1,dirty_decay_ms:0", "mimalloc", "tcmalloc=/x/lib.so"]),
+    ("glibc, jemalloc,,mimalloc", ["glibc", "jemalloc", "mimalloc"]),
+    ("jemalloc+MALLOC_CONF=background_thread:true,dirty_decay_ms:5000,glibc+MALLOC_ARENA_MAX=2",
+     ["jemalloc+MALLOC_CONF=background_thread:true,dirty_decay_ms:5000", "glibc+MALLOC_ARENA_MAX=2"]),
+])
+def test_a_tuning_with_several_options_works_on_the_command_line(text, want):
+    assert split_list(text) == want
+    assert cli.parser().parse_args(["run", "--allocators", text]).allocators == want
