@@ -10,7 +10,9 @@ import pytest
 
 from alloclab import cli
 from alloclab.alloc.tuning import split_list
-from alloclab.answers import analysis, decide, wording
+from alloclab.answers import analysis, decide, sentences, wording
+from alloclab.answers.analyse import Study
+from alloclab.results.store import RunRow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,3 +57,27 @@ def test_a_stored_studys_answers_never_call_a_wide_interval_equivalent(tmp_path)
 def test_a_tuning_with_several_options_works_on_the_command_line(text, want):
     assert split_list(text) == want
     assert cli.parser().parse_args(["run", "--allocators", text]).allocators == want
+
+
+def _life(alloc: str, rnd: int, killed: bool) -> RunRow:
+    base = dict.fromkeys(RunRow.columns(), 0) | dict(
+        run_id=f"{alloc}-{rnd}", index=rnd, study="s", cell="mariadb-innodb/life/life/1x1000/c3:x:1/t16",
+        engine="mariadb-innodb", allocator=alloc, allocator_base=alloc, allocator_verified=True, workload="life",
+        part="life", pattern="c3:x:1", threads=16, repeat=rnd, ops_per_s=1000.0 + rnd, p99_ns=1e6,
+        peak_rss_bytes=1 << 27, duration_s=30.0, status="ok", reason="", started_at="", profile="default",
+        shape="default", client="", node="", machine_fingerprint="", purpose="measure", allocator_version="",
+        allocator_source="")
+    return RunRow.of(**base, oom_killed=killed, oom_cycle=1 if killed else None, life_cycles=0)
+
+
+def test_a_study_whose_lives_were_killed_names_the_kills_first():
+    """As a new user ran it: two lives under a 230 MiB limit, both OOM-killed in cycle 1. The
+    headline says so before any figure of what they measured until they died."""
+    allocs = [{"name": "glibc"}, {"name": "jemalloc"}]
+    rows = [_life("glibc", 1, True), _life("jemalloc", 1, True)]
+    s = Study(Path("."), rows, {"allocators": allocs, "runs": 1, "server_memory_bytes": 230 << 20}, {})
+    head = sentences.build(s).headline
+    assert head.startswith("OOM-killed: glibc in 1 of 1 lives (cycle 1); jemalloc in 1 of 1 (cycle 1). "), head
+    calm = Study(Path("."), [_life("glibc", 1, False), _life("jemalloc", 1, False)],
+                 {"allocators": allocs, "runs": 1}, {})
+    assert "OOM-killed" not in sentences.build(calm).headline

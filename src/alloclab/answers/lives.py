@@ -59,6 +59,24 @@ def survived(by_unit: dict[tuple, list], speed: list[decide.Verdict]) -> str:
             f"{cycles(base.base_unit)}; " + "; ".join(parts))
 
 
+def kills_first(rows: list) -> str:
+    """"OOM-killed: glibc in 1 of 1 lives (cycle 1); jemalloc in 1 of 1 (cycle 1). " where a study's
+    lives were killed by their cgroup's OOM killer (said before anything else: what a killed life
+    measured stops where it died); "" where none was."""
+    lives: dict[str, list] = defaultdict(list)
+    for r in rows:
+        if r.purpose == "measure" and r.value("oom_killed") is not None:
+            lives[r.allocator].append(r)
+    if not any(r.own.oom_killed for got in lives.values() for r in got):
+        return ""
+    parts = []
+    for alloc, got in lives.items():
+        killed = sorted(r.own.oom_cycle or 0 for r in got if r.own.oom_killed)
+        at = f" (cycle{'s' if len(killed) > 1 else ''} {', '.join(map(str, killed))})" if any(killed) else ""
+        parts.append(f"{alloc} in {len(killed)} of {len(got)}{' lives' if not parts else ''}{at}")
+    return "OOM-killed: " + "; ".join(parts) + ". "
+
+
 def life_headline(lives: dict, by_q: dict, where: str, limit: str) -> str:
     """One sentence for a study of lives: per life, the allocator decided leanest (with its change
     of RSS over the engine's account) and how many memory verdicts are decided; where it holds."""

@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from alloclab.answers import analyse, causes, cautions, context, decide, metrics, stats
-from alloclab.answers.lives import leanest, life_headline, limit_words, survived
+from alloclab.answers.lives import kills_first, leanest, life_headline, limit_words, survived
 from alloclab.answers.wording import cell_label, short
 from alloclab.answers.wording import signed as _signed
 from alloclab.answers.wording import top as _top
@@ -268,16 +268,17 @@ def _caveats(study: analyse.Study) -> list[str]:
 
 def _headline(study: analyse.Study, primary: list, decided: list, cells: _Cells, where: str) -> str:
     """The first line: nothing to compare, a life's leanest settings, or what is decided on speed."""
+    killed = kills_first(study.valid())  # a study whose lives were killed says so first
     if not primary:
-        return ("Nothing to compare: the study has no pair of " +
-                " or ".join(COMPARISON_NOUN[q] + "s" for q in study.design.questions)
-                + " with valid runs in the same cell.")
+        return killed + ("Nothing to compare: the study has no pair of " +
+                         " or ".join(COMPARISON_NOUN[q] + "s" for q in study.design.questions)
+                         + " with valid runs in the same cell.")
     if cells.lives:
-        return life_headline(cells.lives, cells.by_q, where, limit_words(study))
+        return killed + life_headline(cells.lives, cells.by_q, where, limit_words(study))
     counts = defaultdict(int)
     for v in decided:
         counts[v.verdict] += 1
-    return answer_headline(primary, decided, counts, where)
+    return killed + answer_headline(primary, decided, counts, where)
 
 
 def _subline(study: analyse.Study, primary: list, decided: list, vs: list, undecided: list, to_decide: str) -> str:
