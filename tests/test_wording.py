@@ -81,3 +81,20 @@ def test_a_study_whose_lives_were_killed_names_the_kills_first():
     calm = Study(Path("."), [_life("glibc", 1, False), _life("jemalloc", 1, False)],
                  {"allocators": allocs, "runs": 1}, {})
     assert "OOM-killed" not in sentences.build(calm).headline
+
+
+def test_a_tuning_has_a_short_name_in_answers_defined_beside_its_version(tmp_path):
+    from alloclab.answers import provenance
+    from alloclab.catalog.allocators import short_name
+    assert short_name("jemalloc+MALLOC_CONF=background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:5000") == \
+        "jemalloc+bg5s"
+    assert short_name("glibc+MALLOC_ARENA_MAX=2") == "glibc+arenas2" and short_name("jemalloc") == "jemalloc"
+    assert short_name("jemalloc+MALLOC_CONF=narenas:3") == "jemalloc+MALLOC_CONF=narenas:3"  # unknown: as given
+    rows = [_life(a, r, False) for r in (1, 2, 3) for a in ("glibc", "glibc+MALLOC_ARENA_MAX=2")]
+    s = Study(tmp_path, rows, {"allocators": [{"name": "glibc", "version": "2.36"},
+                                              {"name": "glibc+MALLOC_ARENA_MAX=2", "version": "2.36"}],
+                               "runs": 3}, {})
+    ans = sentences.build(s)
+    assert {v.variant for v in ans.verdicts} == {"glibc+arenas2"}
+    assert any(line.startswith("allocator glibc+arenas2 (glibc+MALLOC_ARENA_MAX=2): 2.36")
+               for line in provenance.environment(s))

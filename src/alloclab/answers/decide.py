@@ -33,6 +33,7 @@ from alloclab.answers.metrics import (
     own,
     value,
 )
+from alloclab.catalog.allocators import short_name
 from alloclab.plan import side_by_side_groups, workload
 from alloclab.plan.design import FASTER, HIGHER, LOWER, SLOWER, UNDECIDED, Design
 from alloclab.results.store import CELL_FIELDS, RunRow
@@ -282,14 +283,14 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
                 todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf,
                                               margin=math.expm1(margin) if m.points else margin)
             c = cell_dict(vc)
-            base_label = {"allocators": ba, "engines": bc[0], "profiles": bc[CELL.index("profile")]}[kind]
-            var_label = {"allocators": va, "engines": vc[0], "profiles": c["profile"]}[kind]
+            base_label = {"allocators": short_name(ba), "engines": bc[0], "profiles": bc[CELL.index("profile")]}[kind]
+            var_label = {"allocators": short_name(va), "engines": vc[0], "profiles": c["profile"]}[kind]
             out.append(Verdict(
                 comparison=kind, engine=c["engine"], workload=c["part"], threads=int(c["threads"]),
                 settings=settings_of(vc), metric=m.name, baseline=base_label, variant=var_label,
                 n_baseline=iv.n_baseline, n_variant=iv.n_variant, n_pairs=iv.n_pairs, ratio=iv.ratio,
                 ci_low=iv.ci_low, ci_high=iv.ci_high, verdict=word, rounds_to_decide=todo, confidence=conf,
-                allocator=va, base_unit=(keys.get(bc, ""), ba), var_unit=(keys.get(vc, ""), va),
+                allocator=short_name(va), base_unit=(keys.get(bc, ""), ba), var_unit=(keys.get(vc, ""), va),
                 machine_fingerprint="+".join(sorted(machines[bc] | machines[vc])), mean_log=iv.mean_log,
                 se_log=iv.se_log, df=iv.df, margin=margin))
     return out

@@ -4,6 +4,7 @@ versions, the plan, and how each allocator was used and proved)."""
 from __future__ import annotations
 
 from alloclab.answers import analyse
+from alloclab.catalog.allocators import short_name
 from alloclab.plan import workload
 
 
@@ -77,6 +78,7 @@ def environment(study: analyse.Study) -> list[str]:
                 if "per_cpu_caches_active" in (acc := study.run_json(r.run_id).get("alloc_account") or {})]
         percpu = (f"; per-CPU caches (rseq) active in {sum(map(bool, said))}/{len(said)} runs, by its own "
                   "MallocExtension" if said else "")
-        lines.append(f"allocator {a['name']}: {a.get('version')}{', ' + a['source'] if a.get('source') else ''}, {how}"
+        named = a["name"] if short_name(a["name"]) == a["name"] else f"{short_name(a['name'])} ({a['name']})"
+        lines.append(f"allocator {named}: {a.get('version')}{', ' + a['source'] if a.get('source') else ''}, {how}"
                      f"{' ' + env if env else ''}; proved in {ok}/{len(runs)} runs, e.g. {proof}{percpu}")
     return lines

@@ -214,3 +214,28 @@ def family(name: str) -> str:
     """The tuning family of a catalog name (a name outside the catalog is its own family)."""
     e = BY_NAME.get(name)
     return e.family if e else name
+
+
+# a tuning's short name in answers and charts (the report's Environment says what each stands for,
+# beside its version): its options as a plan spells them -> a few letters
+SHORT_TUNINGS = {
+    "MALLOC_CONF=background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:5000": "bg5s",
+    "MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0": "decay0",
+    "MALLOC_CONF=dirty_decay_ms:0": "dirty0",
+    "MALLOC_CONF=narenas:1": "narenas1",
+    "MALLOC_CONF=background_thread:true": "bg",
+    "MALLOC_ARENA_MAX=1": "arenas1",
+    "MALLOC_ARENA_MAX=2": "arenas2",
+    "MALLOC_TRIM_THRESHOLD_=131072": "trim128k",
+    "TCMALLOC_RELEASE_RATE=10": "release10",
+    "TCMALLOC_AGGRESSIVE_DECOMMIT=1": "decommit",
+    "MIMALLOC_RESET_DELAY=0": "reset0",
+    "MIMALLOC_PURGE_DELAY=0": "purge0",
+}
+
+
+def short_name(name: str) -> str:
+    """An allocator as answers and charts name it: a known tuning by its short name
+    (jemalloc+bg5s), anything else as given."""
+    base, plus, tuning = name.partition("+")
+    return f"{base}+{SHORT_TUNINGS[tuning]}" if plus and tuning in SHORT_TUNINGS else name
