@@ -62,7 +62,8 @@ def test_a_run_spec_round_trips_and_a_plan_stored_before_params_still_reads():
     # a plan.json from before: the workload's keys beside the shared ones (and other workloads' too)
     old = dict(d, cell={k: v for k, v in d["cell"].items() if k != "params"} | {
         "warehouses": 3, "loaders": 1, "rampup_s": 4.0, "mix": "spec", "all_warehouses": False, "think": False,
-        "mode": spec.cell.params.mode, "test": "", "tables": 10, "table_size": 100000, "cycles": 0, "phases": "", "value_bytes_min": 0})
+        "mode": spec.cell.params.mode, "test": "", "tables": 10, "table_size": 100000, "cycles": 0, "phases": "",
+        "value_bytes_min": 0})
     assert RunSpec.from_json(old).cell == spec.cell
 
 
