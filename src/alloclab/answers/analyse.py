@@ -206,10 +206,6 @@ def load(root: Path) -> Study:
                  aux=[r for r in rows if r.purpose != "measure"])
 
 
-def cell_dict(cell: tuple) -> dict:
-    return decide.cell_dict(cell)
-
-
 def sort_key(cell: tuple) -> tuple:
     """Cells in order: numbers as numbers, a workload's own keys after the shared fields."""
     return tuple(sort_key(x) if isinstance(x, tuple) else f"{x:012d}" if isinstance(x, int) else str(x)

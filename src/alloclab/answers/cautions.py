@@ -47,7 +47,7 @@ def warnings(study: analyse.Study) -> list[str]:
         out.append(f"{few} cell x allocator combination(s) have fewer than 3 valid runs: their numbers are single "
                    "measurements without an interval, and differences under ~10 % are within run-to-run noise")
     for s in cells:
-        c = analyse.cell_dict(s.cell)
+        c = decide.cell_dict(s.cell)
         label = f"{c['engine']} {c['part']} t{c['threads']} b{c['batch']} [{s.allocator}]"
         if s.stats.cv is not None and s.stats.cv > analyse.NOISY_CV:
             out.append(f"noisy cell: {label} throughput CV {100 * s.stats.cv:.0f}% over {s.stats.n} runs")

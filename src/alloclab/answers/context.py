@@ -21,7 +21,7 @@ def host_state(study: analyse.Study) -> list[str]:
     for o in study.own_slopes():
         if o.one_fact and o.difference and any(f.depends and f.cell == o.cell for f in found):
             b = o.slopes[o.baseline]
-            out.append(f"{analyse.cell_dict(o.cell)['engine']} {analyse.cell_dict(o.cell)['part']}: "
+            out.append(f"{decide.cell_dict(o.cell)['engine']} {decide.cell_dict(o.cell)['part']}: "
                        f"{o.baseline}'s speed moves {'less' if o.difference.slope > 0 else 'more'} with the host's "
                        f"state than every other allocator's ({o.baseline} {b.slope:+.2f}, the others "
                        f"{o.pooled.slope:+.2f} pooled, on the {o.state}): the comparisons that depend on the "

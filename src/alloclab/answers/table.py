@@ -37,11 +37,6 @@ def to_csv(t: Table) -> str:
     return buf.getvalue()
 
 
-def cell_dict(cell: tuple) -> dict:
-    """A cell's fields by name (answers.decide.cell_dict)."""
-    return decide.cell_dict(cell)
-
-
 def caption(spec_title: str, rows: list) -> str:
     """A chart's caption: what it shows, over how many runs per point."""
     counts: dict = defaultdict(int)

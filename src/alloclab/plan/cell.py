@@ -38,12 +38,6 @@ class Cell:
     params: Any = field(default_factory=workload.NoParams)
 
     @property
-    def tpcc_mode(self) -> str:
-        """How the client drives the cell: TPC-C's mode (procedures, statements, rows); "" for
-        other workloads."""
-        return workload.of(self.workload).mode(self)
-
-    @property
     def key(self) -> str:
         return workload.of(self.workload).key(self)
 

@@ -18,8 +18,9 @@ from matplotlib import transforms  # noqa: E402
 from alloclab.answers import context, metrics  # noqa: E402
 from alloclab.answers import sentences as answers  # noqa: E402
 from alloclab.answers.analysis import Analysis, Chart, Groups  # noqa: E402
+from alloclab.answers.decide import cell_dict  # noqa: E402
 from alloclab.answers.metrics import THROUGHPUT, Metric  # noqa: E402
-from alloclab.answers.table import Table, cell_dict  # noqa: E402
+from alloclab.answers.table import Table  # noqa: E402
 from alloclab.plan.design import EQUIVALENT, FASTER, HIGHER, LOWER, SLOWER, UNDECIDED  # noqa: E402
 
 VERDICT_COLOURS = {FASTER: "#2a9d4b", LOWER: "#2a9d4b", SLOWER: "#c0392b", HIGHER: "#c0392b",

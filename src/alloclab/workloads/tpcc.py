@@ -234,7 +234,7 @@ class TPCCWorkload(Workload):
         return c.params.rampup_s
 
     def row_own(self, c) -> dict[str, Any]:
-        return {"warehouses": c.params.warehouses, "tpcc_mode": c.tpcc_mode}
+        return {"warehouses": c.params.warehouses, "tpcc_mode": self.mode(c)}
 
     # --- naming a cell ---------------------------------------------------------------------
     def key(self, c) -> str:
@@ -290,7 +290,7 @@ class TPCCWorkload(Workload):
 
     def driver_args(self, c) -> list[str]:
         p = c.params
-        a = ["--warehouses", str(p.warehouses), "--tpcc-mix", p.mix, "--tpcc-mode", c.tpcc_mode, "--check"]
+        a = ["--warehouses", str(p.warehouses), "--tpcc-mix", p.mix, "--tpcc-mode", self.mode(c), "--check"]
         return a + (["--all-warehouses"] if p.all_warehouses else []) + (["--think"] if p.think else [])
 
     def driver_reach(self, c, srv) -> list[str]:
