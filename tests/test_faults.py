@@ -240,3 +240,14 @@ def test_scratch_folders_of_dead_processes_of_this_host_are_swept_and_no_others(
     assert mine.name.startswith(f"alloclab-{host}-{os.getpid()}-")
     assert not gone.exists() and not gone_node.exists()
     assert alive.exists() and other_host.exists() and old_style.exists()
+
+
+def test_a_conflict_given_up_now_and_then_is_counted_but_an_error_or_a_livelock_fails_the_run():
+    from alloclab.run.execute import failed_calls
+    one_in_500 = {"total_calls": 500, "total_errors": 1, "total_gave_up": 1, "first_error": "neword gave up"}
+    assert failed_calls(one_in_500, tpcc=True) is None
+    livelock = one_in_500 | {"total_errors": 10, "total_gave_up": 10}
+    assert "10 failed transactions (10 gave up after their retries, more than 1%)" in failed_calls(livelock, True)
+    wrong = one_in_500 | {"total_gave_up": 0, "first_error": "neword error: ERROR 1146"}
+    assert failed_calls(wrong, tpcc=True) == "1 failed transactions; first: neword error: ERROR 1146"
+    assert failed_calls({"total_calls": 9, "total_errors": 0}, tpcc=False) is None

@@ -5,6 +5,7 @@ server the kernel OOM-kills under its cgroup limit, recorded as killed at its cy
 
 import io
 import json
+import os
 import shutil
 import statistics
 from dataclasses import replace
@@ -18,9 +19,10 @@ from alloclab import plan, study
 from alloclab.alloc.allocators import Allocator
 from alloclab.answers import decide, life, metrics, stats, wording
 from alloclab.catalog import metrics as cmetrics
+from alloclab.catalog.allocators import JEMALLOC_BACKGROUND
 from alloclab.core.errors import AlloclabError
 from alloclab.plan.design import Design
-from alloclab.plan.presets import JEMALLOC_BACKGROUND, preset
+from alloclab.plan.presets import preset
 from alloclab.results.store import RunRow, Store
 from alloclab.run import interleave
 from alloclab.run.node import Node, make_scratch
@@ -83,17 +85,23 @@ def only(raw: dict, engine: str, **keys) -> dict:
     (raw_life(cycles=1), "workloads[0].cycles: a life of 1 cycle has no creep and no given back"),
     (raw_life(duration_s=30), "workloads[0].duration_s: a life's length is its cycles and its phases' duration_s"),
     (raw_life(engines=["rocksdb"]), "workloads[0].phases: a life on an embedded engine needs its phases"),
-    (raw_life(engines=["postgres"]), "workloads[0]: a life runs on a MariaDB server or an embedded engine, not on "
-     "postgres"),
+    (raw_life([STEADY, {"name": "d", "kind": "burst", "burst": "dump"}], engines=["postgres"]),
+     "workloads[0].phases[1].burst: 'dump' is not a burst of PostgreSQL's pool"),
+    (raw_life([{**STEADY, "threads": 8}], engines=["postgres"]),
+     "workloads[0].phases[0].threads: 8 is more sessions than the pool holds (threads = 2)"),
+    (raw_life([{"name": "s", "kind": "burst", "burst": "storm", "work_mem": "1MiB"}], engines=["postgres"]),
+     "workloads[0].phases[0].work_mem: only PostgreSQL's report and maintenance bursts set work_mem"),
     (raw_life([STEADY, IDLE], engines=["rocksdb", "mariadb-innodb"]),
-     "workloads[0]: one life's phases run either on a server or on an embedded engine"),
-    (raw_life([ROCKS_STEADY, IDLE]), "workloads[0].phases[0].load: 'mixed' does not run on a server"),
+     "workloads[0]: one life's phases run on one kind of engine"),
+    (raw_life([STEADY, IDLE], engines=["postgres", "mariadb-innodb"]),
+     "workloads[0]: one life's phases run on one kind of engine"),
+    (raw_life([ROCKS_STEADY, IDLE]), "workloads[0].phases[0].load: 'mixed' does not run on a MariaDB server"),
     (raw_life([STEADY, IDLE], engines=["rocksdb"]),
      "workloads[0].phases[0].load: 'oltp_read_only' does not run on an embedded engine"),
     (raw_life([ROCKS_STEADY, {"name": "d", "kind": "burst", "burst": "dump"}], engines=["rocksdb"]),
      "workloads[0].phases[1].burst: 'dump' is not a burst of an embedded engine"),
     (raw_life([STEADY, {"name": "c", "kind": "burst", "burst": "compact"}]),
-     "workloads[0].phases[1].burst: 'compact' is not a burst of a server"),
+     "workloads[0].phases[1].burst: 'compact' is not a burst of a MariaDB server"),
     (raw_life([ROCKS_STEADY, {"name": "s", "kind": "burst", "burst": "storm", "connections": 3}], engines=["rocksdb"]),
      "workloads[0].phases[1].burst: 'storm' is not a burst of an embedded engine"),
     (raw_life([STEADY, IDLE], value_bytes_min=10), "workloads[0].value_bytes_min: a server's life has the sysbench"),
@@ -132,32 +140,37 @@ def test_the_memory_life_preset():
     assert [a.name for a in smoke.allocators] == ["glibc", "jemalloc"] and smoke.runs == 1
     assert [a.name for a in quick.allocators] == ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND,
                                                   "glibc+MALLOC_ARENA_MAX=2"]
-    assert quick.budget == 1800 and quick.engines == ["mariadb-innodb", "rocksdb"]
-    assert {c.engine for c in smoke.cells()} == {c.engine for c in quick.cells()} == {"mariadb-innodb", "rocksdb"}
+    assert quick.budget == 2700 and quick.engines == ["mariadb-innodb", "rocksdb", "postgres"]
+    assert {c.engine for c in smoke.cells()} == {c.engine for c in quick.cells()} == {"mariadb-innodb", "rocksdb",
+                                                                                      "postgres"}
     # the lives' planned seconds (a burst without a length: 2 s) and about 15 s each to start and end:
     # smoke's one after another, one round in 5 minutes; quick's whole round at once, its longest
-    # life's time, 8 rounds in 30 minutes
+    # life's time, 12 rounds in 45 minutes
     def planned(c):
         return c.params.cycles * sum(ph.get("duration_s", 2.0) for ph in life_workload.phases_of(c)) + 15
 
     assert sum(planned(c) for c in smoke.cells()) * len(smoke.allocators) < 5 * 60
-    assert max(planned(c) for c in quick.cells()) < 30 * 60 / 8
-    # two RocksDB lives of each allocator a round (runs_per_round), MariaDB's one: eighteen at once
+    assert max(planned(c) for c in quick.cells()) < 45 * 60 / 12
+    # two RocksDB lives of each allocator a round (runs_per_round), MariaDB's and PostgreSQL's one:
+    # twenty-four at once
     places = {(c.engine, n) for (key, _), n in quick.places().items() for c in quick.cells() if c.key == key}
-    assert places == {("mariadb-innodb", 1), ("rocksdb", 2)}
-    assert smoke.side_by_side == 1 and quick.side_by_side == sum(quick.places().values()) == 18 and quick.whole_round
-    # the round's eighteen lives run as one group: both engines' together; a unit's second life
+    assert places == {("mariadb-innodb", 1), ("rocksdb", 2), ("postgres", 1)}
+    assert smoke.side_by_side == 1 and quick.side_by_side == sum(quick.places().values()) == 24 and quick.whole_round
+    # the round's twenty-four lives run as one group: every engine's together; a unit's second life
     # on other keys than its first, each allocator's k-th on the same
     first = quick.round_specs(1, None, 1)
-    assert [len(g) for g in interleave.groups(first)] == [18]
+    assert [len(g) for g in interleave.groups(first)] == [24]
     assert sorted((s.cell.engine, s.copy) for s in first) == \
-        [("mariadb-innodb", 0)] * 6 + [("rocksdb", 0)] * 6 + [("rocksdb", 1)] * 6
+        [("mariadb-innodb", 0)] * 6 + [("postgres", 0)] * 6 + [("rocksdb", 0)] * 6 + [("rocksdb", 1)] * 6
     assert len({s.seed for s in first if s.cell.engine == "rocksdb"}) == 2
     # its rounds go on for memory; throughput, a share of the machine, is told as it stands
     assert smoke.design.decide_on == quick.design.decide_on == ("creep", "given_back", "overhead")
     # quick's RocksDB lives are about as long as MariaDB's (6 cycles against 4): 5 bursts measured, not 3
     lives = {c.engine: c for c in quick.cells()}
     assert (lives["mariadb-innodb"].params.cycles, lives["rocksdb"].params.cycles) == (4, 6)
+    # PostgreSQL's pool: 2 x cores + 1 sessions (HikariCP's formula), the load and the reports on it
+    n = len(os.sched_getaffinity(0))
+    assert lives["postgres"].threads == 2 * n + 1 and "report" in lives["postgres"].params.phases
     # quick's coarser bar: ±5 % and ±10 points of a burst; smoke (and full) keep ±2 % and ±5 points
     assert (quick.design.margin, quick.design.margins) == (0.05, (("given_back", 0.10),))
     assert (smoke.design.margin, smoke.design.margins) == (0.02, ())
@@ -692,8 +705,8 @@ def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
     two more places each of glibc and two arenas (decide.in_their_places), so the cell still runs
     twelve lives at once (two places each, runs_per_round) and the open comparison gets six runs of
     each a round, averaged to one pair per round;
-    MariaDB's cell, all decided, keeps its lives as company."""
-    from alloclab.plan.presets import GLIBC_TWO_ARENAS
+    MariaDB's and PostgreSQL's cells, all decided, keep their lives as company."""
+    from alloclab.catalog.allocators import GLIBC_TWO_ARENAS
     from alloclab.study import rounds
     quick = plan.load(preset("memory-life", "quick"), default_seed=1, found_allocators=_every_allocator())
     cells = {c.engine: c.key for c in quick.cells()}
@@ -720,14 +733,15 @@ def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
     # decided ones' two each, six runs a round
     assert {u for u, ss in got.items() if len(ss) == 6} == open_, {u: len(ss) for u, ss in got.items()}
     assert {u for u in got if u[0] == "rocksdb"} == open_  # the decided RocksDB lives gave their places
-    assert sorted(len(ss) for u, ss in got.items() if u[0] == "mariadb-innodb") == [1] * 6  # company kept
-    assert len(specs) == 18 and len({s.run_id for s in specs}) == 18
-    assert [len(g) for g in interleave.groups(specs)] == [18]  # still the whole round at once
+    for server in ("mariadb-innodb", "postgres"):  # company kept
+        assert sorted(len(ss) for u, ss in got.items() if u[0] == server) == [1] * 6
+    assert len(specs) == 24 and len({s.run_id for s in specs}) == 24
+    assert [len(g) for g in interleave.groups(specs)] == [24]  # still the whole round at once
     # each allocator's k-th run on the same keys; another seed for each k
     for k in range(6):
         assert len({s.seed for u in open_ for s in got[u] if s.copy == k}) == 1
     assert len({s.seed for s in got[("rocksdb", "glibc")]}) == 6
-    assert "8 more run(s) of them in decided ones' places, 6 decided beside them as company" in said.getvalue()
+    assert "8 more run(s) of them in decided ones' places, 12 decided beside them as company" in said.getvalue()
     # the round's three runs of a unit are one pair: their mean
     more = [replace(_row(a, 5, given=g), cell=cells["rocksdb"], engine="rocksdb", run_id=f"x-{a}-{g}", index=100 + i)
             for i, (a, g) in enumerate([("glibc", 0.0), ("glibc", 0.03), ("glibc", 0.06),
@@ -838,6 +852,6 @@ def test_the_first_pictures_panels_follow_the_plans_engines_not_the_order_runs_e
     study = SimpleNamespace(engines=["mariadb-innodb", "rocksdb"], allocators=["glibc", "jemalloc"], baseline="glibc",
                             run_json=lambda run_id: {"life": {"phases": [{"t_start_s": 0.0, "t_end_s": 1.0,
                                                                           "kind": "idle"}]}},
-                            samples=lambda run_id: [{"t_s": 0.0, "rss_bytes": 1 << 20}])
+                            samples=lambda run_id, name="samples.csv": [{"t_s": 0.0, "rss_bytes": 1 << 20}])
     lives = life_workload.LIFE_WORKLOAD.section_data(study, rows)["lives"]
     assert [x["title"].split(":")[0] for x in lives] == ["mariadb-innodb", "rocksdb"]

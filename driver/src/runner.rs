@@ -47,6 +47,8 @@ struct Counters {
     calls: Vec<AtomicU64>,
     ops: Vec<AtomicU64>,
     errors: Vec<AtomicU64>,
+    /// of the errors, the conflicts still there after the last retry (contention, not a fault)
+    gave_up: Vec<AtomicU64>,
     retries: Vec<AtomicU64>,
     rollbacks: Vec<AtomicU64>,
     warmup_ops: AtomicU64,
@@ -59,6 +61,7 @@ impl Counters {
             calls: v(),
             ops: v(),
             errors: v(),
+            gave_up: v(),
             retries: v(),
             rollbacks: v(),
             warmup_ops: AtomicU64::new(0),
@@ -71,6 +74,7 @@ struct Totals {
     calls: u64,
     ops: u64,
     errors: u64,
+    gave_up: u64,
     retries: u64,
     rollbacks: u64,
 }
@@ -86,6 +90,7 @@ fn sum(counters: &[Box<Counters>], op: usize) -> Totals {
         calls: f(|c| &c.calls),
         ops: f(|c| &c.ops),
         errors: f(|c| &c.errors),
+        gave_up: f(|c| &c.gave_up),
         retries: f(|c| &c.retries),
         rollbacks: f(|c| &c.rollbacks),
     }
@@ -183,6 +188,9 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                             }
                             Err(e) => {
                                 ctr.errors[op].fetch_add(1, Ordering::Relaxed);
+                                if matches!(e, DbError::Conflict(_)) {
+                                    ctr.gave_up[op].fetch_add(1, Ordering::Relaxed);
+                                }
                                 let mut fe = first_error.lock().expect("poisoned");
                                 if fe.is_none() {
                                     let kind = if matches!(e, DbError::Conflict(_)) {
@@ -411,12 +419,14 @@ fn summary(
         total.ops += t.ops;
         total.calls += t.calls;
         total.errors += t.errors;
+        total.gave_up += t.gave_up;
         total.rollbacks += t.rollbacks;
         total.retries += t.retries;
         let mut m = percentiles(&cumulative[i]);
         m.insert("calls".into(), json!(t.calls));
         m.insert("ops".into(), json!(t.ops));
         m.insert("errors".into(), json!(t.errors));
+        m.insert("gave_up".into(), json!(t.gave_up));
         m.insert("retries".into(), json!(t.retries));
         m.insert("rollbacks".into(), json!(t.rollbacks));
         m.insert("hist".into(), json!(encode(&cumulative[i])?));
@@ -437,6 +447,7 @@ fn summary(
             "total_ops": total.ops,
             "total_calls": total.calls,
             "total_errors": total.errors,
+            "total_gave_up": total.gave_up,
             "total_retries": total.retries,
             "total_rollbacks": total.rollbacks,
             "workload": workload_extra,

@@ -186,8 +186,10 @@ class Study:
                               "alloclab verify names what changed")
             return {}
 
-    def samples(self, run_id: str) -> list[dict]:
-        p = self.root / "runs" / run_id / "samples.csv"
+    def samples(self, run_id: str, name: str = "samples.csv") -> list[dict]:
+        """A run's stored timeline: samples.csv, or another of its CSV files with t_s and rss_bytes
+        (a pooled life's pool.csv)."""
+        p = self.root / "runs" / run_id / name
         try:
             with open(p, newline="") as f:
                 return list(csv.DictReader(f))

@@ -9,15 +9,20 @@ from collections import defaultdict
 from alloclab.answers import analyse, decide, life, metrics, stats
 from alloclab.answers.table import Table, fmt_num, params
 from alloclab.answers.wording import short, signed, top
-from alloclab.plan.design import LOWER, UNDECIDED
+from alloclab.catalog import targets
+from alloclab.catalog.names import ENGINES
+from alloclab.plan.design import HIGHER, LOWER, UNDECIDED
 
 
 def leanest(lived: dict[str, list[decide.Verdict]], speed: list[decide.Verdict]) -> str:
     """Which allocator (and setting) a life kept leanest: the one decided lowest on RSS over the
-    engine's own account (else on creep), with the allocators its interval cannot tell apart and
-    what it cost in steady throughput; the baseline where none is decided leaner."""
+    engine's own account (else on creep, among those not decided higher on it: a setting that
+    creeps less but holds four times more is not the leanest), with the allocators its interval
+    cannot tell apart and what it cost in steady throughput; the baseline where none is decided
+    leaner."""
+    fatter = {v.variant for v in lived.get("overhead") or [] if v.verdict == HIGHER}
     for name in ("overhead", "creep"):
-        got = lived.get(name) or []
+        got = [v for v in lived.get(name) or [] if v.variant not in fatter]
         won = [v for v in got if v.verdict == LOWER and v.ci_low is not None]
         if won:
             first = min(won, key=lambda v: v.ratio)
@@ -121,6 +126,11 @@ def _median(values) -> float | None:
     return stats.median(known) if known else None
 
 
+def pooled(engine: str) -> bool:
+    """A PostgreSQL life: measured on its pool of sessions."""
+    return engine not in ENGINES and targets.parse(engine).kind == "postgres"
+
+
 def life_table(study: analyse.Study, rows: list) -> Table:
     """One line per life and allocator: medians over its valid runs."""
     t = Table("life_memory", "Memory over a server's life: what each allocator keeps (median over runs)",
@@ -136,7 +146,11 @@ def life_table(study: analyse.Study, rows: list) -> Table:
                    "(its bursts come while the engine warms up), and of how many cycles' bursts it is (a burst "
                    "that fits in what the allocator kept from those before it takes no excess, and the share "
                    "rests on the others); the rest at the last idle end. Killed runs count in OOM-killed, and "
-                   "their figures cover the cycles they lived.")
+                   "their figures cover the cycles they lived." + (
+                       " On PostgreSQL, RSS is the pool's private memory (RssAnon summed over the backends of the "
+                       "sessions held for the whole life) and the engine's account the sum of their memory contexts; "
+                       "a backend killed makes the server reset every session (counted as OOM-killed)."
+                       if any(pooled(r.engine) for r in rows) else ""))
     groups: dict[tuple, list] = defaultdict(list)
     for r in rows:
         groups[(decide.cell_of(r), r.allocator)].append(r)

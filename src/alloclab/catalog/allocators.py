@@ -227,11 +227,24 @@ SHORT_TUNINGS = {
     "MALLOC_ARENA_MAX=1": "arenas1",
     "MALLOC_ARENA_MAX=2": "arenas2",
     "MALLOC_TRIM_THRESHOLD_=131072": "trim128k",
+    "MALLOC_MMAP_THRESHOLD_=131072": "mmap128k",
     "TCMALLOC_RELEASE_RATE=10": "release10",
     "TCMALLOC_AGGRESSIVE_DECOMMIT=1": "decommit",
     "MIMALLOC_RESET_DELAY=0": "reset0",
     "MIMALLOC_PURGE_DELAY=0": "purge0",
 }
+
+
+# the tunings people deploy against memory growth: jemalloc's background thread with 5 s decays
+# (mariadb-operator 1808's fix), glibc with two arenas; and the settings people try, one per
+# allocator and glibc's two: glibc trims above 128 KiB and serves blocks of 128 KiB and more from
+# mmap, jemalloc purges at once, tcmalloc releases ten times faster, mimalloc resets at once
+# (Debian's 2.0: reset_delay)
+JEMALLOC_BACKGROUND = "jemalloc+MALLOC_CONF=background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:5000"
+GLIBC_TWO_ARENAS = "glibc+MALLOC_ARENA_MAX=2"
+LEAN_TUNINGS = ["glibc+MALLOC_TRIM_THRESHOLD_=131072", "glibc+MALLOC_MMAP_THRESHOLD_=131072",
+                "jemalloc+MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0", "tcmalloc+TCMALLOC_RELEASE_RATE=10",
+                "mimalloc+MIMALLOC_RESET_DELAY=0"]
 
 
 def short_name(name: str) -> str:

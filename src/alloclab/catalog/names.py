@@ -44,5 +44,9 @@ LIFE_PHASE_KINDS = ("steady", "burst", "idle")
 LIFE_SERVER_BURSTS = ("dump", "storm", "groupby")
 # an embedded engine's (the driver's `life`): flush and compact everything; one iterator over every key
 LIFE_ENGINE_BURSTS = ("compact", "scan")
-LIFE_BURSTS = LIFE_SERVER_BURSTS + LIFE_ENGINE_BURSTS
+# PostgreSQL's, on its pool (clients/pglife.py): hash aggregates and sorts near work_mem on every
+# session; CREATE INDEX and VACUUM at maintenance_work_mem; short GROUP BY connections
+LIFE_POOL_BURSTS = ("report", "maintenance", "storm")
+LIFE_POOL_LOADS = ("oltp_read_only", "oltp_read_write")
+LIFE_BURSTS = tuple(dict.fromkeys(LIFE_SERVER_BURSTS + LIFE_ENGINE_BURSTS + LIFE_POOL_BURSTS))
 # the metrics verdicts are made on, and what a study's rounds may go on for: catalog.metrics

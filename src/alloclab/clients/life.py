@@ -45,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from alloclab.alloc import account
+from alloclab.clients.pglife import PostgreSQL
 from alloclab.core import events
 from alloclab.core.errors import AlloclabError
 
@@ -111,7 +112,19 @@ class MariaDB:
                 "buffer_pool_data_bytes": status.get("Innodb_buffer_pool_bytes_data", 0),
                 "engine_bytes": mu - reserved + used}
 
-    def burst(self, what: str, connections: int) -> list[subprocess.Popen]:
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def load(self, ph: dict) -> Load | None:
+        return Load(ph["load_argv"], Path(ph["load_events"])) if ph.get("load_argv") else None
+
+    def reset_seen(self, error: str) -> dict | None:
+        return None  # a MariaDB server that lost a thread to the OOM killer went away whole
+
+    def burst(self, what: str, connections: int, ph: dict) -> list[subprocess.Popen]:
         """Start a burst's processes (each one connection), output to nowhere."""
         if what == "dump":
             argvs = [self.dump_argv]
@@ -218,11 +231,11 @@ def run_phase(ph: dict, db: MariaDB, ev: events.Channel, stop: Stop, beat: Beat,
     rec = {k: ph.get(k) for k in ("cycle", "name", "kind", "burst", "load", "threads", "connections")}
     rec["mono_start"] = time.monotonic()
     ev.emit("phase", phase=label, state="begin", life={**rec, "mono_s": rec["mono_start"]})
-    load = Load(ph["load_argv"], Path(ph["load_events"])) if ph.get("load_argv") else None
+    load = db.load(ph)
     beat.follow(load.events_path if load else None, label)
     errors = []
     if ph.get("burst"):
-        procs = db.burst(ph["burst"], int(ph.get("connections") or 1))
+        procs = db.burst(ph["burst"], int(ph.get("connections") or 1), ph)
         _wait(procs, stop)
         rec["burst_s"] = round(time.monotonic() - rec["mono_start"], 3)
         errors.append(None if stop.is_set() else _burst_error(procs, ph["burst"]))
@@ -243,6 +256,9 @@ def run_phase(ph: dict, db: MariaDB, ev: events.Channel, stop: Stop, beat: Beat,
             error = str(e)
     if error and not db.alive():
         stop.stop("the server went away")
+    elif error and (reset := db.reset_seen(error)):
+        rec["reset"] = reset
+        stop.stop(f"the server reset {reset['sessions_lost']} of the pool's {reset['pool']} sessions")
     elif error:
         raise AlloclabError(f"phase {ph['name']!r} of cycle {ph['cycle']}: {error}")
     rec["mono_end"] = time.monotonic()
@@ -275,8 +291,9 @@ def _summed(steady: list[tuple[dict, dict]]) -> dict:
 
 def live(plan: dict, ev: events.Channel, stop: Stop) -> None:
     """The whole life, phase after phase."""
-    db = MariaDB(plan)
+    db = PostgreSQL(plan) if plan.get("engine") == "postgres" else MariaDB(plan)
     ev.emit("start", pid=os.getpid(), client="life", phases=len(plan["phases"]))
+    db.start()
     beat = Beat(ev)
     beat.start()
     first = {**db.account(), "mono_s": time.monotonic()}
@@ -294,6 +311,7 @@ def live(plan: dict, ev: events.Channel, stop: Stop) -> None:
                 steady.append((rec, summary))
     finally:
         beat.done.set()
+        db.close()
     ev.emit("phase", phase="measure", state="end")
     ev.emit("summary", **_summed(steady), life={"phases": done, "engine_at_start": first, "stopped": stop.why or None,
                                                  "engine": plan.get("engine", "mariadb")})

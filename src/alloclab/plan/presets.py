@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from alloclab.catalog.allocators import SHOOTOUT
+from alloclab.catalog.allocators import GLIBC_TWO_ARENAS, JEMALLOC_BACKGROUND, LEAN_TUNINGS, SHOOTOUT
 from alloclab.catalog.names import LIFE, SYSBENCH, SYSBENCH_TESTS, TPCC
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import workload
@@ -267,12 +267,6 @@ def sysbench_allocators(scale: str) -> dict:
     }
 
 
-# the tunings people deploy against memory growth: jemalloc's background thread with
-# 5 s decays (mariadb-operator 1808's fix), glibc with two arenas
-JEMALLOC_BACKGROUND = "jemalloc+MALLOC_CONF=background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:5000"
-GLIBC_TWO_ARENAS = "glibc+MALLOC_ARENA_MAX=2"
-
-
 def memory_life(scale: str) -> dict:
     """Memory over a server's life, on MariaDB (InnoDB) and on RocksDB embedded in the
     driver; what each allocator (and tuning) keeps, gives back and lets creep.
@@ -281,7 +275,10 @@ def memory_life(scale: str) -> dict:
     short GROUP BY connections, then idle. RocksDB: block-cache churn (uniform reads and writes
     over data about eight times its 16 MiB cache, values of 128 B to 4 KiB), a swarm of 32
     short-lived threads each with its own iterators beside one full scan (a connection storm's
-    shape), a flush and full compaction, then idle.
+    shape), a flush and full compaction, then idle. PostgreSQL: a pool of 2 x cores + 1 sessions
+    (HikariCP's formula) held for the whole life, OLTP read/write on it, every session's reports
+    (a hash aggregate, a sort into string_agg) at a work_mem of 32 MiB, CREATE INDEX and VACUUM at
+    64 MiB, a storm of short connections, then idle; measured on the pool's private memory.
 
     `smoke` (CI, about 3 minutes): 3 short cycles, glibc and jemalloc, one life after another.
     `quick` (30 minutes): the seeds' four allocators and the two most deployed tunings, 4 cycles
@@ -322,13 +319,13 @@ def memory_life(scale: str) -> dict:
     longer RocksDB life on more data, and every tuning the public reports name, a cell's lives side by
     side."""
     steady = {"smoke": 3.0, "quick": 6.0, "full": 25.0}[scale]
+    storm = {"smoke": 20, "quick": 60, "full": 150}[scale]
     idle = {"smoke": 3.0, "quick": 6.0, "full": 15.0}[scale]
     phases = [
         {"name": "oltp", "kind": "steady", "duration_s": steady, "load": "oltp_read_write"},
         {"name": "dump", "kind": "burst", "burst": "dump", "load": "oltp_read_write",
          "duration_s": {"smoke": 1.0, "quick": 2.0, "full": 5.0}[scale]},
-        {"name": "storm", "kind": "burst", "burst": "storm",
-         "connections": {"smoke": 20, "quick": 60, "full": 150}[scale]},
+        {"name": "storm", "kind": "burst", "burst": "storm", "connections": storm},
         {"name": "rest", "kind": "idle", "duration_s": idle},
     ]
     rocks_phases = [
@@ -345,19 +342,28 @@ def memory_life(scale: str) -> dict:
     allocators = {"smoke": ["glibc", "jemalloc"],
                   "quick": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS],
                   "full": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS,
-                           "glibc+MALLOC_TRIM_THRESHOLD_=131072", "tcmalloc+TCMALLOC_RELEASE_RATE=10",
-                           "mimalloc+MIMALLOC_RESET_DELAY=0"]}[scale]
+                           *LEAN_TUNINGS]}[scale]
+    # PostgreSQL's pool (its size as HikariCP's formula sizes a pool, 2 x cores + 1: 5 on 2 cores):
+    # the load on it, reporting queries near work_mem on every session, CREATE INDEX and VACUUM, a
+    # storm of short connections, then idle
+    pool_phases = [
+        {"name": "oltp", "kind": "steady", "duration_s": steady, "load": "oltp_read_write"},
+        {"name": "report", "kind": "burst", "burst": "report", "work_mem": "32MiB"},
+        {"name": "maint", "kind": "burst", "burst": "maintenance", "work_mem": "64MiB"},
+        {"name": "storm", "kind": "burst", "burst": "storm", "connections": storm},
+        {"name": "rest", "kind": "idle", "duration_s": idle},
+    ]
     cycles = {"smoke": 3, "quick": 4, "full": 5}[scale]
     rocks_cycles = {"smoke": 3, "quick": 6, "full": 5}[scale]  # quick: RocksDB's lives as long as MariaDB's
     rocks_per_round = 2 if scale == "quick" else 1  # quick: two RocksDB lives of each allocator a round
-    engines = ["mariadb-innodb", "rocksdb"]
+    engines = ["mariadb-innodb", "rocksdb", "postgres"]
     return {
         "name": "memory-life",
         "engines": engines,
         "allocators": allocators,
-        **_rounds(scale, "30m"),
+        **_rounds(scale, "45m"),
         # the round's lives all at once (quick), a cell's (full): see the docstring
-        **({"side_by_side": len(allocators) * (1 + rocks_per_round if scale == "quick" else 1)}
+        **({"side_by_side": len(allocators) * (2 + rocks_per_round if scale == "quick" else 1)}
            if scale != "smoke" else {}),
         # the rounds go on for memory's verdicts; throughput, a share of the machine, is told as it stands
         "decide_on": ["creep", "given_back", "overhead"],
@@ -375,7 +381,11 @@ def memory_life(scale: str) -> dict:
                        "phases": rocks_phases, "threads": [2], "pattern": ["uniform"], "key_bytes": [16],
                        "value_bytes": [4096], "value_bytes_min": 128,
                        "keyspace": {"smoke": 20_000, "quick": 60_000, "full": 250_000}[scale],
-                       **({"runs_per_round": rocks_per_round} if rocks_per_round > 1 else {})}],
+                       **({"runs_per_round": rocks_per_round} if rocks_per_round > 1 else {})},
+                      {"part": LIFE, "workload": LIFE, "engines": ["postgres"], "cycles": cycles,
+                       "phases": pool_phases, "threads": [2 * len(os.sched_getaffinity(0)) + 1],
+                       "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
+                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]}],
     }
 
 

@@ -103,6 +103,19 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def _then_as_postgres(first):
+    """preexec: `first` as root, then the server's own user (groups, group, user)."""
+    import pwd
+    pw = pwd.getpwnam("postgres")
+
+    def run():
+        first()
+        os.setgroups([])
+        os.setgid(pw.pw_gid)
+        os.setuid(pw.pw_uid)
+    return run
+
+
 @dataclass
 class Server:
     target: ServerTarget
@@ -200,17 +213,23 @@ class Server:
             self.socket.unlink()
         log = open(self.log_path, "ab")
 
-        kw = {"user": "postgres", "group": "postgres", "extra_groups": []} if self.target.kind == "postgres" else {}
         stderr = log  # what the server writes before its own log opens (an allocator's complaints) too
         inner = ({k: v for k, v in env.items()
                  if k.startswith("LD_") or k == "ALLOCLAB_ACCOUNT_DIR" or k.startswith(TUNING_PREFIXES)}
                  if self.target.stack else {})
         if inner.get("LD_PRELOAD"):
             inner["LD_PRELOAD"] = " ".join(root.in_root_path(x) for x in inner["LD_PRELOAD"].split())
+        argv, kw = self._wrap(self.argv(), inner), {}
+        if self.target.kind == "postgres" and preexec is None:
+            kw = {"user": "postgres", "group": "postgres", "extra_groups": []}
+        elif self.target.kind == "postgres":
+            # Popen drops to the user before preexec runs, and joining a memory cgroup (preexec)
+            # takes root: the child joins it as root, then drops to postgres itself
+            preexec = _then_as_postgres(preexec)
         self._mountpoint = None
         if self.target.stack:
             self._mountpoint = root.make_mountpoint(self.datadir)
-        self.proc = subprocess.Popen(self._wrap(self.argv(), inner), env=_host_env(self.target, env),
+        self.proc = subprocess.Popen(argv, env=_host_env(self.target, env),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=stderr, start_new_session=True,
                                      preexec_fn=processes.child_setup(cpus, preexec), cwd=str(self.datadir), **kw)
         log.close()

@@ -13,9 +13,11 @@ server), whose client is the phase sequencer clients/life.py with sysbench loads
 bursts (dump, storm, groupby); and on an embedded engine (RocksDB; TidesDB and SQLite keep no
 account of their memory), where the driver's `life` command keeps the engine open in the process
 under test through key-value loads and the engine's bursts (compact, scan), with values of mixed
-sizes (uniform in [value_bytes_min, value_bytes]). PostgreSQL's life is not built: a backend that
-exits returns its whole heap, so a life there measures the postmaster's shared memory, not an
-allocator.
+sizes (uniform in [value_bytes_min, value_bytes]); and on PostgreSQL, whose backends live as long
+as their connection: a pool of sessions held for the whole life (the table's threads: its size, as
+an application's pool or pgbouncer in session mode holds them) carries the load and the reports,
+beside maintenance and a storm of short connections, and the life is measured on the pool's
+private memory (clients/pglife.py).
 """
 
 from __future__ import annotations
@@ -24,15 +26,18 @@ import json
 import re
 
 from alloclab.answers import decide
-from alloclab.answers.lives import life_table
+from alloclab.answers.lives import life_table, pooled
 from alloclab.answers.table import fmt_num
 from alloclab.catalog import targets
+from alloclab.catalog.allocators import short_name
 from alloclab.catalog.names import (
     KV_WORKLOADS,
     LIFE,
     LIFE_BURSTS,
     LIFE_ENGINE_BURSTS,
     LIFE_PHASE_KINDS,
+    LIFE_POOL_BURSTS,
+    LIFE_POOL_LOADS,
     LIFE_SERVER_BURSTS,
     SYSBENCH_TESTS,
 )
@@ -43,10 +48,12 @@ from alloclab.plan.workload import Workload, extra_settings, profile_suffix
 from alloclab.report import charts
 from alloclab.workloads.life_runs import (
     LIFE_METRICS,
+    POOL_CSV,
     EmbeddedLife,
     LifeColumns,
     LifeKind,
     LifeParams,
+    PoolLife,
     embedded,
     phases_of,
     shape_tag,
@@ -64,6 +71,20 @@ PHASES = (
     {"name": "rest", "kind": "idle", "duration_s": 15.0},
 )
 DATA = {"tables": 4, "table_size": 20_000, "threads": [64]}
+# PostgreSQL's life, on a pool of sessions held throughout (the table's threads: its size): the
+# load on the pool, reporting queries on every session at a work_mem of 32 MiB, CREATE INDEX and
+# VACUUM at a maintenance_work_mem of 64 MiB, a storm of short connections, then idle
+POOL_PHASES = (
+    {"name": "oltp", "kind": "steady", "duration_s": 25.0, "load": "oltp_read_write"},
+    {"name": "report", "kind": "burst", "burst": "report", "work_mem": 32 * 2**20},
+    {"name": "maint", "kind": "burst", "burst": "maintenance", "work_mem": 64 * 2**20},
+    {"name": "storm", "kind": "burst", "burst": "storm", "connections": 150},
+    {"name": "rest", "kind": "idle", "duration_s": 15.0},
+)
+
+
+def kind_of(engine: str) -> str:
+    return "embedded" if embedded(engine) else "pool" if pooled(engine) else "server"
 
 
 # one phase of a life: how long, of which kind, and what runs in it
@@ -77,6 +98,8 @@ PHASE_SCHEMA = {
     "threads": whole(1, MAX_THREADS),  # the load's connections (default: the table's threads)
     "burst": choice(LIFE_BURSTS),
     "connections": whole(1, 100_000),  # storm: short connections, all at once
+    # PostgreSQL's report: the sessions' work_mem; its maintenance: maintenance_work_mem
+    "work_mem": size(64 * 1024),
 }
 
 
@@ -101,6 +124,9 @@ def _check_phase(where: str, p: dict) -> None:
                             "give it a load, or leave out threads")
     if "connections" in p and p.get("burst") != "storm":
         raise AlloclabError(f"{where}.connections: only a storm opens connections", "give it burst = \"storm\"")
+    if "work_mem" in p and p.get("burst") not in ("report", "maintenance"):
+        raise AlloclabError(f"{where}.work_mem: only PostgreSQL's report and maintenance bursts set work_mem",
+                            "give it burst = \"report\" or \"maintenance\", or leave work_mem out")
 
 
 def cycles_key(key, v):
@@ -154,35 +180,41 @@ class LifeWorkload(Workload):
             if k in w:
                 raise AlloclabError(f"workloads[{i}].{k}: a life's length is its cycles and its phases' duration_s",
                                     "leave out ops and duration_s, and give cycles and [[workloads.phases]]")
-        bad = [e for e in engines if not embedded(e) and targets.parse(e).kind != "mariadb"]
+        bad = [e for e in engines if not embedded(e) and targets.parse(e).kind not in ("mariadb", "postgres")]
         if bad:
-            raise AlloclabError(f"workloads[{i}]: a life runs on a MariaDB server or an embedded engine, not on "
-                                f"{', '.join(bad)}", "use mariadb-innodb (or another engine of a MariaDB server) or "
-                                "rocksdb; a PostgreSQL backend that exits returns its whole heap, so its life is not "
-                                "built; give the table engines = [...] to keep it off other engines")
-        kinds = {embedded(e) for e in engines}
+            raise AlloclabError(f"workloads[{i}]: a life runs on a MariaDB or PostgreSQL server or an embedded engine, "
+                                f"not on {', '.join(bad)}", "use mariadb-innodb (or another engine of a MariaDB "
+                                "server), postgres or rocksdb; give the table engines = [...] to keep it off other "
+                                "engines")
+        kinds = {kind_of(e) for e in engines}
         if len(kinds) > 1:
-            raise AlloclabError(f"workloads[{i}]: one life's phases run either on a server or on an embedded engine, "
-                                f"and this table is for {', '.join(engines)}",
+            raise AlloclabError(f"workloads[{i}]: one life's phases run on one kind of engine (a MariaDB server, "
+                                f"PostgreSQL's pool or an embedded engine), and this table is for {', '.join(engines)}",
                                 "give each kind its own [[workloads]] table with engines = [...] (a server's loads are "
                                 "sysbench tests, an embedded engine's key-value workloads)")
-        if True in kinds and "phases" not in w:
+        kind = next(iter(kinds), "server")
+        if kind == "embedded" and "phases" not in w:
             raise AlloclabError(f"workloads[{i}].phases: a life on an embedded engine needs its phases (the default "
                                 "phases are a MariaDB server's)", "give [[workloads.phases]] with key-value loads and "
                                 "bursts " + " or ".join(LIFE_ENGINE_BURSTS) + ", or use the preset memory-life")
-        loads, bursts = (KV_WORKLOADS, LIFE_ENGINE_BURSTS) if True in kinds else (SYSBENCH_TESTS, LIFE_SERVER_BURSTS)
-        where = "an embedded engine" if True in kinds else "a server"
-        for j, p in enumerate(w.get("phases", PHASES)):
+        loads, bursts, where = {"embedded": (KV_WORKLOADS, LIFE_ENGINE_BURSTS, "an embedded engine"),
+                                "pool": (LIFE_POOL_LOADS, LIFE_POOL_BURSTS, "PostgreSQL's pool"),
+                                "server": (SYSBENCH_TESTS, LIFE_SERVER_BURSTS, "a MariaDB server")}[kind]
+        for j, p in enumerate(w.get("phases", POOL_PHASES if kind == "pool" else PHASES)):
             if "load" in p and p["load"] not in loads:
                 raise AlloclabError(f"workloads[{i}].phases[{j}].load: {p['load']!r} does not run on {where}",
                                     "allowed values: " + ", ".join(loads))
             if "burst" in p and p["burst"] not in bursts:
                 raise AlloclabError(f"workloads[{i}].phases[{j}].burst: {p['burst']!r} is not a burst of {where}",
                                     "allowed values: " + ", ".join(bursts))
-            if "connections" in p and True in kinds:
+            if "connections" in p and kind == "embedded":
                 raise AlloclabError(f"workloads[{i}].phases[{j}].connections: an embedded engine has no connections",
                                     "leave it out (threads sets a load's threads)")
-        if "value_bytes_min" in w and True not in kinds:
+            if kind == "pool" and p.get("threads", 0) > min(w.get("threads", [1 << 30])):
+                raise AlloclabError(f"workloads[{i}].phases[{j}].threads: {p['threads']} is more sessions than the "
+                                    f"pool holds (threads = {min(w.get('threads', [0]))})",
+                                    "a PostgreSQL life's load runs on its pool: give threads at most the table's")
+        if "value_bytes_min" in w and kind != "embedded":
             raise AlloclabError(f"workloads[{i}].value_bytes_min: a server's life has the sysbench tables' rows",
                                 "leave it out, or run the life on an embedded engine")
         if w.get("value_bytes_min", 1) > min(w.get("value_bytes", [100])):
@@ -192,7 +224,8 @@ class LifeWorkload(Workload):
     def variants(self, w: dict, engine: str) -> list[tuple[str, LifeParams]]:
         return [("", LifeParams(
             cycles=w.get("cycles", CYCLES),
-            phases=json.dumps(w.get("phases", list(PHASES)), sort_keys=True, separators=(",", ":")),
+            phases=json.dumps(w.get("phases", list(POOL_PHASES if pooled(engine) else PHASES)), sort_keys=True,
+                              separators=(",", ":")),
             value_bytes_min=w.get("value_bytes_min", 0), tables=w.get("tables", LifeParams.tables),
             table_size=w.get("table_size", LifeParams.table_size)))]
 
@@ -221,11 +254,14 @@ class LifeWorkload(Workload):
         return f"life of {c.params.cycles} cycle(s) " + "+".join(p["name"] for p in phases_of(c)) + f" t{c.threads}"
 
     def outcome(self, r) -> str:
-        died = f"OOM-killed in cycle {r.own.oom_cycle}" if r.own.oom_killed else "survived"
+        pool = pooled(r.engine)
+        died = (f"{'a backend ' if pool else ''}OOM-killed in cycle {r.own.oom_cycle}"
+                f"{' (the server reset its sessions)' if pool else ''}" if r.own.oom_killed else "survived")
         o = r.own
         settled = None if o.settled_rss_bytes is None else o.settled_rss_bytes / 2**20
         given = None if o.given_back_share is None else 100 * o.given_back_share
-        return (f"{r.ops_per_s:,.0f} tps steady  settled RSS {fmt_num(settled, '.0f', ' MiB')}  creep "
+        what = "the pool's private memory" if pool else "RSS"
+        return (f"{r.ops_per_s:,.0f} tps steady  settled {what} {fmt_num(settled, '.0f', ' MiB')}  creep "
                 f"{fmt_num(o.creep_mib_per_cycle, '+.1f', ' MiB/cycle')}  given back "
                 f"{fmt_num(given, '.0f', ' %')}  {died}  "
                 f"({r.wall_s:.0f}s)")
@@ -255,8 +291,10 @@ class LifeWorkload(Workload):
                 note = study.run_json(r.run_id).get("life") or {}
                 ph = note.get("phases") or []
                 t0 = ph[0]["t_start_s"] if ph else 0.0
-                pts = [(float(x["t_s"]) - t0, int(x["rss_bytes"]) / 2**20) for x in study.samples(r.run_id)]
-                lines.append({"label": a + (f" (OOM-killed, cycle {r.own.oom_cycle})" if r.own.oom_killed else ""),
+                pts = [(float(x["t_s"]) - t0, int(x["rss_bytes"]) / 2**20)
+                       for x in study.samples(r.run_id, POOL_CSV if pooled(r.engine) else "samples.csv")]
+                lines.append({"label": short_name(a) + (f" (OOM-killed, cycle {r.own.oom_cycle})"
+                                                         if r.own.oom_killed else ""),
                               "t": [t for t, _ in pts], "mib": [m for _, m in pts], "killed": bool(r.own.oom_killed)})
                 if r is base:
                     phases = [(p["kind"], p["t_start_s"] - t0, p["t_end_s"] - t0) for p in ph]
@@ -265,7 +303,7 @@ class LifeWorkload(Workload):
             rounds = f"round {whole[0]}" if whole else "each allocator's first run"
             cycles, _, names = base.pattern.partition(":")  # the row's pattern is the life's shape_tag
             shape = f"{cycles[1:]} cycles of {names.rsplit(':', 1)[0]}, t{base.threads}"
-            out.append({"title": f"{c['engine']}: {shape} ({rounds})", "lines": lines,
+            out.append({"title": f"{c['engine']}: {shape} ({rounds})", "lines": lines, "pool": pooled(c["engine"]),
                         "phases": phases, "limit_mib": limit / 2**20 if limit else None})
         return {"lives": out}
 
@@ -280,8 +318,10 @@ class LifeWorkload(Workload):
         drawn = charts.draw_life(lives, out)
         first = []
         if drawn:
+            pool = ("; PostgreSQL: its pool's private memory, RssAnon summed over the pool's backends"
+                    if any(x.get("pool") for x in lives) else "")
             first.append((*drawn, "RSS of the process under test over its whole life (MiB, sampled at 20 Hz from "
-                          "/proc; a server's process tree), one line per allocator from the same round; shaded: "
+                          f"/proc; a server's process tree{pool}), one line per allocator from the same round; shaded: "
                           "bursts (orange) and idle phases (grey) as the baseline's run had them; dashed: the cgroup's "
                           "memory limit; ×: killed by the kernel's OOM killer. Measured on " + a.answers.where + "."))
         for m in self.metrics:
@@ -292,7 +332,7 @@ class LifeWorkload(Workload):
 
     # --- the run ---------------------------------------------------------------------------
     def run_kind(self, cell):
-        return EmbeddedLife() if embedded(cell.engine) else LifeKind()
+        return EmbeddedLife() if embedded(cell.engine) else PoolLife() if pooled(cell.engine) else LifeKind()
 
     def driver_command(self, c) -> str:
         return "life" if embedded(c.engine) else "run"

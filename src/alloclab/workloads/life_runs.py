@@ -6,6 +6,7 @@ run from its stored files: its memory (answers.life over samples.csv) and runs.c
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import statistics
@@ -19,11 +20,12 @@ from alloclab.catalog.names import ENGINES
 from alloclab.clients import driver, sysbench
 from alloclab.clients import life as life_client
 from alloclab.core.errors import AlloclabError
+from alloclab.host.backends import POOL_COLUMNS
 from alloclab.plan import RunSpec
 from alloclab.results.store import write_json
 from alloclab.run.kinds import EmbeddedKind
 from alloclab.run.target import OnServer
-from alloclab.servers.server import which
+from alloclab.servers.server import pg_bindir, which
 from alloclab.workloads.oltp import ServerOLTP
 
 
@@ -182,7 +184,8 @@ class Measured:
                 "stopped": got.get("stopped"), "server_memory_bytes": target.spec.server_memory_bytes or None,
                 "oom_readings": oom_at, "oom_counter_error": getattr(target, "oom_error", None)}
         try:
-            measured = life.measure(life.read_rss(run_dir), whole, engine=engine or None, account=account or None)
+            rss = self.series(run_dir, t0, note)
+            measured = life.measure(rss, whole, engine=engine or None, account=account or None)
             oom = life.oom_outcome(oom_at, every) if oom_at else None
         except AlloclabError as e:  # recorded beside the run; its row keeps no life fields
             return {}, {"life": note | {"error": str(e)}}
@@ -190,6 +193,11 @@ class Measured:
                                                            "oom": asdict(oom) if oom else None}}
 
 
+
+
+    def series(self, run_dir, t0: float, note: dict) -> list[tuple[float, int]]:
+        """The memory the life is measured on: the process's RSS (a server's whole tree)."""
+        return life.read_rss(run_dir)
 
 
 class LifeKind(Measured, ServerOLTP):
@@ -238,6 +246,46 @@ class LifeKind(Measured, ServerOLTP):
     def row_fields(self, spec):
         return {"pattern": shape_tag(spec.cell), "batch": 1, "key_bytes": 0, "value_bytes": 0, "client": ""}
 
+
+class PoolLife(LifeKind):
+    """A life on PostgreSQL: the pool of sessions held throughout (clients/pglife.py) carries the
+    load and the report bursts, and the life is measured on the pool's private memory (RssAnon
+    summed over its backends at each sample), stored as pool.csv on the samples' clock."""
+
+    name = "pooled life"
+
+    def plan(self, spec: RunSpec, exe, srv, run_dir) -> dict:
+        c = spec.cell
+        out = [{**ph, "cycle": cycle, **({"threads": ph.get("threads", c.threads)} if "load" in ph else {})}
+               for cycle in range(1, c.params.cycles + 1) for ph in phases_of(c)]
+        return {"engine": "postgres", "socket_dir": str(srv.socket_dir), "database": sysbench.DATABASE,
+                "tables": c.params.tables, "table_size": c.params.table_size, "pool": c.threads,
+                "seed": spec.seed, "client": str(pg_bindir() / "psql"), "log": str(srv.log_path),
+                "pool_samples": str(run_dir / "life" / POOL_RAW), "phases": out}
+
+    def target(self, spec, run_dir, node, data, events):
+        t = super().target(spec, run_dir, node, data, events)
+        t.mem.life = False  # a forked backend has no helper thread of its own to write its account
+        return t
+
+    def series(self, run_dir, t0: float, note: dict) -> list[tuple[float, int]]:
+        """pool.csv (t_s, rss_bytes = the pool's private memory, and the rest sampled) from the
+        client's samples; the storms' backends and the threads, told apart in the life's note."""
+        raw = run_dir / "life" / POOL_RAW
+        if not raw.is_file():
+            raise AlloclabError(f"{raw} does not exist: the pool was never sampled")
+        with open(raw, newline="") as f:
+            rows = list(csv.DictReader(f))
+        with open(run_dir / POOL_CSV, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["t_s", "rss_bytes", *POOL_COLUMNS[2:], "pool_anon_bytes"])
+            for r in rows:
+                w.writerow([round(float(r["mono_s"]) - t0, 4), r["pool_anon_bytes"],
+                            *(r[k] for k in POOL_COLUMNS[2:]), r["pool_anon_bytes"]])
+        note["pool"] = pool_note(rows, note["phases"], note["engine"], t0)
+        return life.read_rss(run_dir, POOL_CSV)
+
+
 class EmbeddedLife(Measured, EmbeddedKind):
     """A life on an engine inside the driver (`alloclab-driver life`): the engine open throughout,
     its keys populated first, the allocator under test preloaded into the driver."""
@@ -248,6 +296,31 @@ class EmbeddedLife(Measured, EmbeddedKind):
         c = spec.cell
         return {"pattern": shape_tag(c), "batch": c.batch, "key_bytes": c.key_bytes, "value_bytes": c.value_bytes,
                 "client": ""}
+
+
+POOL_RAW = "pool-samples.csv"  # the life client's, on CLOCK_MONOTONIC
+POOL_CSV = "pool.csv"  # the run's, on the samples' clock: what a pooled life is measured on
+
+
+def pool_note(rows: list[dict], phases: list[dict], engine: list[dict], t0: float) -> dict:
+    """What the samples tell beside the pool's memory: the threads of the postmaster and of the
+    pool's busiest backend at the phases' ends, most named (jemalloc's background thread is
+    `jemalloc_bg_thd`; alloclab's helper left out), the pool's backends, and per
+    storm the most short backends at once, their private memory at its highest and what of it was
+    left at the phase's end (a backend that exits returns its heap: nothing)."""
+    def col(k, rs):
+        return [int(r[k]) for r in rs]
+    out = {"postmaster_threads": max((e.get("postmaster_threads") or [] for e in engine), key=len, default=[]),
+           "backend_threads": max((e.get("backend_threads") or [] for e in engine), key=len, default=[]),
+           "pool_backends_max": max(col("pool_backends", rows), default=None), "storms": []}
+    for p in (p for p in phases if p.get("burst") == "storm"):
+        inside = [r for r in rows if p["t_start_s"] <= float(r["mono_s"]) - t0 <= p["t_end_s"]]
+        after = [r for r in rows if float(r["mono_s"]) - t0 > p["t_end_s"]][:1]
+        out["storms"].append({"cycle": p["cycle"], "name": p["name"],
+                              "backends_max": max(col("other_backends", inside), default=0),
+                              "anon_max_bytes": max(col("other_anon_bytes", inside), default=0),
+                              "anon_left_bytes": col("other_anon_bytes", after)[0] if after else None})
+    return out
 
 
 def _mib(x: float | None) -> float | None:
