@@ -300,6 +300,7 @@ class EmbeddedLife(Measured, EmbeddedKind):
 
 POOL_RAW = "pool-samples.csv"  # the life client's, on CLOCK_MONOTONIC
 POOL_CSV = "pool.csv"  # the run's, on the samples' clock: what a pooled life is measured on
+STORM_GONE_S = 1.0  # after a storm, when what its backends left is read
 
 
 def pool_note(rows: list[dict], phases: list[dict], engine: list[dict], t0: float) -> dict:
@@ -307,7 +308,8 @@ def pool_note(rows: list[dict], phases: list[dict], engine: list[dict], t0: floa
     pool's busiest backend at the phases' ends, most named (jemalloc's background thread is
     `jemalloc_bg_thd`; alloclab's helper left out), the pool's backends, and per
     storm the most short backends at once, their private memory at its highest and what of it was
-    left at the phase's end (a backend that exits returns its heap: nothing)."""
+    left a second after the phase's end (a backend goes a few milliseconds after its client; one
+    that exits returns its heap: nothing)."""
     def col(k, rs):
         return [int(r[k]) for r in rs]
     out = {"postmaster_threads": max((e.get("postmaster_threads") or [] for e in engine), key=len, default=[]),
@@ -315,7 +317,7 @@ def pool_note(rows: list[dict], phases: list[dict], engine: list[dict], t0: floa
            "pool_backends_max": max(col("pool_backends", rows), default=None), "storms": []}
     for p in (p for p in phases if p.get("burst") == "storm"):
         inside = [r for r in rows if p["t_start_s"] <= float(r["mono_s"]) - t0 <= p["t_end_s"]]
-        after = [r for r in rows if float(r["mono_s"]) - t0 > p["t_end_s"]][:1]
+        after = [r for r in rows if float(r["mono_s"]) - t0 > p["t_end_s"] + STORM_GONE_S][:1]
         out["storms"].append({"cycle": p["cycle"], "name": p["name"],
                               "backends_max": max(col("other_backends", inside), default=0),
                               "anon_max_bytes": max(col("other_anon_bytes", inside), default=0),
