@@ -52,11 +52,6 @@ LOST = ("server closed the connection", "terminating connection because of crash
         "the connection is closed", "consuming input failed", "connection to server")
 
 
-def _lost(e: Exception) -> bool:
-    text = str(e)
-    return any(x in text for x in LOST)
-
-
 class Task:
     """Work on a thread that looks, to the life client, like a burst's process: poll, kill, wait,
     returncode, stderr (the first error, as bytes)."""
@@ -151,7 +146,7 @@ class PoolLoad:
                 try:
                     oltp_transaction(cur, rng, self.tables, self.size, self.write)
                 except self.errors_retried:
-                    conn.rollback() if not conn.autocommit else cur.execute("ROLLBACK")
+                    cur.execute("ROLLBACK")  # the pool's sessions are in autocommit: BEGIN opened it
                     self.counts[i][1] += 1
                     continue
                 except Exception as e:
@@ -332,7 +327,7 @@ class PostgreSQL:
                 lines = [x.rstrip() for x in f if RESET_LINES.search(x)]
         except (OSError, TypeError):
             pass
-        killed = next((KILLED.search(x) for x in lines if KILLED.search(x)), None)
+        killed = next(filter(None, map(KILLED.search, lines)), None)
         pid = int(killed.group(1)) if killed else None
         return {"sessions_lost": lost, "pool": len(self.sessions), "recovered_after_s": recovered,
                 "killed_pid": pid, "killed_pool_backend": pid in self.pids if pid else None,

@@ -103,16 +103,21 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def _then_as_postgres(first):
-    """preexec: `first` as root, then the server's own user (groups, group, user)."""
+def _as_postgres(first=None):
+    """preexec of PostgreSQL: `first` as root (joining a memory cgroup takes root), then the
+    server's own user (groups, group, user), then dying with alloclab again: the kernel forgets a
+    parent-death signal when a process changes its user. Popen's own user= drops before any
+    preexec, so it is not used."""
     import pwd
     pw = pwd.getpwnam("postgres")
 
     def run():
-        first()
+        if first:
+            first()
         os.setgroups([])
         os.setgid(pw.pw_gid)
         os.setuid(pw.pw_uid)
+        processes.die_with_parent()
     return run
 
 
@@ -219,19 +224,14 @@ class Server:
                  if self.target.stack else {})
         if inner.get("LD_PRELOAD"):
             inner["LD_PRELOAD"] = " ".join(root.in_root_path(x) for x in inner["LD_PRELOAD"].split())
-        argv, kw = self._wrap(self.argv(), inner), {}
-        if self.target.kind == "postgres" and preexec is None:
-            kw = {"user": "postgres", "group": "postgres", "extra_groups": []}
-        elif self.target.kind == "postgres":
-            # Popen drops to the user before preexec runs, and joining a memory cgroup (preexec)
-            # takes root: the child joins it as root, then drops to postgres itself
-            preexec = _then_as_postgres(preexec)
+        if self.target.kind == "postgres":
+            preexec = _as_postgres(preexec)
         self._mountpoint = None
         if self.target.stack:
             self._mountpoint = root.make_mountpoint(self.datadir)
-        self.proc = subprocess.Popen(argv, env=_host_env(self.target, env),
+        self.proc = subprocess.Popen(self._wrap(self.argv(), inner), env=_host_env(self.target, env),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=stderr, start_new_session=True,
-                                     preexec_fn=processes.child_setup(cpus, preexec), cwd=str(self.datadir), **kw)
+                                     preexec_fn=processes.child_setup(cpus, preexec), cwd=str(self.datadir))
         log.close()
         self.wait_ready(deadline_s)
 

@@ -192,9 +192,6 @@ class Measured:
         return row_fields(measured, oom), {"life": note | {"measured": measured.to_json(),
                                                            "oom": asdict(oom) if oom else None}}
 
-
-
-
     def series(self, run_dir, t0: float, note: dict) -> list[tuple[float, int]]:
         """The memory the life is measured on: the process's RSS (a server's whole tree)."""
         return life.read_rss(run_dir)
