@@ -132,7 +132,7 @@ case "$MODE" in
     cargo test --release --quiet --manifest-path driver/Cargo.toml
     say "python tests"
     set +e
-    .venv/bin/python -m pytest -q "$@"
+    .venv/bin/python -m pytest -q --durations=25 "$@"
     rc=$?
     set -e
     # pytest exits 5 when it collected no test: that is a broken suite, not a pass

@@ -93,6 +93,10 @@ CELLS = {
     "write": ["--engines", "tidesdb", "--workloads", "write", "--threads", "2", "--duration", "6s"],
     # TPC-C on InnoDB, alloclab's own client
     "tpcc": ["--engines", "mariadb-innodb", "--workloads", "tpcc", "--warehouses", "2", "--duration", "10s"],
+    # memory-life's price in speed: each life's steady load alone (the preset's part `speed`), whose
+    # allocators the preset measures in turns of 0.5 s between the round's lives
+    **{f"life-{short}": ["--preset", "memory-life", "--scale", "quick", "--workloads", "speed", "--engines", engine]
+       for short, engine in (("mariadb", "mariadb-innodb"), ("rocksdb", "rocksdb"), ("postgres", "postgres"))},
 }
 STUDY_TIMEOUT_S = 1800
 

@@ -17,7 +17,7 @@ from helpers import expand, with_own
 
 from alloclab import plan, study
 from alloclab.alloc.allocators import Allocator
-from alloclab.answers import decide, life, metrics, stats, wording
+from alloclab.answers import decide, life, metrics, stats, together, wording
 from alloclab.catalog import metrics as cmetrics
 from alloclab.catalog.allocators import JEMALLOC_BACKGROUND
 from alloclab.core.errors import AlloclabError
@@ -51,8 +51,9 @@ def load(raw):
 
 
 def only(raw: dict, engine: str, **keys) -> dict:
-    """A preset's plan on one of its engines (its tables for that engine)."""
-    return {**raw, "engines": [engine], "workloads": [w for w in raw["workloads"] if engine in w["engines"]], **keys}
+    """A preset's plan on one of its engines: its life there (not the steady load alone)."""
+    return {**raw, "engines": [engine], **keys,
+            "workloads": [w for w in raw["workloads"] if engine in w["engines"] and w["workload"] == "life"]}
 
 
 # --- the plan ------------------------------------------------------------------------------
@@ -140,33 +141,40 @@ def test_the_memory_life_preset():
     assert [a.name for a in smoke.allocators] == ["glibc", "jemalloc"] and smoke.runs == 1
     assert [a.name for a in quick.allocators] == ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND,
                                                   "glibc+MALLOC_ARENA_MAX=2"]
-    assert quick.budget == 2700 and quick.engines == ["mariadb-innodb", "rocksdb", "postgres"]
+    assert quick.budget == 3600 and quick.engines == ["mariadb-innodb", "rocksdb", "postgres"]
     assert {c.engine for c in smoke.cells()} == {c.engine for c in quick.cells()} == {"mariadb-innodb", "rocksdb",
                                                                                       "postgres"}
     # the lives' planned seconds (a burst without a length: 2 s) and about 15 s each to start and end:
     # smoke's one after another, one round in 5 minutes; quick's whole round at once, its longest
-    # life's time, 12 rounds in 45 minutes
+    # life's time, with each engine's steady load alone in turns after them (its allocators' windows
+    # and about 3 s each to start), 8 rounds in 60 minutes
     def planned(c):
+        if c.workload != "life":
+            return len(quick.allocators) * (c.duration_s + 1.0 + 3.0)
         return c.params.cycles * sum(ph.get("duration_s", 2.0) for ph in life_workload.phases_of(c)) + 15
 
-    assert sum(planned(c) for c in smoke.cells()) * len(smoke.allocators) < 5 * 60
-    assert max(planned(c) for c in quick.cells()) < 45 * 60 / 12
+    assert sum(planned(c) for c in smoke.cells() if c.workload == "life") * len(smoke.allocators) < 5 * 60
+    assert max(planned(c) for c in quick.beside()) + sum(planned(c) for c in quick.cells()
+                                                          if c.key in quick.turns()) < 60 * 60 / 8
     # two RocksDB lives of each allocator a round (runs_per_round), MariaDB's and PostgreSQL's one:
     # twenty-four at once
-    places = {(c.engine, n) for (key, _), n in quick.places().items() for c in quick.cells() if c.key == key}
+    lives = {c.key for c in quick.beside()}
+    places = {(c.engine, n) for (key, _), n in quick.places().items() for c in quick.beside() if c.key == key}
     assert places == {("mariadb-innodb", 1), ("rocksdb", 2), ("postgres", 1)}
-    assert smoke.side_by_side == 1 and quick.side_by_side == sum(quick.places().values()) == 24 and quick.whole_round
+    assert smoke.side_by_side == 1 and quick.whole_round
+    assert quick.side_by_side == sum(n for (key, _), n in quick.places().items() if key in lives) == 24
     # the round's twenty-four lives run as one group: every engine's together; a unit's second life
     # on other keys than its first, each allocator's k-th on the same
-    first = quick.round_specs(1, None, 1)
+    first = [s for s in quick.round_specs(1, None, 1) if s.cell.key in lives]
     assert [len(g) for g in interleave.groups(first)] == [24]
     assert sorted((s.cell.engine, s.copy) for s in first) == \
         [("mariadb-innodb", 0)] * 6 + [("postgres", 0)] * 6 + [("rocksdb", 0)] * 6 + [("rocksdb", 1)] * 6
     assert len({s.seed for s in first if s.cell.engine == "rocksdb"}) == 2
-    # its rounds go on for memory; throughput, a share of the machine, is told as it stands
-    assert smoke.design.decide_on == quick.design.decide_on == ("creep", "given_back", "overhead")
+    # its rounds go on for memory, and for the speed measured alone in turns; the lives' throughput,
+    # a share of the machine, is told as it stands (tests/test_life_price.py)
+    assert smoke.design.decide_on == quick.design.decide_on == ("creep", "given_back", "overhead", "throughput")
     # quick's RocksDB lives are about as long as MariaDB's (6 cycles against 4): 5 bursts measured, not 3
-    lives = {c.engine: c for c in quick.cells()}
+    lives = {c.engine: c for c in quick.beside()}
     assert (lives["mariadb-innodb"].params.cycles, lives["rocksdb"].params.cycles) == (4, 6)
     # PostgreSQL's pool: 2 x cores + 1 sessions (HikariCP's formula), the load and the reports on it
     n = len(os.sched_getaffinity(0))
@@ -343,7 +351,7 @@ def test_survived_or_killed_is_counted_over_rounds_paired_by_round():
     assert sentences.survived(by_unit, speed[:0]) == ""
     calm = {u: [with_own(r, oom_killed=False) for r in rs] for u, rs in by_unit.items()}
     assert sentences.survived(calm, speed) == ""
-    # a round's more runs of a unit (decide.in_their_places) do not count as rounds: its first does
+    # a round's more runs of a unit (together.in_their_places) do not count as rounds: its first does
     more = {**by_unit, ("c", "jemalloc"): by_unit[("c", "jemalloc")] + [
         with_own(replace(_row("jemalloc", 7), index=99), oom_killed=True, oom_cycle=3)]}
     assert "jemalloc 0 of 7, fewer kills" in sentences.survived(more, speed)
@@ -667,7 +675,7 @@ def test_a_plans_margins_are_checked_before_any_work(bad, said):
 def test_side_by_side_the_decided_keep_an_undecided_cells_lives_company():
     """memory-life's RocksDB glibc gave back ~2 % of a burst beside five other lives and ~17 % beside
     two: side by side, a run's company is part of what it measures, so every allocator of a cell
-    runs while any of its comparisons is open (decide.company), but one that keeps failing; a cell
+    runs while any of its comparisons is open (together.company), but one that keeps failing; a cell
     whose comparisons are all decided stops whole."""
     policy = Design(questions=("allocators",), baseline="glibc", adaptive=True, looks=(4, 8),
                     decide_on=tuple(m.name for m in LIFE_METRICS))
@@ -689,27 +697,27 @@ def test_side_by_side_the_decided_keep_an_undecided_cells_lives_company():
     units = [(c, a) for c in ("c", "d") for a in ("glibc", "jemalloc", "tcmalloc")] + [("c", "mimalloc")]
     active, why = decide.active_units(units, rows, policy)
     assert active == {("c", "glibc"), ("c", "tcmalloc")}, (active, why)
-    assert decide.company(units, active, why) == {("c", "jemalloc")}
+    assert together.company(units, active, why) == {("c", "jemalloc")}
     assert why[("c", "mimalloc")] == decide.FAILING
-    assert decide.company(units, set(), why) == set()
+    assert together.company(units, set(), why) == set()
     # the whole round at once (memory-life quick: both engines' lives together): the decided cell
     # keeps the open one company too, so every life shares the machine with the same eleven
-    assert decide.company(units, active, why, whole_round=True) == \
+    assert together.company(units, active, why, whole_round=True) == \
         {("c", "jemalloc"), ("d", "glibc"), ("d", "jemalloc"), ("d", "tcmalloc")}
-    assert decide.company(units, set(), why, whole_round=True) == set()
+    assert together.company(units, set(), why, whole_round=True) == set()
 
 
 def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
     """memory-life quick: after the looks, two arenas − glibc given back on RocksDB was the last
     comparison open, beside ten decided lives as company. The four decided RocksDB lives' places go to
-    two more places each of glibc and two arenas (decide.in_their_places), so the cell still runs
+    two more places each of glibc and two arenas (together.in_their_places), so the cell still runs
     twelve lives at once (two places each, runs_per_round) and the open comparison gets six runs of
     each a round, averaged to one pair per round;
     MariaDB's and PostgreSQL's cells, all decided, keep their lives as company."""
     from alloclab.catalog.allocators import GLIBC_TWO_ARENAS
     from alloclab.study import rounds
     quick = plan.load(preset("memory-life", "quick"), default_seed=1, found_allocators=_every_allocator())
-    cells = {c.engine: c.key for c in quick.cells()}
+    cells = {c.engine: c.key for c in quick.beside()}  # the lives (their steady loads alone take turns after)
     jitter = (1.0, 1.03, 0.98, 1.01)
     rows = []
     for engine, key in cells.items():
@@ -725,6 +733,9 @@ def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
                             design={"planned_rounds": 8, "looks": [4, 8], "basis": "test"})
     said = io.StringIO()
     specs = rounds._next_round(quick, sched, rows, Progress(0, stream=said, live=False))
+    alone = [s for s in specs if s.slice_s]  # the steady loads alone, not measured yet: all of them, in turns
+    assert len(alone) == 18 and all(s.cell.part == "speed" for s in alone) and specs[-18:] == alone
+    specs = specs[:-18]
     got = {}
     for s in specs:
         got.setdefault((s.cell.engine, s.allocator.name), []).append(s)
@@ -756,9 +767,9 @@ def test_a_decided_allocators_place_goes_to_more_runs_of_the_undecided():
     assert decide.more_runs(rows + more) == 4
     # an uneven share stays company: three places, two open units, one more run each
     units = [("c", a) for a in "abcde"]
-    assert decide.in_their_places(units, {("c", "a"), ("c", "b")}, {("c", "c"), ("c", "d"), ("c", "e")}) == \
+    assert together.in_their_places(units, {("c", "a"), ("c", "b")}, {("c", "c"), ("c", "d"), ("c", "e")}) == \
         ({("c", "a"): 1, ("c", "b"): 1}, {("c", "e")})
-    assert decide.in_their_places(units, set(), {("c", "c")}) == ({}, {("c", "c")})
+    assert together.in_their_places(units, set(), {("c", "c")}) == ({}, {("c", "c")})
 
 
 def test_a_cells_runs_per_round_are_its_places_not_runs_in_decided_ones_places():
@@ -795,13 +806,13 @@ def test_the_life_headline_says_which_machine_a_per_machine_answer_is_from():
     lives = {}
     for v in vs + [replace(v, machine="node-b") for v in vs]:
         lives.setdefault(sentences._question(v), {}).setdefault(v.metric, []).append(v)
-    said = life_headline(lives, {}, "here", "no memory limit")
-    assert said.startswith("Leanest over a server's life: mariadb-innodb: jemalloc −"), said
-    assert "; mariadb-innodb on node-b alone: jemalloc −" in said and "(6 of 6 memory verdicts decided)" in said
+    said = life_headline(lives, {}, "here", "")
+    assert said.startswith("Leanest, no slower (RSS over the engine's account): mariadb-innodb jemalloc −"), said
+    assert "; mariadb-innodb on node-b alone jemalloc −" in said and "6 of 6 verdicts decided; here." in said
 
 
 def test_a_units_more_runs_in_a_round_count_as_that_round():
-    """A unit's more runs in one round (decide.in_their_places) are one round wherever rounds are
+    """A unit's more runs in one round (together.in_their_places) are one round wherever rounds are
     counted: its valid rounds against min_runs, its failing (two rounds in a row without a valid
     run, not two runs of one round), the round's wall time (the longest of its runs side by side),
     and the host's state that a comparison's speed is read against (every run of the round but

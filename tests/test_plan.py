@@ -452,7 +452,7 @@ def test_a_window_that_cannot_end_within_the_budget_or_a_runs_timeout_is_refused
 
 
 def test_the_time_to_decide_counts_the_company_that_runs_beside_the_open_comparisons():
-    """Side by side, the decided keep the undecided company (decide.company), so more rounds of an
+    """Side by side, the decided keep the undecided company (together.company), so more rounds of an
     open RocksDB comparison cost what the round's longest life takes where the whole round runs at
     once (MariaDB's 100 s), and what RocksDB's lives take where a cell's run alone (60 s)."""
     from dataclasses import replace

@@ -57,7 +57,10 @@ def test_a_malloc_bound_workload_spends_clearly_more_cpu_in_the_allocator_than_t
     assert tides.alloc_cs_pct is not None and (null.alloc_cs_pct or 0) < 5
     # the calls run: uprobes on libc's malloc family; TidesDB allocates per put, null never
     calls_t, calls_n = by[("tidesdb", "glibc", "calls")], by[("null", "glibc", "calls")]
-    assert calls_t.alloc_calls_per_op > 1.0 and calls_n.alloc_calls_per_op < 0.01, (calls_t, calls_n)
+    # the null engine's few calls are the runner's, at a steady rate per second (about 4k/s here):
+    # per operation they are a hundredth of TidesDB's or less on any machine, however fast it is
+    assert calls_t.alloc_calls_per_op > 1.0, calls_t
+    assert calls_n.alloc_calls_per_op < calls_t.alloc_calls_per_op / 100, (calls_t, calls_n)
     calls = json.loads((out / "runs" / calls_t.run_id / "calls.json").read_text())
     assert calls["calls"]["malloc"] > 1000 and calls["calls"]["free"] > 1000 and calls["library"].endswith("libc.so.6")
     # 16-byte values and keys: most sized calls are small

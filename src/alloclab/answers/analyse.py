@@ -110,9 +110,42 @@ class Study:
                     else f"a cell's runs {side} at a time, side by side")
         places = decide.places(self.rows)  # runs_per_round
         more = {r.engine: n for r in self.rows if (n := places.get(r.cell, 1)) > 1}
+        own = sorted(set(self.turns().values())) if not turn else []  # a workload's own turns beside them
+        if own and side <= 1:
+            turn, own = own[0], []
         return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else together if side > 1
                             else "runs one after another") + "".join(
-            f", {n} runs of each allocator a round on {e}" for e, n in more.items())
+            f", {n} runs of each allocator a round on {e}" for e, n in more.items()) + (
+            f", the steady loads alone in turns of {'/'.join(f'{t:g}' for t in own)} s" if own and side > 1 else "")
+
+    def on(self) -> str:
+        """The machine(s) in the fewest words a headline can carry: CPU model and cores."""
+        nodes = [n.get("machine") or {} for n in self.machine.get("nodes") or []] or [self.machine]
+        words = sorted({machine.in_words(n).split(", kernel ")[0] for n in nodes})
+        return words[0] if len(words) == 1 else f"{len(words)} machines"
+
+    def _ran(self) -> dict[str, dict]:
+        """cell key -> how its measured runs ran, as rounds.json recorded them: its engine, the
+        turns it took (slice_s) and how many ran side by side."""
+        out: dict[str, dict] = {}
+        for rnd in self.schedule.get("rounds") or []:
+            for s in rnd.get("runs") or []:
+                if s.get("purpose", "measure") == "measure" and s.get("cell_key"):
+                    out.setdefault(s["cell_key"], {"engine": (s.get("cell") or {}).get("engine", ""),
+                                                   "slice_s": float(s.get("slice_s") or 0),
+                                                   "side_by_side": int(s.get("side_by_side") or 1)})
+        return out
+
+    def turns(self) -> dict[str, float]:
+        """cell key -> the turns its runs took, for the cells that took turns."""
+        return {k: r["slice_s"] for k, r in self._ran().items() if r["slice_s"]}
+
+    def told(self) -> frozenset[str]:
+        """The cells whose throughput is told, never decided on (Plan.told): they ran side by side
+        where the same engine's speed was measured in turns."""
+        ran = self._ran()
+        priced = {r["engine"] for r in ran.values() if r["slice_s"]}
+        return frozenset(k for k, r in ran.items() if r["side_by_side"] > 1 and r["engine"] in priced)
 
     def unit_walls(self) -> dict:
         """(cell key, allocator) -> median wall seconds of its runs."""
@@ -216,7 +249,7 @@ def sort_key(cell: tuple) -> tuple:
 
 def by_cell(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, list[float]]]:
     """cell -> allocator -> values of `metric` over the rounds, in run order (a round's more runs
-    of a unit, decide.in_their_places, as their mean: decide.per_round)."""
+    of a unit, together.in_their_places, as their mean: decide.per_round)."""
     got = decide.per_round(sorted(rows, key=lambda r: r.index), lambda r: float(r.value(metric)))
     out: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for c, by in got.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from alloclab.answers import analyse, causes, decide, replicate
+from alloclab.answers import analyse, causes, decide, replicate, together
 from alloclab.answers.wording import cell_label
 from alloclab.core.units import fmt_duration
 
@@ -89,11 +89,11 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     if not todo:
         return ""
     need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
-    walls, together = study.unit_walls(), int(study.plan.get("side_by_side") or 1)
+    walls, side = study.unit_walls(), int(study.plan.get("side_by_side") or 1)
 
     def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
         units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
-        return k * decide.round_wall(units, walls, together, study.whole_round)
+        return k * together.round_wall(units, walls, side, study.whole_round, study.turns())
 
     half = need[(len(need) - 1) // 2]
     lead = ""

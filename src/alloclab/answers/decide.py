@@ -34,7 +34,7 @@ from alloclab.answers.metrics import (
     value,
 )
 from alloclab.catalog.allocators import short_name
-from alloclab.plan import side_by_side_groups, workload
+from alloclab.plan import workload
 from alloclab.plan.design import FASTER, HIGHER, LOWER, SLOWER, UNDECIDED, Design
 from alloclab.results.store import CELL_FIELDS, RunRow
 
@@ -334,13 +334,15 @@ def stopping(rows: list[RunRow], policy: Design) -> tuple[Metric, ...]:
 FAILING = "its last two runs failed or were not proved"
 
 
-def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design) -> tuple[set, dict[Unit, str]]:
+def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design,
+                 told: frozenset[str] = frozenset()) -> tuple[set, dict[Unit, str]]:
     """The units that get a run in the next round, and why each other unit does not.
 
     Comparisons are decided only at the policy's looks: until the first, every unit runs; after
     it, a unit runs while any comparison it takes part in (on `stopping`'s metrics: throughput,
     and a life's memory metrics, unless the plan's decide_on says which) was undecided at the
-    latest look. Stopping and deciding agree: a unit stops for its
+    latest look; but never throughput's of the cells in `told` (Plan.told: side by side where the same
+    engine's speed is measured in turns). Stopping and deciding agree: a unit stops for its
     comparisons' verdicts (equivalent included), never for its own precision alone. A unit with no comparison runs
     until its own interval is within the target. A unit whose last two attempts failed gets no
     more runs."""
@@ -353,7 +355,8 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design) -> t
         why = {u: FAILING for u in units if states.get(u, empty).failing}
         return {u for u in units if u not in why}, why
     # throughput's comparisons, and a life's memory comparisons where the study has lives
-    vs = verdicts([r for r in rows if r.repeat <= look], policy, stopping(rows, policy))
+    vs = [v for v in verdicts([r for r in rows if r.repeat <= look], policy, stopping(rows, policy))
+          if not (v.metric == THROUGHPUT.name and v.base_unit[0] in told)]
 
     def precise(u: Unit) -> bool:
         hw = states.get(u, empty).half_width
@@ -392,49 +395,3 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design) -> t
                 active.add(v.base_unit)
                 why.pop(v.base_unit, None)
     return active, why
-
-
-def company(units: Iterable[Unit], active: set, why: dict[Unit, str], whole_round: bool = False) -> set:
-    """Side by side, a cell's runs of a round run at the same time, so a run's company is part of
-    what it measures: every unit of a cell runs while any of `active` does (but one that keeps
-    failing), so that the company stays the same in every round; where the whole round runs at
-    once (`whole_round`: side_by_side at least the study's units), every unit of the study runs
-    while any is active. The units this adds to `active`. Dropping the decided ones changed what
-    the rest measured: RocksDB's glibc gave back about 2 % of a burst beside five other lives and
-    17 % beside two, and a study pooled rounds of both (docs/results.md)."""
-    units = list(units)
-    running = {u[0] for u in units} if whole_round and active else {cell for cell, _ in active}
-    return {u for u in units if u not in active and u[0] in running and why.get(u) != FAILING}
-
-
-def in_their_places(units: Iterable[Unit], active: set, beside: set) -> tuple[dict[Unit, int], set]:
-    """Side by side, the company of a cell whose comparisons are decided (`beside`, from company)
-    measures nothing more that anyone asks: its places in the round go to more runs of the cell's
-    undecided units (`active`), as many to each (the rest stay company), so the cell runs as many
-    lives at once as before and the open comparisons get more runs a round (their round's value
-    is the mean of its runs, _groups). Returns (unit -> the decided units' places it takes, the
-    company left); a place is as many runs as the cell's runs_per_round (Plan.places), the same
-    for each of its units. A decided comparison keeps the pairs it was decided on. A cell with no
-    open unit keeps its company, where the whole round runs at once."""
-    units, extra, left = list(units), {}, set(beside)
-    for cell in dict.fromkeys(u[0] for u in units):
-        open_ = [u for u in units if u[0] == cell and u in active]
-        spare = [u for u in units if u[0] == cell and u in beside]
-        each = len(spare) // len(open_) if open_ else 0
-        if each:
-            extra.update({u: each for u in open_})
-            left -= set(spare[:each * len(open_)])
-    return extra, left
-
-
-def round_wall(units: Iterable[Unit], walls: dict[Unit, float], side_by_side: int, whole_round: bool) -> float:
-    """One round's wall time of `units` (`walls`: each unit's run time): one after another, each
-    run's; side by side, each group's longest (plan.side_by_side_groups), with the company that
-    runs beside them (`company`: their cells' units, or where the whole round runs at once, all)."""
-    units = set(units)
-    if side_by_side > 1:
-        cells = {u[0] for u in units}
-        units |= {u for u in walls if whole_round or u[0] in cells}
-    ordered = sorted(units)
-    return sum(max(walls.get(ordered[i], 0.0) for i in g)
-               for g in side_by_side_groups([u[0] for u in ordered], side_by_side, whole_round))

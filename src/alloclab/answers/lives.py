@@ -5,39 +5,74 @@ headline of such a study, and its own table (medians over the lives, from runs.c
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from alloclab.answers import analyse, decide, life, metrics, stats
 from alloclab.answers.table import Table, fmt_num, params
 from alloclab.answers.wording import short, signed, top
 from alloclab.catalog import targets
 from alloclab.catalog.names import ENGINES
-from alloclab.plan.design import HIGHER, LOWER, UNDECIDED
+from alloclab.plan.design import HIGHER, LOWER, SLOWER, UNDECIDED
 
 
-def leanest(lived: dict[str, list[decide.Verdict]], speed: list[decide.Verdict]) -> str:
-    """Which allocator (and setting) a life kept leanest: the one decided lowest on RSS over the
-    engine's own account (else on creep, among those not decided higher on it: a setting that
-    creeps less but holds four times more is not the leanest), with the allocators its interval
-    cannot tell apart and what it cost in steady throughput; the baseline where none is decided
-    leaner."""
+@dataclass(frozen=True)
+class Choice:
+    """A life's two answers an operator deploys: the leanest setting whose speed is not decided
+    worse (`free`, None where none is decided leaner than the baseline), the leanest overall
+    (`leanest`, the same or a leaner one at a price), each a memory verdict, with its price in
+    steady throughput (a throughput verdict, None where none was measured)."""
+
+    metric: str  # the memory metric they were chosen on
+    leanest: decide.Verdict | None
+    leanest_price: decide.Verdict | None
+    free: decide.Verdict | None
+    free_price: decide.Verdict | None
+    ranked: tuple  # the memory verdicts decided leaner, leanest first
+
+    @property
+    def baseline(self) -> str:
+        return self.ranked[0].baseline if self.ranked else ""
+
+
+def choose(lived: dict[str, list[decide.Verdict]], price: list[decide.Verdict]) -> Choice:
+    """The leanest over a life: decided lowest on RSS over the engine's own account (else on
+    creep, among those not decided higher on it: a setting that creeps less but holds four times
+    more is not the leanest); and the leanest of those whose steady throughput (`price`) is not
+    decided slower."""
     fatter = {v.variant for v in lived.get("overhead") or [] if v.verdict == HIGHER}
+    cost = {v.variant: v for v in price if v.ratio is not None}
     for name in ("overhead", "creep"):
-        got = [v for v in lived.get(name) or [] if v.variant not in fatter]
-        won = [v for v in got if v.verdict == LOWER and v.ci_low is not None]
+        won = sorted((v for v in lived.get(name) or [] if v.variant not in fatter and v.verdict == LOWER
+                      and v.ci_low is not None), key=lambda v: v.ratio)
         if won:
-            first = min(won, key=lambda v: v.ratio)
-            cost = next((v for v in speed if v.variant == first.variant and v.ratio is not None), None)
-            said = (f"leanest over its life ({metrics.words(name)}): {top(got, LOWER, -1)}"
-                    + (f"; its steady throughput {short(cost)}" if cost else ""))
-            return said
-    base = (lived.get("overhead") or lived.get("creep") or next(iter(lived.values())))[0].baseline
-    return f"leanest over its life: {base} (none is decided leaner than it on overhead or creep)"
+            free = next((v for v in won if getattr(cost.get(v.variant), "verdict", "") != SLOWER), None)
+            return Choice(name, won[0], cost.get(won[0].variant), free, free and cost.get(free.variant), tuple(won))
+    return Choice("overhead", None, None, None, None, ())
+
+
+def leanest(lived: dict[str, list[decide.Verdict]], speed: list[decide.Verdict], margin_pct: float = 5.0) -> str:
+    """Which allocator (and setting) a life kept leanest (choose), with the allocators its interval
+    cannot tell apart and its price in steady throughput; where that price is a decided slowdown,
+    the leanest that costs none beside it; the baseline where none is decided leaner."""
+    c = choose(lived, speed)
+    if c.leanest is None:
+        base = (lived.get("overhead") or lived.get("creep") or next(iter(lived.values())))[0].baseline
+        return f"leanest over its life: {base} (none is decided leaner than it on overhead or creep)"
+    got = [v for v in lived.get(c.metric) or [] if v.variant not in {x.variant for x in lived.get("overhead") or []
+                                                                      if x.verdict == HIGHER}]
+    said = f"leanest over its life ({metrics.words(c.metric)}): {top(got, LOWER, -1)}"
+    said += f"; its steady throughput {short(c.leanest_price, margin_pct)}" if c.leanest_price else ""
+    if c.free is not c.leanest:
+        said += ("; the leanest that costs no speed: " + (
+            f"{c.free.variant} {signed(c.free.delta_pct)} % ({short(c.free_price, margin_pct)})" if c.free
+            else f"none (each leaner one is slower than {c.baseline})"))
+    return said
 
 
 def survived(by_unit: dict[tuple, list], speed: list[decide.Verdict]) -> str:
     """"OOM-killed in rounds: glibc 3 of 8 (cycles 4, 4, 5); jemalloc 0 of 8, fewer kills (McNemar
     p = 0.03)" for a life where any run was killed by its cgroup's OOM killer; "" where none was."""
-    def firsts(unit):  # a round's first life of the unit (not its more runs there, decide.in_their_places)
+    def firsts(unit):  # a round's first life of the unit (not its more runs there, together.in_their_places)
         out: dict[int, object] = {}
         for r in sorted(by_unit.get(tuple(unit), []), key=lambda r: r.index):
             if r.purpose == "measure":
@@ -82,28 +117,67 @@ def kills_first(rows: list) -> str:
     return "OOM-killed: " + "; ".join(parts) + ". "
 
 
-def life_headline(lives: dict, by_q: dict, where: str, limit: str) -> str:
-    """One sentence for a study of lives: per life, the allocator decided leanest (with its change
-    of RSS over the engine's account) and how many memory verdicts are decided; where it holds."""
-    parts, decided, total = [], 0, 0
+@dataclass(frozen=True)
+class Point:
+    """A setting on a life's frontier: its change of RSS over the engine's account (x) and of steady
+    throughput (y) against the baseline, in %, each with its interval and verdict."""
+
+    variant: str
+    x: float
+    x_ci: tuple[float, float] | None
+    x_verdict: str
+    y: float | None
+    y_ci: tuple[float, float] | None
+    y_verdict: str
+
+
+def frontier(lived: dict[str, list[decide.Verdict]], price: list[decide.Verdict]) -> dict:
+    """A life's settings as points, memory against speed (`price`), and which of them the answer
+    names (choose): {"title", "baseline", "points", "free", "leanest"}."""
+    over = [v for v in lived.get("overhead") or [] if v.ratio is not None]
+    cost = {v.variant: v for v in price if v.ratio is not None}
+    c = choose(lived, price)
+    first = over[0] if over else next(v for got in lived.values() for v in got)
+    points = [Point(v.variant, v.delta_pct, v.ci_delta, v.verdict,
+                    cost[v.variant].delta_pct if v.variant in cost else None,
+                    cost[v.variant].ci_delta if v.variant in cost else None,
+                    cost[v.variant].verdict if v.variant in cost else "") for v in over]
+    return {"title": f"{first.engine} {first.workload} ({first.settings})", "baseline": first.baseline,
+            "points": points, "free": c.free.variant if c.free else "",
+            "leanest": c.leanest.variant if c.leanest else "",
+            "speed_alone": bool(price) and price[0].base_unit[0] != first.base_unit[0]}
+
+
+def _pct(v: decide.Verdict) -> str:
+    return f"{v.delta_pct:+.0f}".replace("-", "−") + " %"
+
+
+def life_headline(lives: dict, price: dict, on: str, limit: str) -> str:
+    """One sentence of at most about 40 words for a study of lives: per life, the leanest setting
+    that costs no speed (choose; its change of RSS over the engine's account), then those leaner
+    still at a price in speed; how many of the verdicts that answer it are decided; where."""
+    free, paid, decided, total, seen = [], [], 0, 0, set()
     engines = [(q[1] or q[2], q[-1]) for q in lives]
     for q, lived in lives.items():
-        vs = [v for got in lived.values() for v in got]
+        vs = [v for got in lived.values() for v in got] + [v for v in price.get(q, []) if id(v) not in seen]
+        seen |= {id(v) for v in price.get(q, [])}
         total += len(vs)
         decided += sum(v.verdict != UNDECIDED for v in vs)
-        over = [v for v in lived.get("overhead", []) if v.verdict == LOWER]
         engine = q[1] or q[2]
         if engines.count((engine, q[-1])) > 1:  # one engine's lives in several shapes or settings: say which
             engine += " " + (q[4].split(" ", 1)[1] if " " in q[4] else q[4])
         if q[-1]:  # answered per machine (their runs disagree): say on which, as the lines under it do
             engine += f" on {q[-1]} alone"
-        if over:
-            v = min(over, key=lambda v: v.ratio)
-            parts.append(f"{engine}: {v.variant} {signed(v.delta_pct)} % over the engine's account")
-        else:
-            parts.append(f"{engine}: none leaner than {vs[0].baseline}")
-    return (f"Leanest over a server's life: {'; '.join(parts)} ({decided} of {total} memory verdicts decided); "
-            f"on {where}, {limit}.")
+        c = choose(lived, price.get(q, []))
+        what = "" if c.metric == "overhead" else f" {metrics.words(c.metric)}"
+        base = (lived.get("overhead") or next(iter(lived.values())))[0].baseline
+        free.append(f"{engine} {c.free.variant} {_pct(c.free)}{what}" if c.free else f"{engine} {base}")
+        if c.leanest is not None and c.leanest is not c.free:
+            cost = f" for {_pct(c.leanest_price)} speed" if c.leanest_price else ""
+            paid.append(f"{engine} {c.leanest.variant} {_pct(c.leanest)}{what}{cost}")
+    return ("Leanest, no slower (RSS over the engine's account): " + "; ".join(free) + "."
+            + (" Leaner at a price: " + "; ".join(paid) + "." if paid else "")
+            + f" {decided} of {total} verdicts decided; {on}" + (f", {limit}" if limit else "") + ".")
 
 
 def limit_words(study: analyse.Study) -> str:
@@ -112,7 +186,7 @@ def limit_words(study: analyse.Study) -> str:
     limits |= {int(study.plan.get("server_memory_bytes") or 0)}
     limits.discard(0)
     if not limits:
-        return "no memory limit"
+        return ""
     return "cgroup limit " + ", ".join(f"{b / 2**20:,.0f} MiB" for b in sorted(limits))
 
 
@@ -176,4 +250,60 @@ def life_table(study: analyse.Study, rows: list) -> Table:
                med["overhead_bytes"],
                med["overhead_growth_mib_per_cycle"], med["alloc_kept_bytes"], med["alloc_kept_growth_mib_per_cycle"],
                killed])
+    return t
+
+
+def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]]) -> str:
+    """"memory it needs (...): glibc 412 MiB, 1.7× the engine's account; ..." of a life whose runs
+    read their cgroup's charge: per allocator, the highest unreclaimable charge (anonymous and
+    shared memory) of its lives, the least a container's limit may be, and its multiple of the
+    engine's own account at its highest; "" where no life read it."""
+    vs = max(lived.values(), key=len)
+    units = [tuple(vs[0].base_unit)] + [tuple(v.var_unit) for v in vs]
+    parts = []
+    for unit in units:
+        got = [r for r in by_unit.get(unit, []) if r.purpose == "measure" and r.value("unreclaimable_peak_bytes")]
+        if not got:
+            continue
+        top = max(got, key=lambda r: r.own.unreclaimable_peak_bytes)
+        times = (f", {top.own.unreclaimable_peak_bytes / top.own.engine_peak_bytes:.2f}× the engine's account"
+                 if top.own.engine_peak_bytes else "")
+        parts.append((top.own.unreclaimable_peak_bytes, f"{unit[1]} {top.own.unreclaimable_peak_bytes / MIB:,.0f} MiB"
+                      f"{times}"))
+    if not parts:
+        return ""
+    n = min(len([r for r in by_unit.get(u, []) if r.purpose == "measure"]) for u in units)
+    over = "its one life" if n == 1 else f"the highest of {n} or more lives"
+    return (f"memory it needs (the kernel's unreclaimable charge of its cgroup, {over}; the least limit to give "
+            "it): " + "; ".join(w for _, w in sorted(parts)))
+
+
+def limit_table(rows: list) -> Table:
+    """Per life and allocator: what the kernel charged its cgroup, the memory to give it."""
+    t = Table("life_limit", "The memory limit a server needs over its life (the kernel's charge of its cgroup)",
+              ["engine", "life", "allocator", "lives", "needs (MiB, highest)", "median (MiB)", "95 % CI (MiB)",
+               "× the engine's account", "kernel's peak (MiB)", "OOM-killed"],
+              note="Unreclaimable: anonymous and shared memory in the cgroup's memory.stat (v1: rss + shmem; v2: "
+                   "anon + shmem), sampled at 20 Hz over the whole life; its highest over the lives is the least "
+                   "limit a container may set (page cache, which the kernel reclaims under a limit before it kills, "
+                   "left out). Kernel's peak: memory.max_usage_in_bytes (v1) or memory.peak (v2), page cache "
+                   "included. × the engine's account: the highest unreclaimable charge over the engine's own "
+                   "account at its highest (MariaDB's Memory_used, RocksDB's caches and memtables, PostgreSQL's "
+                   "memory contexts; PostgreSQL's shared buffers are charged but not in its account).")
+    groups: dict[tuple, list] = defaultdict(list)
+    for r in rows:
+        if r.purpose == "measure" and r.value("unreclaimable_peak_bytes"):
+            groups[(decide.cell_of(r), r.allocator)].append(r)
+    for (cell, alloc), mine in sorted(groups.items(), key=lambda kv: (analyse.sort_key(kv[0][0]), kv[0][1])):
+        peaks = [r.own.unreclaimable_peak_bytes / MIB for r in mine]
+        top = max(mine, key=lambda r: r.own.unreclaimable_peak_bytes)
+        times = top.own.unreclaimable_peak_bytes / top.own.engine_peak_bytes if top.own.engine_peak_bytes else None
+        ci = stats.bootstrap_ci(peaks) if len(peaks) >= 3 else None
+        kernel = _median(r.own.cgroup_peak_bytes for r in mine)
+        killed = sum(1 for r in mine if r.own.oom_killed)
+        t.add([cell[0], params(cell), alloc, str(len(mine)), f"{max(peaks):,.0f}", f"{stats.median(peaks):,.0f}",
+               f"{ci[0]:,.0f}–{ci[1]:,.0f}" if ci else "–", fmt_num(times, ".2f"),
+               fmt_num(None if kernel is None else kernel / MIB, ",.0f"), f"{killed} of {len(mine)}"],
+              [cell[0], params(cell), alloc, len(mine), max(peaks), stats.median(peaks), ci and ci[0], ci and ci[1],
+               times, kernel, killed])
     return t

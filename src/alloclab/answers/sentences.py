@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from alloclab.answers import analyse, causes, cautions, context, decide, metrics, stats
-from alloclab.answers.lives import kills_first, leanest, life_headline, limit_words, survived
+from alloclab.answers.lives import frontier, kills_first, leanest, life_headline, limit_words, needs, survived
 from alloclab.answers.wording import cell_label, short
 from alloclab.answers.wording import signed as _signed
 from alloclab.answers.wording import top as _top
@@ -39,6 +39,8 @@ class Answers:
     headline_units: dict = field(default_factory=dict)
     # (metric, baseline unit, variant unit) -> its marks on the forest plot (causes.marks)
     marks: dict = field(default_factory=dict)
+    # a study of lives: per life, its memory against its price in speed (lives.frontier)
+    frontier: list = field(default_factory=list)
 
 
 def _pct(x: float) -> str:
@@ -150,15 +152,19 @@ class _Cells:
     groups: list[tuple[str, list[str]]] = field(default_factory=list)
     by_q: dict = field(default_factory=lambda: defaultdict(list))
     lives: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
+    # a life's question -> the throughput verdicts that price it: its engine's steady load alone in
+    # turns where the study measured it (Study.turns), else the life's own
+    price: dict = field(default_factory=dict)
 
 
 def build(study: analyse.Study) -> Answers:
     vs = study.verdicts()
     pol = study.design
-    primary = [v for v in vs if v.metric == "throughput"]
+    told = study.told()  # side by side beside the same engine's speed in turns: told, never decided on
+    primary = [v for v in vs if v.metric == "throughput" and v.base_unit[0] not in told]
     by_unit = _runs_by_unit(study)
     found = study.findings()
-    cells = _cells(vs, primary, by_unit, found, 100 * pol.margin)
+    cells = _cells(vs, primary, by_unit, found, 100 * pol.margin, set(study.turns()))
     notes = context.between_machines(study) + context.host_state(study) + _caveats(study)
     unanswered = context.unanswered(study)  # read once: it walks every failed row
     sentences = unanswered + cells.sentences + _decided_elsewhere(vs) + notes
@@ -166,7 +172,8 @@ def build(study: analyse.Study) -> Answers:
     groups = [("", [x]) for x in unanswered] + cells.groups + [("", [x]) for x in notes]
     decided = [v for v in primary if v.verdict != UNDECIDED]
     goals = {m.name for m in decide.stopping(study.rows, pol)}  # what the rounds go on for
-    undecided = [v for v in vs if v.metric in goals and v.verdict == UNDECIDED]
+    undecided = [v for v in vs if v.metric in goals and v.verdict == UNDECIDED
+                 and not (v.metric == "throughput" and v.base_unit[0] in told)]
     to_decide = context.to_decide(study, undecided)
     where = study.where()
     headline = _headline(study, primary, decided, cells, where)
@@ -178,7 +185,8 @@ def build(study: analyse.Study) -> Answers:
     marked = {(v.metric, tuple(v.base_unit), tuple(v.var_unit)): m for v in primary
               if (m := causes.marks(causes.for_verdict(found, v), own))}
     return Answers(headline, sentences, _method_note(study, vs), table, to_decide, 100 * pol.margin, lines, groups,
-                   subline, where, first, units, marked)
+                   subline, where, first, units, marked,
+                   [frontier(lived, cells.price.get(q, [])) for q, lived in cells.lives.items()])
 
 
 def _runs_by_unit(study: analyse.Study) -> dict[tuple, list]:
@@ -190,10 +198,12 @@ def _runs_by_unit(study: analyse.Study) -> dict[tuple, list]:
     return by_unit
 
 
-def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: float) -> _Cells:
+def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: float, turns: set) -> _Cells:
     """Each question's throughput verdicts in a sentence and in short lines; beside them its
-    memory: a life's memory verdicts with the leanest allocator and its kills, or peak RSS where
-    several allocators compete (which to ship)."""
+    memory: a life's memory verdicts with the leanest allocator, its price in speed and its kills,
+    or peak RSS where several allocators compete (which to ship). A life whose throughput is told
+    (Study.told: not in `primary`) has its memory lines alone, priced by its engine's steady load
+    in turns (cells in `turns`)."""
     out = _Cells()
     for v in primary:
         out.by_q[_question(v)].append(v)
@@ -204,22 +214,38 @@ def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: floa
             memory[_question(v)].append(v)
         if v.metric in memories and v.ratio is not None:
             out.lives[_question(v)][v.metric].append(v)
+    alone = defaultdict(list)  # engine -> its steady load's verdicts in turns
+    for v in primary:
+        if v.base_unit[0] in turns:
+            alone[v.engine].append(v)
     by_q = out.by_q
-    for q in sorted(by_q, key=lambda q: (-max(_effect(v) for v in by_q[q]), [str(x) for x in q])):
-        items = sorted(by_q[q], key=lambda v: -_effect(v))
-        what = _headline_words(by_unit, items[0])
-        out.sentences.append(f"{_where(items[0])}, {what}: "
-                             + "; ".join(phrase(v) + _why(by_unit, v) for v in items) + ".")
-        own = [f"{what} vs {items[0].baseline}: " + "; ".join(short(v, margin_pct) + _quiet(found, v)
-                                                                for v in items)]
-        mem = sorted(memory.get(q, []), key=lambda v: -_effect(v))
+    for q in out.lives:
+        lived = [v for got in out.lives[q].values() for v in got]
+        out.price[q] = alone.get(lived[0].engine) or by_q.get(q, [])
+    asked = list(by_q) + [q for q in out.lives if q not in by_q]
+    for q in sorted(asked, key=lambda q: (-max((_effect(v) for v in by_q.get(q) or
+                                                [x for got in out.lives[q].values() for x in got]), default=0),
+                                          [str(x) for x in q])):
         lived = out.lives.get(q)
+        items = sorted(by_q.get(q, []), key=lambda v: -_effect(v))
+        own = []
+        if items:
+            what = _headline_words(by_unit, items[0])
+            out.sentences.append(f"{_where(items[0])}, {what}: "
+                                 + "; ".join(phrase(v) + _why(by_unit, v) for v in items) + ".")
+            own = [f"{what} vs {items[0].baseline}: " + "; ".join(short(v, margin_pct) + _quiet(found, v)
+                                                                    for v in items)]
+        mem = sorted(memory.get(q, []), key=lambda v: -_effect(v))
         if lived:
-            own += _life_lines(lived, items, by_unit, margin_pct)
-            out.sentences.append(f"{_where(items[0])}, over its life: " + "; ".join(
+            first = next(iter(lived.values()))[0]
+            own += _life_lines(lived, out.price[q], by_unit, margin_pct)
+            out.sentences.append(f"{_where(first)}, over its life: " + "; ".join(
                 f"{metrics.words(name)}: " + "; ".join(phrase(v) for v in got)
                 for name, got in lived.items() if got) + ".")
-        elif mem and items[0].comparison == "allocators" and len(items) > 1:  # several allocators: which to ship
+            out.groups.append((cell_label(first), own))
+            out.lines += [f"{cell_label(first)}, {x}" for x in own]
+            continue
+        if mem and items[0].comparison == "allocators" and len(items) > 1:  # several allocators: which to ship
             own += [f"{metrics.words('peak_rss')} vs {mem[0].baseline}: "
                     + "; ".join(short(v, margin_pct) for v in mem), best(items, mem)]
         out.groups.append((cell_label(items[0]), own))
@@ -227,17 +253,18 @@ def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: floa
     return out
 
 
-def _life_lines(lived: dict, items: list, by_unit: dict, margin_pct: float) -> list[str]:
-    """A life's memory verdicts, metric by metric, the leanest allocator with its cost in speed,
-    and its kills."""
+def _life_lines(lived: dict, price: list, by_unit: dict, margin_pct: float) -> list[str]:
+    """A life's memory verdicts, metric by metric, the leanest allocator with its price in speed
+    (`price`: throughput verdicts), and its kills."""
     own = []
     for m in metrics.own():
         got = sorted(lived.get(m.name, []), key=lambda v: -_effect(v))
         if got:
             own.append(f"{m.words} vs {got[0].baseline}: " + "; ".join(short(v, margin_pct) for v in got))
-    own.append(leanest(lived, items))
-    killed = survived(by_unit, items)
-    return own + ([killed] if killed else [])
+    own.append(leanest(lived, price, margin_pct))
+    need = needs(by_unit, lived)
+    killed = survived(by_unit, max(lived.values(), key=len))
+    return own + ([need] if need else []) + ([killed] if killed else [])
 
 
 def _decided_elsewhere(vs: list) -> list[str]:
@@ -274,7 +301,7 @@ def _headline(study: analyse.Study, primary: list, decided: list, cells: _Cells,
                          " or ".join(COMPARISON_NOUN[q] + "s" for q in study.design.questions)
                          + " with valid runs in the same cell.")
     if cells.lives:
-        return killed + life_headline(cells.lives, cells.by_q, where, limit_words(study))
+        return killed + life_headline(cells.lives, cells.price, study.on(), limit_words(study))
     counts = defaultdict(int)
     for v in decided:
         counts[v.verdict] += 1

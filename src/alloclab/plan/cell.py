@@ -35,6 +35,9 @@ class Cell:
     # measured runs of each allocator in every round (plan key runs_per_round): not part of the key,
     # what one run measures; a round's value of a unit is its runs' mean (decide._groups)
     runs_per_round: int = 1
+    # its runs take turns of this many seconds (its workload's slice_s); None: the plan's slice_s.
+    # Not part of the key either: how its runs share the machine
+    slice_s: float | None = None
     params: Any = field(default_factory=workload.NoParams)
 
     @property
@@ -79,7 +82,7 @@ class RunSpec:
     side_by_side: int = 1  # > 1: run at the same time as up to this many of the cell's runs (interleave.py)
     whole_round: bool = False  # side by side with every measured run of its round (Plan.whole_round)
     # > 0: another measured run of its (cell, allocator) in the same round, in the place of a decided
-    # allocator's (decide.in_their_places); a round's value of a unit is its runs' mean (decide._groups)
+    # allocator's (together.in_their_places); a round's value of a unit is its runs' mean (decide._groups)
     copy: int = 0
 
     def to_json(self) -> dict:

@@ -41,8 +41,12 @@ def plan_dict(a) -> dict:
         raw["workloads"] = kept or raw["workloads"]
     if a.warmup is not None:
         raw["warmup_s"] = a.warmup
-    if a.slice is not None:
+    if a.slice is not None:  # how every cell is measured: in turns of this long, or (0) one after another
         raw["slice_s"] = a.slice
+        raw.pop("side_by_side", None)
+        if isinstance(raw.get("workloads"), list):
+            raw["workloads"] = [{k: v for k, v in w.items() if k != "slice_s"} if isinstance(w, dict) else w
+                                for w in raw["workloads"]]
     if a.profile is not None:
         raw["perf"] = a.profile
     if a.ray is not None:

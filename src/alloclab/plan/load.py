@@ -24,14 +24,17 @@ from alloclab.plan.spec import MIN_SLICE_S, Plan
 def _check_slices(plan: Plan) -> None:
     """Turns (interleave.py) need alloclab's own client, which waits at a gate while the processes
     under test are stopped, and windows in seconds."""
-    if plan.slice_s < MIN_SLICE_S:
-        raise AlloclabError(f"slice_s: a turn of {plan.slice_s:g} s is shorter than {MIN_SLICE_S:g} s, where the "
-                            "cost of handing over turns would show in the throughput",
-                            f"use 0 (no turns) or at least {MIN_SLICE_S * 1000:g}ms")
-    if plan.executor == "ray":
+    turns = [c for c in plan.cells() if plan.slice_of(c)]
+    for t in sorted({plan.slice_of(c) for c in turns}):
+        if t < MIN_SLICE_S:
+            raise AlloclabError(f"slice_s: a turn of {t:g} s is shorter than {MIN_SLICE_S:g} s, where the "
+                                "cost of handing over turns would show in the throughput",
+                                f"use 0 (no turns) or at least {MIN_SLICE_S * 1000:g}ms")
+    if turns and plan.executor == "ray":
         raise AlloclabError("slice_s: runs that take turns share one machine; a Ray cluster runs each run on a node "
                             "of its own", "leave out --ray, or set slice_s = 0 (--slice 0)")
-    for c in plan.cells():
+    for c in turns:
+        slice_s = plan.slice_of(c)
         client = workload.of(c.workload).external_client(c)
         if client:
             raise AlloclabError(f"slice_s: turns need alloclab's own client, which waits for its turn; the cell "
@@ -44,8 +47,8 @@ def _check_slices(plan: Plan) -> None:
             raise AlloclabError(f"runs_per_round: turns measure each allocator of a cell once in a round; the cell "
                                 f"{c.key} asks for {c.runs_per_round}",
                                 "leave out runs_per_round, or set slice_s = 0 (--slice 0) and run them side by side")
-        if plan.slice_s > c.duration_s:
-            raise AlloclabError(f"slice_s: a turn of {plan.slice_s:g} s is longer than the {c.duration_s:g} s "
+        if slice_s > c.duration_s:
+            raise AlloclabError(f"slice_s: a turn of {slice_s:g} s is longer than the {c.duration_s:g} s "
                                 f"window of {c.key}", f"use a slice of at most {c.duration_s:g} s")
 
 
@@ -168,15 +171,15 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         executor=d.get("executor", "ray" if d.get("ray_address") else "local"),
         ray_address=d.get("ray_address", ""),
     )
-    if plan.slice_s:
-        _check_slices(plan)
+    _check_slices(plan)
     if plan.side_by_side > 1 and (plan.slice_s or plan.executor == "ray"):
         raise AlloclabError("side_by_side: runs side by side share one machine at the same time; turns (slice_s) "
                             "and a Ray cluster's nodes are other ways to run them",
                             "leave out side_by_side, or slice_s and --ray")
     # side by side, N at least the round's runs runs the whole round at once, every cell's together
-    plan.whole_round = (plan.side_by_side > 1 and len(plan.cells()) > 1
-                        and plan.side_by_side >= sum(plan.places().values()))
+    beside = {c.key for c in plan.beside()}
+    plan.whole_round = (len(beside) > 1 and plan.side_by_side >= sum(n for (cell, _), n in plan.places().items()
+                                                                      if cell in beside))
     servers = [e for e in plan.engines if e not in ENGINES]
     if servers:
         linked = [a.name for a in allocs if a.link]
@@ -193,6 +196,14 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             defaults = {w.server_profile: {} for w in workload.every() if w.server_profile}
             for prof in plan.profiles or defaults:
                 targets.load_profile(t, prof)
+            for c in plan.cells():  # a workload's own profile (profile): one the server has
+                if c.engine == e and c.profile != "default" and not plan.profiles:
+                    targets.load_profile(t, c.profile)
+    for i, w in enumerate(d["workloads"]):
+        if "profile" in w and plan.profiles:
+            raise AlloclabError(f"workloads[{i}].profile: the plan names its own profiles "
+                                f"({', '.join(plan.profiles)}), which every workload runs in",
+                                "leave out the workload's profile, or the plan's")
     # duplicate cells are an error here too
     n_runs = len(plan.cells()) * len(allocs) * (plan.runs or plan.design.max_rounds)
     if n_runs > MAX_RUNS:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from alloclab.catalog.allocators import GLIBC_TWO_ARENAS, JEMALLOC_BACKGROUND, LEAN_TUNINGS, SHOOTOUT
-from alloclab.catalog.names import LIFE, SYSBENCH, SYSBENCH_TESTS, TPCC
+from alloclab.catalog.names import LIFE, NATIVE, SYSBENCH, SYSBENCH_TESTS, TPCC
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import workload
 
@@ -268,8 +268,9 @@ def sysbench_allocators(scale: str) -> dict:
 
 
 def memory_life(scale: str) -> dict:
-    """Memory over a server's life, on MariaDB (InnoDB) and on RocksDB embedded in the
-    driver; what each allocator (and tuning) keeps, gives back and lets creep.
+    """Memory over a server's life, on MariaDB (InnoDB), RocksDB embedded in the driver and
+    PostgreSQL's pool of sessions: what each allocator (and tuning) keeps, gives back and lets
+    creep, and what it costs in speed.
 
     MariaDB: cycles of sysbench's read/write, a mariadb-dump while the load goes on, a storm of
     short GROUP BY connections, then idle. RocksDB: block-cache churn (uniform reads and writes
@@ -280,44 +281,19 @@ def memory_life(scale: str) -> dict:
     (a hash aggregate, a sort into string_agg) at a work_mem of 32 MiB, CREATE INDEX and VACUUM at
     64 MiB, a storm of short connections, then idle; measured on the pool's private memory.
 
-    `smoke` (CI, about 3 minutes): 3 short cycles, glibc and jemalloc, one life after another.
-    `quick` (30 minutes): the seeds' four allocators and the two most deployed tunings, 4 cycles
-    per MariaDB life and 6 per RocksDB life (about 100 s each). One after another, a round of twelve lives
-    took 15 minutes here, two rounds in the budget: too few to decide. So the round's twelve lives,
-    both engines', run side by side (`side_by_side`): each shares the machine with the other eleven
-    alike, as runs in turns share its drift; their steady throughput is then a share of the
-    machine's, and compares only within the round, so the rounds go on until memory's verdicts are
-    decided (`decide_on`) and throughput's are told as they stand. A life's phases are timed, not
-    counted in work, so they leave the machine half idle: a cell's six at a time used 52 % of the 2
-    cores on MariaDB and 36 % on RocksDB, and a round of the two cells one after the other took
-    about 2m30s; both at once, a round takes about as long as MariaDB's lives. RocksDB's took 70 s
-    of MariaDB's 100 with 4 cycles; 6 fill the round and measure 5 bursts' given back instead of 3
-    (the first cycle's is warm-up): its spread from life to life was mostly from burst to burst
-    (per-life spreads redrawn from single bursts matched the measured ones), so about 0.77 of it.
-    Once some of a cell's comparisons are decided, their lives' places go to more lives of the
-    open ones (decide.in_their_places), the cell as many at once.
+    The price: each life's steady load alone (part `speed`: the same statements, threads, data and
+    server settings on a fresh server), its allocators in turns of 0.5 s (the workload's own
+    slice_s), after the round's lives; side by side, a life's throughput is a share of the machine,
+    told and never decided on (Plan.told). The rounds go on until memory's verdicts and the speed
+    ones are decided (`decide_on`).
 
-    RocksDB's cell runs two lives of each allocator a round (`runs_per_round`), eighteen lives at
-    once: the comparison that stayed open in 3 of 8 studies of one life a round, two arenas' share
-    given back against glibc's, has a heavy tail (about one life in eight trims most of a burst).
-    Redrawn from the 78 lives of each in three such studies (bench/life_redraw.py), it was decided
-    at the last look in 75 % of studies of 15 rounds with one life of each a round (two once others
-    were decided), and in 87 % of 14 rounds with two (four). 14, because a RocksDB life then took
-    120 s instead of 108 and a round 2m10s instead of 1m57s; a RocksDB life uses about 5 s of CPU,
-    a MariaDB life 16 s and its client more, so six more lives add about a quarter of a core. The
-    three studies of this design (14 rounds each) all decided 30 of 30; redrawn from two's lives,
-    98 % would.
-
-    quick's bar is coarser than full's, as other presets' quick scales are: equivalent within ±5 %
-    (creep and RSS over the account) and ±10 points of a burst given back, where full keeps ±2 %
-    and ±5 points. Measured in two quick studies (16 rounds each): three comparisons sat between
-    those bars, mimalloc's RSS over the account on MariaDB at -1.0 and -1.4 % (paired spread
-    3.5-4.2 % per round) and tcmalloc's and two arenas' given back on RocksDB at +0.1 to +4.5
-    points (bursts of 2-10 MiB, where glibc's took 15-55 MiB): deciding them at the finer bar
-    took 50-100 rounds, where the effects the reports act on are tens of percent. `full`: the first hand-measured
-    MariaDB life (5 cycles of 25 s load at 64 connections, 150-connection storms, 15 s idle), a
-    longer RocksDB life on more data, and every tuning the public reports name, a cell's lives side by
-    side."""
+    `smoke` (CI): 3 short cycles, glibc and jemalloc, one life after another. `quick` (60 minutes):
+    the seeds' four allocators and the two most deployed tunings, the round's lives all side by
+    side, two RocksDB lives of each allocator a round, equivalent within ±5 % (±10 points given
+    back). `full`: the first hand-measured MariaDB life (5 cycles of 25 s load at 64 connections,
+    150-connection storms, 15 s idle), a longer RocksDB life on more data, and every tuning the
+    public reports name, a cell's lives side by side. Why each number: DESIGN.md, "memory-life's
+    design"."""
     steady = {"smoke": 3.0, "quick": 6.0, "full": 25.0}[scale]
     storm = {"smoke": 20, "quick": 60, "full": 150}[scale]
     idle = {"smoke": 3.0, "quick": 6.0, "full": 15.0}[scale]
@@ -357,16 +333,24 @@ def memory_life(scale: str) -> dict:
     rocks_cycles = {"smoke": 3, "quick": 6, "full": 5}[scale]  # quick: RocksDB's lives as long as MariaDB's
     rocks_per_round = 2 if scale == "quick" else 1  # quick: two RocksDB lives of each allocator a round
     engines = ["mariadb-innodb", "rocksdb", "postgres"]
+    # each life's steady load alone, its allocators in turns (slice_s), between the round's lives: the
+    # price in speed of each allocator and setting, decided at the study's margin
+    window = {"smoke": 2.0, "quick": 6.0, "full": 20.0}[scale]
+    alone = {"part": "speed", "duration_s": window, "slice_s": 0.5}
+    oltp = {**alone, "workload": SYSBENCH, "test": ["oltp_read_write"], "client": [NATIVE], "profile": "life",
+            "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
+            "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]}
     return {
         "name": "memory-life",
         "engines": engines,
         "allocators": allocators,
-        **_rounds(scale, "45m"),
+        **_rounds(scale, "60m"),
+        "warmup_s": {"smoke": 0.5, "quick": 1.0, "full": 2.0}[scale],  # the speed runs' (a life has its own)
         # the round's lives all at once (quick), a cell's (full): see the docstring
         **({"side_by_side": len(allocators) * (2 + rocks_per_round if scale == "quick" else 1)}
            if scale != "smoke" else {}),
         # the rounds go on for memory's verdicts; throughput, a share of the machine, is told as it stands
-        "decide_on": ["creep", "given_back", "overhead"],
+        "decide_on": ["creep", "given_back", "overhead", "throughput"],
         # quick's coarser bar (see the docstring); full and smoke keep ±2 % and given back's ±5 points
         **({"margin_pct": 5.0, "margins_pct": {"given_back": 10.0}} if scale == "quick" else {}),
         # RocksDB's: a 16 MiB block cache and 8 MiB memtables (of data about 8x the cache)
@@ -385,7 +369,13 @@ def memory_life(scale: str) -> dict:
                       {"part": LIFE, "workload": LIFE, "engines": ["postgres"], "cycles": cycles,
                        "phases": pool_phases, "threads": [2 * len(os.sched_getaffinity(0)) + 1],
                        "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
-                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]}],
+                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]},
+                      {**oltp, "engines": ["mariadb-innodb"],
+                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale]},
+                      {**alone, "workload": "mixed", "engines": ["rocksdb"], "threads": [2], "pattern": ["uniform"],
+                       "key_bytes": [16], "value_bytes": [4096], "value_bytes_min": 128,
+                       "keyspace": {"smoke": 20_000, "quick": 60_000, "full": 250_000}[scale]},
+                      {**oltp, "engines": ["postgres"], "threads": [2 * len(os.sched_getaffinity(0)) + 1]}],
     }
 
 
@@ -405,7 +395,8 @@ def small_server(scale: str) -> dict:
         **_rounds(scale, "30m"),
         **({"side_by_side": len(allocators)} if scale != "smoke" else {}),
         "shapes": _seed004_shapes("1GiB", "320MiB"),
-        "workloads": [w for w in memory_life(scale)["workloads"] if w["engines"] == ["mariadb-innodb"]],
+        # memory-life's MariaDB life (its first table on MariaDB; the steady load alone follows it)
+        "workloads": [w for w in memory_life(scale)["workloads"] if w["engines"] == ["mariadb-innodb"]][:1],
     }
 
 

@@ -178,6 +178,12 @@ WORKLOAD_SCHEMA = {
     # round's value of an allocator being their mean: more pairs a round where one run's spread
     # is wide and the machine has room (side_by_side counts each)
     "runs_per_round": whole(1, 16),
+    # this workload's cells take turns of this many seconds, whatever the plan's slice_s (0: none):
+    # beside lives side by side, the steady load alone in turns, to price them in speed
+    "slice_s": seconds(0.0),
+    # the server settings profile of this workload's cells (a name under profiles/), where the plan
+    # names none: another workload's, to measure its server as that one runs it
+    "profile": text,
 }
 
 

@@ -84,6 +84,8 @@ class Plan:
                 for w in self.workloads:
                     if engine not in w.get("engines", (engine,)):
                         continue
+                    if "profile" in w and not self.profiles:  # the workload's own, where the plan names none
+                        profile = w["profile"]
                     w = {**WORKLOAD_DEFAULTS, **w}
                     wl = workload.of(w["workload"])
                     for pattern, kb, vb, batch, threads, (client, params) in itertools.product(
@@ -97,7 +99,8 @@ class Plan:
                             pattern=pattern, key_bytes=kb, value_bytes=vb, batch=batch, threads=threads,
                             ops=ops if "duration_s" not in w else None, duration_s=w.get("duration_s"),
                             keyspace=w.get("keyspace"), range_len=w["range_len"], profile=profile, shape=shape,
-                            client=client, runs_per_round=w.get("runs_per_round", 1), params=params))
+                            client=client, runs_per_round=w.get("runs_per_round", 1),
+                            slice_s=w.get("slice_s"), params=params))
         seen = set()
         for c in out:
             if c.key in seen:
@@ -106,9 +109,33 @@ class Plan:
             seen.add(c.key)
         return out
 
+    def slice_of(self, cell: Cell) -> float:
+        """The turns a cell's measured runs take: its workload's slice_s, else the plan's (0: none)."""
+        return self.slice_s if cell.slice_s is None else cell.slice_s
+
+    def side_of(self, cell: Cell) -> int:
+        """How many of a round's runs a cell's run shares the machine with at once: the plan's
+        side_by_side, but 1 for a cell that takes turns (its workload's slice_s)."""
+        return 1 if self.slice_of(cell) else self.side_by_side
+
+    def beside(self) -> list[Cell]:
+        """The cells whose runs run side by side (plan key side_by_side > 1, no turns of their own)."""
+        return [c for c in self.cells() if self.side_of(c) > 1]
+
+    def turns(self) -> dict[str, float]:
+        """cell key -> the turns its runs take, for the cells that take turns."""
+        return {c.key: t for c in self.cells() if (t := self.slice_of(c))}
+
+    def told(self) -> frozenset[str]:
+        """The cells whose throughput is told, never decided on: side by side, a run's throughput is
+        its share of a machine shared with the round's other runs; where cells of the same engine
+        take turns in the study (a workload's slice_s), those measure its speed."""
+        priced = {c.engine for c in self.cells() if self.slice_of(c)}
+        return frozenset(c.key for c in self.beside() if c.engine in priced)
+
     def places(self) -> dict[tuple[str, str], int]:
         """(cell key, allocator) -> its measured runs in every round (plan key runs_per_round):
-        its places in a round, which a decided one gives to the open ones (decide.in_their_places)."""
+        its places in a round, which a decided one gives to the open ones (together.in_their_places)."""
         return {(c.key, a.name): c.runs_per_round for c in self.cells() for a in self.allocators}
 
     def round_seed(self, rnd: int) -> int:
@@ -117,7 +144,7 @@ class Plan:
     def round_specs(self, rnd: int, active: set | None, first_index: int,
                     more: dict | None = None) -> list[RunSpec]:
         """One round: every active (cell, allocator) as many times as its cell's runs_per_round
-        (places), and `more` (unit -> n) n more times (decide.in_their_places). Cells in a fresh
+        (places), and `more` (unit -> n) n more times (together.in_their_places). Cells in a fresh
         order drawn from the round's seed; on each cell its allocators back to back (A B C),
         starting from a different allocator each round, so that drift and warm caches do not
         favour one allocator; a unit's further runs after all of the cell's first ones, each
@@ -144,8 +171,8 @@ class Plan:
                 if rnd == 1:
                     runs.append((self.baseline_allocator(), "calls", 0))
             entries += [(cell, alloc, purpose, k) for alloc, purpose, k in runs]
-        if self.whole_round:  # the round's measured runs together, between its warm-ups and its profiles
-            entries.sort(key=lambda e: {"warmup": 0, "measure": 1}.get(e[2], 2))
+        if self.whole_round:  # the round's runs side by side together, between its warm-ups and the rest
+            entries.sort(key=lambda e: {"warmup": 0, "measure": 1 if self.side_of(e[0]) > 1 else 2}.get(e[2], 3))
         for cell, alloc, purpose, k in entries:
             i = first_index + len(specs)
             run_cell = cell
@@ -163,9 +190,9 @@ class Plan:
                 interval_ms=self.interval_ms,
                 engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
                 timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
-                purpose=purpose, slice_s=self.slice_s if purpose == "measure" else 0.0,
-                side_by_side=self.side_by_side if purpose == "measure" else 1,
-                whole_round=self.whole_round and purpose == "measure",
+                purpose=purpose, slice_s=self.slice_of(cell) if purpose == "measure" else 0.0,
+                side_by_side=self.side_of(cell) if purpose == "measure" else 1,
+                whole_round=self.whole_round and purpose == "measure" and self.side_of(cell) > 1,
                 **self.placement(cell.shape)))
         return specs
 

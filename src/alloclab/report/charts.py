@@ -313,6 +313,44 @@ def draw_life(lives: list[dict], out: Path) -> tuple[Path, Path] | None:
     return _save(fig, out, "life_rss")
 
 
+def draw_frontier(ans: answers.Answers, out: Path) -> tuple[Path, Path] | None:
+    """Memory against speed, one panel per life (answers.lives.frontier): each allocator and setting
+    a point at its change of RSS over the engine's account (x) and of steady throughput (y) against
+    the baseline (the origin), each with its 95 % interval; the study's margin shaded on y; ringed:
+    the leanest that costs no speed, boxed: the leanest overall."""
+    lives = [f for f in ans.frontier if f["points"]]
+    if not lives:
+        return None
+    fig, axes = plt.subplots(1, len(lives), figsize=(4.6 * len(lives) + 0.6, 4.4), squeeze=False)
+    m = ans.margin_pct
+    for ax, f in zip(axes[0], lives):
+        ax.axhspan(-m, m, color="#2c6fbb", alpha=0.10, lw=0)
+        ax.axhline(0, color="#333", lw=0.8)
+        ax.axvline(0, color="#333", lw=0.8)
+        ax.plot([0], [0], "s", color="#333", ms=5)
+        ax.annotate(f["baseline"], (0, 0), fontsize=7, xytext=(4, -9), textcoords="offset points")
+        for p in f["points"]:
+            y = 0.0 if p.y is None else p.y
+            xerr = [[p.x - p.x_ci[0]], [p.x_ci[1] - p.x]] if p.x_ci else None
+            yerr = [[y - p.y_ci[0]], [p.y_ci[1] - y]] if p.y_ci else None
+            colour = VERDICT_COLOURS.get(SLOWER if SLOWER == p.y_verdict or HIGHER == p.x_verdict else
+                                         LOWER if p.x_verdict == LOWER else UNDECIDED, "#888")
+            ax.errorbar([p.x], [y], xerr=xerr, yerr=yerr, fmt="o" if p.y is not None else "x", color=colour,
+                        capsize=2, ms=5, lw=0.9)
+            if p.variant == f["free"]:
+                ax.plot([p.x], [y], "o", mfc="none", mec="#2a9d4b", ms=13, mew=1.6)
+            if p.variant == f["leanest"] and f["leanest"] != f["free"]:
+                ax.plot([p.x], [y], "s", mfc="none", mec="#c0392b", ms=13, mew=1.6)
+            ax.annotate(p.variant, (p.x, y), fontsize=7, xytext=(5, 4), textcoords="offset points")
+        ax.set_title(f["title"], fontsize=8)
+        ax.set_xlabel("RSS over the engine's account vs baseline (%)\n← leaner", fontsize=8)
+        ax.set_ylabel("steady throughput vs baseline (%)" + (" (alone, in turns)" if f["speed_alone"] else ""),
+                      fontsize=8)
+        ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, out, "frontier")
+
+
 def draw_grouped_bars(g: Groups, out: Path, name: str, title: str, ylabel: str) -> tuple | None:
     """Grouped bars: one group per label (an engine and profile), one bar per allocator, median
     with its 95 % CI (answers.analysis.grouped)."""

@@ -123,6 +123,7 @@ class InProcess(Target):
 
     own_log = "driver.log"
     gate = None  # an interleave.Member: the driver measures in turns it is given (spec.slice_s)
+    join = None  # run in the started driver before it executes (joins a cgroup)
 
     def __init__(self, spec: RunSpec, run_dir: Path, scratch: Path, exe: Path, seed_data: Path | None,
                  events: Path):
@@ -143,7 +144,7 @@ class InProcess(Target):
                     driver.argv(self.exe, self.spec, self.events, db_path=self.db_path, gate=gated),
                     env=self.spec.allocator.target_env(dict(os.environ)),
                     stdin=subprocess.PIPE if gated else subprocess.DEVNULL, stdout=subprocess.PIPE if gated else log,
-                    stderr=log, start_new_session=True, preexec_fn=child_setup(cpus))
+                    stderr=log, start_new_session=True, preexec_fn=child_setup(cpus, self.join))
             except OSError as e:
                 raise AlloclabError(f"cannot start the driver {self.exe}: {e.strerror}", "rebuild it: ./setup.sh") \
                     from e

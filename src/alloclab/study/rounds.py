@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab.answers import decide, metrics
+from alloclab.answers import decide, metrics, together
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration
 from alloclab.plan import Plan, RunSpec, side_by_side_groups
@@ -143,7 +143,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     else:
         plan.budget = sched.budget_s if sched.sittings else plan.budget
     if ray_address is not None:  # the same study, finished on this cluster
-        if plan.slice_s:
+        if plan.turns():
             raise AlloclabError("this study measures in turns (slice_s); runs that take turns share one machine, "
                                 "and a Ray cluster runs each run on a node of its own",
                                 f"resume it on this machine: alloclab run --resume {out}")
@@ -212,7 +212,7 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
         walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
                 [r.wall_s for r in rows if r.wall_s > 0]
         # side by side, the round's groups took what their longest runs took
-        per_round = 1.1 * ((plan.side_by_side > 1 and _round_wall(plan, rows, rounds_done)) or
+        per_round = 1.1 * ((plan.beside() and _round_wall(plan, rows, rounds_done)) or
                            (_slots(plan) * statistics.median(walls) if walls else 0.0))
         if per_round > 0:
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
@@ -230,26 +230,25 @@ def _affordable(plan: Plan, elapsed_s: float, rounds_done: int, per_round: float
 def _slots(plan: Plan) -> int:
     """How many runs' time a round takes: one after another, every run's; in turns (slice_s), a
     cell's runs are up together, so one per cell."""
-    if plan.slice_s:
-        return len(plan.cells())
-    return len(plan.units())
+    turns = plan.turns()
+    return len(turns) + sum(1 for cell, _ in plan.units() if cell not in turns)
 
 
 def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
     """How long round `rnd`'s runs took: one after another, the sum of their wall times; in turns,
     a cell's runs are up together, so the longest of each cell's; side by side, the longest of
-    each group that ran at once (side_by_side_groups)."""
-    done = [r for r in rows if r.repeat == rnd]
-    if plan.side_by_side > 1:  # its runs as they ran, a unit's more runs (in_their_places) too
-        done.sort(key=lambda r: r.index)
-        return sum(max(done[i].wall_s for i in g)
-                   for g in side_by_side_groups([r.cell for r in done], plan.side_by_side, plan.whole_round))
-    if not plan.slice_s:
-        return sum(r.wall_s for r in done)
+    each group that ran at once (side_by_side_groups). A round may hold all three (a workload's
+    own slice_s beside lives side by side)."""
+    done = sorted((r for r in rows if r.repeat == rnd), key=lambda r: r.index)
+    turns, beside = plan.turns(), {c.key for c in plan.beside()}
+    side = [r for r in done if r.cell in beside]  # as they ran, a unit's more runs (in_their_places) too
+    wall = sum(max(side[i].wall_s for i in g)
+               for g in side_by_side_groups([r.cell for r in side], plan.side_by_side, plan.whole_round))
     cells: dict[str, float] = {}
     for r in done:
-        cells[r.cell] = max(cells.get(r.cell, 0.0), r.wall_s)
-    return sum(cells.values())
+        if r.cell in turns:
+            cells[r.cell] = max(cells.get(r.cell, 0.0), r.wall_s)
+    return wall + sum(cells.values()) + sum(r.wall_s for r in done if r.cell not in beside and r.cell not in turns)
 
 
 def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float, rounds_done: int) -> dict:
@@ -300,7 +299,7 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
             sched.stop = {"reason": "max_rounds", "text": f"max_rounds ({plan.design.max_rounds}) reached",
                           "at": _now()}
             return None
-        active, why = decide.active_units(plan.units(), measured, sched.design_of(plan))
+        active, why = decide.active_units(plan.units(), measured, sched.design_of(plan), plan.told())
         if not active:
             goals = plan.design.decide_on
             sched.stop = {"reason": "decided", "at": _now(),
@@ -308,12 +307,14 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
                           + "is decided"}
             return None
         # side by side, the decided keep their cell's lives company, or the round's where the
-        # whole round runs at once (decide.company)
-        # whole_round: every unit of the study runs while any is active (decide.company); the
+        # whole round runs at once (together.company)
+        # whole_round: every unit of the study runs while any is active (together.company); the
         # company of an open comparison's cell gives its places to more runs of it (in_their_places)
-        if plan.side_by_side > 1:
-            beside = decide.company(plan.units(), active, why, whole_round=plan.whole_round)
-            more, beside = decide.in_their_places(plan.units(), active, beside)
+        side = {c.key for c in plan.beside()}
+        if side:  # the runs side by side, not a workload's that take turns beside them
+            units = [u for u in plan.units() if u[0] in side]
+            beside = together.company(units, active & set(units), why, whole_round=plan.whole_round)
+            more, beside = together.in_their_places(units, active, beside)
     # the decided ones' places an open unit took (in_their_places), as runs: a place is its cell's
     # runs_per_round (plan.places)
     places = plan.places()

@@ -3,11 +3,13 @@ engine inside the driver: its plan, its cells, its labels, its driver arguments 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from alloclab.catalog.names import ENGINES, KV_WORKLOADS, SYSBENCH
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_latency, fmt_rate
+from alloclab.plan.schema import size
 from alloclab.plan.workload import Workload, extra_settings, profile_suffix
 from alloclab.run.kinds import EmbeddedKind
 
@@ -16,8 +18,19 @@ class EmbeddedKV(EmbeddedKind):
     name = "embedded key-value"
 
 
+@dataclass(frozen=True)
+class KVParams:
+    """A key-value cell's own parameter: values of mixed sizes, each put's uniform in
+    [value_bytes_min, value_bytes] (0: every value value_bytes long), as a life's."""
+
+    value_bytes_min: int = 0
+
+
 class KeyValue(Workload):
     names = KV_WORKLOADS
+    Params = KVParams
+    schema = {"value_bytes_min": size(1)}
+    keys = frozenset(schema)
 
     # --- the plan ------------------------------------------------------------------------
     def check(self, i: int, w: dict, engines: list[str]) -> None:
@@ -25,15 +38,19 @@ class KeyValue(Workload):
         if servers:
             raise AlloclabError(f"workloads[{i}]: {w['workload']} runs in-process on an embedded engine, not on "
                                 f"{', '.join(servers)} (yet)", "use workload = \"sysbench\" against servers")
+        if w.get("value_bytes_min", 1) > min(w.get("value_bytes", [100])):
+            raise AlloclabError(f"workloads[{i}].value_bytes_min: {w['value_bytes_min']} is above value_bytes",
+                                "give value_bytes_min at most the smallest value_bytes")
 
     def variants(self, w: dict, engine: str) -> list[tuple[str, Any]]:
-        return [(client, self.Params()) for client in w.get("client", [SYSBENCH])]
+        return [(client, KVParams(w.get("value_bytes_min", 0))) for client in w.get("client", [SYSBENCH])]
 
     # --- naming a cell ---------------------------------------------------------------------
     def key(self, c) -> str:
         prof = "" if c.profile == "default" else f"/{c.profile}"
-        return (f"{c.engine}/{c.part}/{c.workload}/{c.pattern}/k{c.key_bytes}/v{c.value_bytes}/b{c.batch}"
-                f"/t{c.threads}{prof}")
+        low = c.params.value_bytes_min
+        return (f"{c.engine}/{c.part}/{c.workload}/{c.pattern}/k{c.key_bytes}/v{f'{low}-' if low else ''}"
+                f"{c.value_bytes}/b{c.batch}/t{c.threads}{prof}")
 
     def settings(self, c: dict) -> str:
         return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}{extra_settings(c)}"
@@ -56,6 +73,7 @@ class KeyValue(Workload):
     def driver_args(self, c) -> list[str]:
         a = ["--pattern", c.pattern, "--key-bytes", str(c.key_bytes), "--value-bytes", str(c.value_bytes),
              "--batch", str(c.batch), "--range-len", str(c.range_len)]
+        a += ["--value-bytes-min", str(c.params.value_bytes_min)] if c.params.value_bytes_min else []
         return a + (["--keyspace", str(c.keyspace)] if c.keyspace is not None else [])
 
 

@@ -26,7 +26,7 @@ import json
 import re
 
 from alloclab.answers import decide
-from alloclab.answers.lives import life_table, pooled
+from alloclab.answers.lives import life_table, limit_table, pooled
 from alloclab.answers.table import fmt_num
 from alloclab.catalog import targets
 from alloclab.catalog.allocators import short_name
@@ -309,7 +309,10 @@ class LifeWorkload(Workload):
 
     def report_tables(self, a, rows):
         """What each allocator kept, gave back and let creep over its lives, and who was killed."""
-        return [life_table(a.study, rows)] if rows else []
+        if not rows:
+            return []
+        need = limit_table(rows)
+        return [life_table(a.study, rows)] + ([need] if need.rows else [])
 
     def first_charts(self, a, out) -> list:
         """The first screen of a study of lives: RSS over every life, then the forest plots of creep,
@@ -324,6 +327,16 @@ class LifeWorkload(Workload):
                           f"/proc; a server's process tree{pool}), one line per allocator from the same round; shaded: "
                           "bursts (orange) and idle phases (grey) as the baseline's run had them; dashed: the cgroup's "
                           "memory limit; ×: killed by the kernel's OOM killer. Measured on " + a.answers.where + "."))
+        drawn = charts.draw_frontier(a.answers, out)
+        if drawn:
+            first.append((*drawn, "Memory against speed, one panel per life: each allocator and setting at its change "
+                          "of RSS over the engine's account (x; left is leaner) and of steady throughput (y) against "
+                          "the baseline (the square at 0, 0), each with its 95 % interval; shaded: the speed margin "
+                          f"±{a.answers.margin_pct:g} %; red: decided slower, green: decided leaner, grey: neither; "
+                          "ringed: the leanest that costs no speed; boxed: the leanest overall, at a price; ×: speed "
+                          "not measured. Speed: each life's steady load alone, its allocators in turns, where the "
+                          "study measured it (the axis says), else the lives' own. Measured on " + a.answers.where
+                          + "."))
         for m in self.metrics:
             f = charts.draw_verdicts(a.answers, out, m.name)
             if f:

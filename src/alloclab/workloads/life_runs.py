@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, replace
@@ -21,10 +22,11 @@ from alloclab.clients import driver, sysbench
 from alloclab.clients import life as life_client
 from alloclab.core.errors import AlloclabError
 from alloclab.host.backends import POOL_COLUMNS
+from alloclab.host.placement import ChargeWatch, MemoryLimit
 from alloclab.plan import RunSpec
 from alloclab.results.store import write_json
 from alloclab.run.kinds import EmbeddedKind
-from alloclab.run.target import OnServer
+from alloclab.run.target import InProcess, OnServer
 from alloclab.servers.server import pg_bindir, which
 from alloclab.workloads.oltp import ServerOLTP
 
@@ -75,6 +77,11 @@ class LifeColumns:
     oom_cycle: int | None = None
     alloc_kept_bytes: int | None = None
     alloc_kept_growth_mib_per_cycle: float | None = None
+    # the kernel's charge of the life's own cgroup: its peak (page cache included), and the
+    # high-water mark of what it cannot reclaim (anonymous and shared memory, sampled at 20 Hz)
+    cgroup_peak_bytes: int | None = None
+    unreclaimable_peak_bytes: int | None = None
+    engine_peak_bytes: int | None = None  # the engine's own account at its highest reading
 
 
 # a server's life's verdict metrics, read from its columns: settled RSS's slope over cycles (under 1
@@ -114,9 +121,15 @@ class LifeTarget(OnServer):
         self.oom_readings: list[tuple[float, int]] = []  # (CLOCK_MONOTONIC, oom_kill)
         self.oom_error: str | None = None
         self.killed = False
+        self.charge, self.charge_error = None, None
+        if self.limit is None:  # a cgroup of its own all the same: the kernel's charge of the server
+            try:
+                self.limit = MemoryLimit(f"alloclab-{os.getpid()}-{self.spec.index}", 0)
+            except AlloclabError as e:
+                self.charge_error = str(e)
 
     def read_oom(self) -> None:
-        if self.limit is None:
+        if self.limit is None or not self.spec.server_memory_bytes:
             return
         try:
             n = life.oom_kills(self.limit.oom_counter().read_text())
@@ -128,6 +141,8 @@ class LifeTarget(OnServer):
     def start(self) -> None:
         self.read_oom()  # before the server exists: the count its life starts from
         super().start()
+        if self.limit is not None:
+            self.charge = ChargeWatch(self.limit).start()
 
     def _oom_grew(self) -> bool:
         return bool(self.oom_readings) and self.oom_readings[-1][1] > self.oom_readings[0][1]
@@ -145,10 +160,26 @@ class LifeTarget(OnServer):
 
     def stop(self) -> str | None:
         self.read_oom()  # the last reading, before the cgroup goes
+        if self.charge is not None:
+            self.charge.end()
         died = super().failure() is not None
         why = super().stop()
         self.killed = self.killed or (died and self._oom_grew())  # its client saw it first
         return None if self.killed else why
+
+
+CGROUP_CSV = "cgroup.csv"  # a life's unreclaimable charge over time (host.placement.ChargeWatch)
+
+
+def charged(target, run_dir, t0: float) -> dict | None:
+    """What the kernel charged the life's cgroup (run.json's life.cgroup; its samples in
+    life/cgroup.csv), or why it was not read; None for a target without a cgroup of its own."""
+    watch = getattr(target, "charge", None)
+    if watch is None:
+        why = getattr(target, "charge_error", None)
+        return {"error": why} if why else None
+    watch.write(run_dir / "life" / CGROUP_CSV, t0)
+    return watch.note()
 
 
 class Measured:
@@ -182,15 +213,19 @@ class Measured:
         note = {"phases": recs, "engine": [{**{k: v for k, v in e.items() if k != "mono_s"},
                                             "t_s": round(e["mono_s"] - t0, 4)} for e in readings],
                 "stopped": got.get("stopped"), "server_memory_bytes": target.spec.server_memory_bytes or None,
-                "oom_readings": oom_at, "oom_counter_error": getattr(target, "oom_error", None)}
+                "oom_readings": oom_at, "oom_counter_error": getattr(target, "oom_error", None),
+                "cgroup": charged(target, run_dir, t0)}
         try:
             rss = self.series(run_dir, t0, note)
             measured = life.measure(rss, whole, engine=engine or None, account=account or None)
             oom = life.oom_outcome(oom_at, every) if oom_at else None
         except AlloclabError as e:  # recorded beside the run; its row keeps no life fields
             return {}, {"life": note | {"error": str(e)}}
-        return row_fields(measured, oom), {"life": note | {"measured": measured.to_json(),
-                                                           "oom": asdict(oom) if oom else None}}
+        cg = note["cgroup"] or {}
+        return row_fields(measured, oom) | {"cgroup_peak_bytes": cg.get("peak_bytes"),
+                                            "unreclaimable_peak_bytes": cg.get("unreclaimable_peak_bytes"),
+                                            "engine_peak_bytes": max((b for _, b in engine), default=None)}, {
+            "life": note | {"measured": measured.to_json(), "oom": asdict(oom) if oom else None}}
 
     def series(self, run_dir, t0: float, note: dict) -> list[tuple[float, int]]:
         """The memory the life is measured on: the process's RSS (a server's whole tree)."""
@@ -283,11 +318,39 @@ class PoolLife(LifeKind):
         return life.read_rss(run_dir, POOL_CSV)
 
 
+class EmbeddedLifeTarget(InProcess):
+    """The driver with its engine, in a cgroup of its own: the kernel's charge of it over the life."""
+
+    charge, charge_error, cgroup = None, None, None
+
+    def start(self) -> None:
+        try:
+            self.cgroup = MemoryLimit(f"alloclab-{os.getpid()}-{self.spec.index}", 0)
+            self.join = self.cgroup.attach
+        except AlloclabError as e:
+            self.charge_error = str(e)
+        super().start()
+        if self.cgroup is not None:
+            self.charge = ChargeWatch(self.cgroup).start()
+
+    def stop(self) -> str | None:
+        if self.charge is not None:
+            self.charge.end()
+        why = super().stop()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        return why
+
+
 class EmbeddedLife(Measured, EmbeddedKind):
     """A life on an engine inside the driver (`alloclab-driver life`): the engine open throughout,
     its keys populated first, the allocator under test preloaded into the driver."""
 
     name = "embedded life"
+
+    def target(self, spec, run_dir, node, data, events):
+        return EmbeddedLifeTarget(spec, run_dir, node.scratch, driver.for_allocator(spec.allocator, node.exe), data,
+                                  events)
 
     def row_fields(self, spec):
         c = spec.cell

@@ -1,0 +1,157 @@
+"""A memory answer's price in speed: each life's steady load alone, its allocators in turns (a
+workload's own slice_s) beside lives side by side; the lives' throughput told, never decided on;
+the leanest setting that costs no speed and the leanest overall with its price; the frontier."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+from test_life_workload import _every_allocator, _row
+
+from alloclab import cli, plan
+from alloclab.answers import decide
+from alloclab.answers.lives import choose, frontier, life_headline
+from alloclab.core.errors import AlloclabError
+from alloclab.plan import flags
+from alloclab.plan.design import Design
+from alloclab.plan.presets import preset
+from alloclab.run import interleave
+from alloclab.workloads.kv import KV
+from alloclab.workloads.life_runs import LIFE_METRICS
+
+SPEED = "mariadb-innodb/speed/sysbench/oltp_read_write/native/4x20000/t16/life"
+
+
+def _quick():
+    return plan.load(preset("memory-life", "quick"), default_seed=1, found_allocators=_every_allocator())
+
+
+def test_a_workloads_own_turns_run_after_the_rounds_lives_side_by_side():
+    """memory-life quick: the round's lives all at once (one stretch side by side), then each
+    engine's steady load alone, its allocators in turns of 0.5 s, one cell after another; the
+    lives' throughput is told where their engine's speed is measured in turns."""
+    p = _quick()
+    assert p.turns() == {c.key: 0.5 for c in p.cells() if c.part == "speed"} and len(p.turns()) == 3
+    assert p.whole_round and {c.part for c in p.beside()} == {"life"}
+    assert p.told() == frozenset(c.key for c in p.beside())
+    specs = p.round_specs(1, None, 1)
+    groups = interleave.groups(specs)
+    assert [len(g) for g in groups] == [24, 6, 6, 6]
+    assert {s.cell.part for s in groups[0]} == {"life"} and all(s.whole_round and s.side_by_side == 24
+                                                                 for s in groups[0])
+    for g in groups[1:]:
+        assert len({s.cell.key for s in g}) == 1 and all(s.slice_s == 0.5 and s.side_by_side == 1 and
+                                                         not s.whole_round for s in g)
+    # the speed cells run on the life's server settings, on the life's data
+    speed = next(c for c in p.cells() if c.key == SPEED)
+    assert speed.profile == "life" and speed.params.tables == 4 and speed.params.table_size == 20_000
+    rocks = next(c for c in p.cells() if c.part == "speed" and c.engine == "rocksdb")
+    assert rocks.params.value_bytes_min == 128 and "--value-bytes-min" in KV.driver_args(rocks)
+    # a round's wall time: the lives' longest, then each turns cell's longest
+    key = p.beside()[0].key
+    rows = [replace(_row(a, 1), cell=key, wall_s=w, index=i, run_id=f"l{i}") for i, (a, w) in
+            enumerate([("glibc", 100.0), ("jemalloc", 120.0)])]
+    rows += [replace(_row(a, 1), cell=SPEED, wall_s=w, index=10 + i, run_id=f"s{i}") for i, (a, w) in
+             enumerate([("glibc", 40.0), ("jemalloc", 41.0)])]
+    from alloclab.study import rounds
+    assert rounds._round_wall(p, rows, 1) == 161.0
+
+
+def test_turns_of_a_workload_are_checked_as_the_plans_and_slice_overrides_them():
+    """A life cannot take turns (it counts cycles, not a window in seconds); a workload's profile beside the
+    plan's profiles is refused; `--slice` says how every cell is measured (the workloads' own
+    turns and side by side go)."""
+    raw = preset("memory-life", "quick")
+    bad = {**raw, "workloads": [{**raw["workloads"][0], "slice_s": 0.5}]}
+    with pytest.raises(AlloclabError, match="slice_s: turns cut a window in seconds; the cell mariadb-innodb/life/"):
+        plan.load(bad, default_seed=1, found_allocators=_every_allocator())
+    bad = {**raw, "profiles": {"life": {}}}
+    with pytest.raises(AlloclabError, match=r"workloads\[3\].profile: the plan names its own profiles"):
+        plan.load(bad, default_seed=1, found_allocators=_every_allocator())
+    bad = {**raw, "workloads": [{**raw["workloads"][3], "profile": "nosuch"}]}
+    with pytest.raises(AlloclabError, match="no mariadb profile 'nosuch'"):
+        plan.load(bad, default_seed=1, found_allocators=_every_allocator())
+    a = cli.parser().parse_args(["run", "--preset", "memory-life", "--workloads", "speed", "--slice", "0",
+                                 "--runs", "1"])
+    raw = flags.plan_dict(a)
+    assert "side_by_side" not in raw and not any("slice_s" in w for w in raw["workloads"])
+    p = plan.load(raw, default_seed=1, found_allocators=_every_allocator())
+    assert p.turns() == {} and {c.part for c in p.cells()} == {"speed"}
+
+
+def _vs(rows):
+    return decide.verdicts(rows, Design(questions=("allocators",), baseline="glibc", adaptive=False),
+                           LIFE_METRICS)
+
+
+def _lives_and_price(speed_of: dict[str, float]):
+    """Lives of glibc, jemalloc (lean) and a leaner tuning; their steady speed alone planted."""
+    rows = []
+    for r in range(1, 7):
+        rows += [_row("glibc", r, creep=14.0, given=0.02, overhead=(100 + r) << 20),
+                 _row("jemalloc", r, creep=1.0, given=0.5, overhead=(60 + r % 2) << 20),
+                 _row("jemalloc+decay0", r, creep=1.0, given=0.9, overhead=(30 + r % 2) << 20)]
+    lived: dict = {}
+    for v in _vs(rows):
+        lived.setdefault(v.metric, []).append(v)
+    speed = [replace(_row(a, r, ops=ops * (1 + 0.002 * (r % 3))), cell=SPEED, part="speed", workload="sysbench",
+                     run_id=f"{a}-{r}-speed")
+             for r in range(1, 7) for a, ops in (("glibc", 1000.0), *speed_of.items())]
+    price = [v for v in decide.verdicts(speed, Design(questions=("allocators",), baseline="glibc", adaptive=False))
+             if v.metric == "throughput"]
+    return lived, price
+
+
+def test_the_leanest_that_costs_no_speed_and_the_leanest_overall_with_its_price():
+    lived, price = _lives_and_price({"jemalloc": 1000.0, "jemalloc+decay0": 600.0})
+    c = choose(lived, price)
+    assert c.leanest.variant == "jemalloc+decay0" and c.leanest_price.verdict == "slower"
+    assert c.free.variant == "jemalloc" and c.free_price.verdict == "equivalent"
+    f = frontier(lived, price)
+    assert f["free"] == "jemalloc" and f["leanest"] == "jemalloc+decay0" and f["speed_alone"]
+    pts = {p.variant: p for p in f["points"]}
+    assert pts["jemalloc+decay0"].x < pts["jemalloc"].x < 0 and pts["jemalloc+decay0"].y == pytest.approx(-40, abs=1)
+    from alloclab.answers import sentences
+    lives = {sentences._question(lived["overhead"][0]): lived}
+    q = next(iter(lives))
+    said = life_headline(lives, {q: price}, "AMD EPYC, 2 cores", "")
+    assert said == ("Leanest, no slower (RSS over the engine's account): mariadb-innodb jemalloc −42 %. Leaner at a "
+                    "price: mariadb-innodb jemalloc+decay0 −71 % for −40 % speed. 8 of 8 verdicts decided; AMD EPYC, "
+                    "2 cores."), said
+    # where the leanest costs nothing, one name per engine; three engines stay within 40 words
+    lived, price = _lives_and_price({"jemalloc": 1000.0, "jemalloc+decay0": 1001.0})
+    assert choose(lived, price).free is choose(lived, price).leanest
+    three = {}
+    for engine in ("mariadb-innodb", "rocksdb", "postgres"):
+        moved = {m: [replace(v, engine=engine) for v in got] for m, got in lived.items()}
+        three[sentences._question(moved["overhead"][0])] = moved
+    said = life_headline(three, dict.fromkeys(three, price), "AMD EPYC, 2 cores", "")
+    assert "Leaner at a price" not in said and len(said.split()) <= 40, said
+
+
+def test_a_lives_throughput_beside_its_speed_in_turns_is_told_and_never_keeps_rounds_going():
+    """Side by side, a life's throughput is a share of the machine: where its engine's speed is
+    measured alone in turns (Plan.told), its undecided throughput keeps no unit running."""
+    policy = Design(questions=("allocators",), baseline="glibc", adaptive=False, decide_on=(
+        "creep", "given_back", "overhead", "throughput"))
+    rows = []
+    for r in range(1, 7):  # memory decided; throughput all over the place
+        rows += [_row("glibc", r, creep=14.0, given=0.02, overhead=(100 + r) << 20, ops=1000.0 * (1 + (r % 3))),
+                 _row("jemalloc", r, creep=1.0, given=0.5, overhead=(60 + r % 2) << 20, ops=1000.0 * (1 + (r % 2)))]
+    units = [("c", "glibc"), ("c", "jemalloc")]
+    active, _ = decide.active_units(units, rows, policy)
+    assert active == set(units)  # the life's own throughput is undecided
+    active, why = decide.active_units(units, rows, policy, told=frozenset({"c"}))
+    assert active == set() and all("decided" in w for w in why.values())
+
+
+def test_the_study_reads_how_its_cells_ran_from_rounds_json():
+    from alloclab.answers.analyse import Study
+    spec = lambda key, engine, t, side: {"cell_key": key, "cell": {"engine": engine}, "slice_s": t,  # noqa: E731
+                                         "side_by_side": side, "purpose": "measure"}
+    sched = {"rounds": [{"runs": [spec("life-m", "mariadb-innodb", 0.0, 24), spec("life-r", "rocksdb", 0.0, 24),
+                                  spec(SPEED, "mariadb-innodb", 0.5, 1)]}]}
+    st = Study(root=SimpleNamespace(), rows=[], plan={"side_by_side": 24}, machine={}, schedule=sched)
+    assert st.turns() == {SPEED: 0.5} and st.told() == frozenset({"life-m"})
