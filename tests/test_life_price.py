@@ -117,9 +117,9 @@ def test_the_leanest_that_costs_no_speed_and_the_leanest_overall_with_its_price(
     lives = {sentences._question(lived["overhead"][0]): lived}
     q = next(iter(lives))
     said = life_headline(lives, {q: price}, "AMD EPYC, 2 cores", "")
-    assert said == ("Leanest, no slower (RSS over the engine's account): mariadb-innodb jemalloc −42 %. Leaner at a "
-                    "price: mariadb-innodb jemalloc+decay0 −71 % for −40 % speed. 8 of 8 verdicts decided; AMD EPYC, "
-                    "2 cores."), said
+    assert said == ("Leanest without a decided slowdown (RSS over the engine's account): mariadb-innodb jemalloc "
+                    "−42 %. Leaner at a price: mariadb-innodb jemalloc+decay0 −71 % for −40 % speed. 8 of 8 verdicts "
+                    "decided; AMD EPYC, 2 cores."), said
     # where the leanest costs nothing, one name per engine; three engines stay within 40 words
     lived, price = _lives_and_price({"jemalloc": 1000.0, "jemalloc+decay0": 1001.0})
     assert choose(lived, price).free is choose(lived, price).leanest
@@ -129,6 +129,10 @@ def test_the_leanest_that_costs_no_speed_and_the_leanest_overall_with_its_price(
         three[sentences._question(moved["overhead"][0])] = moved
     said = life_headline(three, dict.fromkeys(three, price), "AMD EPYC, 2 cores", "")
     assert "Leaner at a price" not in said and len(said.split()) <= 40, said
+    # a price not decided yet says how far the speed may still lie, never "no slower"
+    vague = [replace(v, verdict="undecided", ci_low=0.80, ci_high=1.15) for v in price]
+    said = life_headline(three, dict.fromkeys(three, vague), "AMD EPYC, 2 cores", "")
+    assert said.count("(speed ±20 %)") == 3 and len(said.split()) <= 40, said
 
 
 def test_a_lives_throughput_beside_its_speed_in_turns_is_told_and_never_keeps_rounds_going():
@@ -155,3 +159,18 @@ def test_the_study_reads_how_its_cells_ran_from_rounds_json():
                                   spec(SPEED, "mariadb-innodb", 0.5, 1)]}]}
     st = Study(root=SimpleNamespace(), rows=[], plan={"side_by_side": 24}, machine={}, schedule=sched)
     assert st.turns() == {SPEED: 0.5} and st.told() == frozenset({"life-m"})
+
+
+def test_the_cliffs_preset_puts_each_public_cliff_on_the_frontier():
+    """memory-cliffs: memory-life's MariaDB and RocksDB lives with the settings public reports found
+    a cliff at, one life of each a round all side by side, each steady load alone in turns after."""
+    from alloclab.catalog.allocators import CLIFF_TUNINGS, short_name
+    q = plan.load(preset("memory-cliffs", "quick"), default_seed=1, found_allocators=_every_allocator())
+    names = [a.name for a in q.allocators]
+    assert names[:4] == ["glibc", "jemalloc", "tcmalloc", "mimalloc"] and names[4:] == CLIFF_TUNINGS
+    assert {short_name(n) for n in CLIFF_TUNINGS} == {
+        "glibc+arenas1", "glibc+arenas2", "jemalloc+decay0", "jemalloc+narenas1", "mimalloc+reset0",
+        "tcmalloc+decommit", "tcmalloc+release10"}
+    assert q.engines == ["mariadb-innodb", "rocksdb"] and q.budget == 90 * 60 and q.whole_round
+    assert [len(g) for g in interleave.groups(q.round_specs(1, None, 1))] == [22, 11, 11]
+    assert q.told() == frozenset(c.key for c in q.beside())

@@ -807,7 +807,8 @@ def test_the_life_headline_says_which_machine_a_per_machine_answer_is_from():
     for v in vs + [replace(v, machine="node-b") for v in vs]:
         lives.setdefault(sentences._question(v), {}).setdefault(v.metric, []).append(v)
     said = life_headline(lives, {}, "here", "")
-    assert said.startswith("Leanest, no slower (RSS over the engine's account): mariadb-innodb jemalloc −"), said
+    assert said.startswith("Leanest without a decided slowdown (RSS over the engine's account): "
+                           "mariadb-innodb jemalloc −"), said
     assert "; mariadb-innodb on node-b alone jemalloc −" in said and "6 of 6 verdicts decided; here." in said
 
 

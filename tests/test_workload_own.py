@@ -15,6 +15,7 @@ from alloclab.core.errors import AlloclabError
 from alloclab.plan import Cell, RunSpec, load, workload
 from alloclab.results import columns
 from alloclab.results.store import RunRow, Store
+from alloclab.workloads.kv import KVParams
 from alloclab.workloads.life_runs import LifeColumns, LifeParams
 from alloclab.workloads.tpcc import TPCCColumns, TPCCParams
 
@@ -50,7 +51,11 @@ def test_a_cell_carries_its_workloads_params_and_a_plan_expands_them():
     assert [type(c.params) for c in cells] == [TPCCParams, TPCCParams]
     assert [c.params.warehouses for c in cells] == [1, 2] and [c.key.split("/")[3] for c in cells] == ["w1", "w2"]
     kv = load({"engines": ["tidesdb"], "workloads": [{"workload": "read", "threads": 1}], "runs": 1}).cells()[0]
-    assert type(kv.params) is workload.NoParams
+    assert type(kv.params) is KVParams and kv.params.value_bytes_min == 0  # every value value_bytes long
+    assert kv.key == "tidesdb/read/read/random/k16/v100/b1/t1"  # the key of cells from before the parameter
+    mixed = load({"engines": ["rocksdb"], "workloads": [{"workload": "mixed", "value_bytes": [4096],
+                                                        "value_bytes_min": 128}], "runs": 1}).cells()[0]
+    assert mixed.params.value_bytes_min == 128 and "/v128-4096/" in mixed.key
 
 
 def test_a_run_spec_round_trips_and_a_plan_stored_before_params_still_reads():

@@ -11,8 +11,9 @@ from alloclab.answers import analyse, decide, life, metrics, stats
 from alloclab.answers.table import Table, fmt_num, params
 from alloclab.answers.wording import short, signed, top
 from alloclab.catalog import targets
+from alloclab.catalog.allocators import short_name
 from alloclab.catalog.names import ENGINES
-from alloclab.plan.design import HIGHER, LOWER, SLOWER, UNDECIDED
+from alloclab.plan.design import EQUIVALENT, HIGHER, LOWER, SLOWER, UNDECIDED
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,16 @@ def _pct(v: decide.Verdict) -> str:
     return f"{v.delta_pct:+.0f}".replace("-", "−") + " %"
 
 
+def _speed(v: decide.Verdict | None) -> str:
+    """A setting's price in the headline: nothing where it is equivalent, its change where decided
+    faster, its interval's reach where undecided (its speed is not known to that much)."""
+    if v is None or v.ratio is None or v.verdict == EQUIVALENT:
+        return ""
+    if v.verdict == UNDECIDED:
+        return f" (speed ±{max(abs(x) for x in v.ci_delta):.0f} %)" if v.ci_delta else " (speed not measured)"
+    return f" ({_pct(v)} speed)"
+
+
 def life_headline(lives: dict, price: dict, on: str, limit: str) -> str:
     """One sentence of at most about 40 words for a study of lives: per life, the leanest setting
     that costs no speed (choose; its change of RSS over the engine's account), then those leaner
@@ -171,11 +182,12 @@ def life_headline(lives: dict, price: dict, on: str, limit: str) -> str:
         c = choose(lived, price.get(q, []))
         what = "" if c.metric == "overhead" else f" {metrics.words(c.metric)}"
         base = (lived.get("overhead") or next(iter(lived.values())))[0].baseline
-        free.append(f"{engine} {c.free.variant} {_pct(c.free)}{what}" if c.free else f"{engine} {base}")
+        free.append(f"{engine} {c.free.variant} {_pct(c.free)}{what}{_speed(c.free_price)}" if c.free
+                    else f"{engine} {base}")
         if c.leanest is not None and c.leanest is not c.free:
             cost = f" for {_pct(c.leanest_price)} speed" if c.leanest_price else ""
             paid.append(f"{engine} {c.leanest.variant} {_pct(c.leanest)}{what}{cost}")
-    return ("Leanest, no slower (RSS over the engine's account): " + "; ".join(free) + "."
+    return ("Leanest without a decided slowdown (RSS over the engine's account): " + "; ".join(free) + "."
             + (" Leaner at a price: " + "; ".join(paid) + "." if paid else "")
             + f" {decided} of {total} verdicts decided; {on}" + (f", {limit}" if limit else "") + ".")
 
@@ -239,7 +251,7 @@ def life_table(study: analyse.Study, rows: list) -> Table:
                                                                       "alloc_kept_bytes")}
         share = None if med["given_back_share"] is None else 100 * med["given_back_share"]
         killed = sum(1 for r in mine if r.own.oom_killed)
-        t.add([cell[0], params(cell), alloc, str(len(mine)), fmt_num(med["ops_per_s"], ",.0f"),
+        t.add([cell[0], params(cell), short_name(alloc), str(len(mine)), fmt_num(med["ops_per_s"], ",.0f"),
                fmt_num(mib["settled_rss_bytes"], ".0f"), fmt_num(med["creep_mib_per_cycle"], "+.1f"),
                fmt_num(share, ".0f"), fmt_num(med["given_back_bursts"], "g"), fmt_num(med["half_given_back_s"], ".1f"),
                fmt_num(mib["overhead_bytes"], ".0f"),
@@ -268,8 +280,8 @@ def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]]) ->
         top = max(got, key=lambda r: r.own.unreclaimable_peak_bytes)
         times = (f", {top.own.unreclaimable_peak_bytes / top.own.engine_peak_bytes:.2f}× the engine's account"
                  if top.own.engine_peak_bytes else "")
-        parts.append((top.own.unreclaimable_peak_bytes, f"{unit[1]} {top.own.unreclaimable_peak_bytes / MIB:,.0f} MiB"
-                      f"{times}"))
+        parts.append((top.own.unreclaimable_peak_bytes,
+                      f"{short_name(unit[1])} {top.own.unreclaimable_peak_bytes / MIB:,.0f} MiB{times}"))
     if not parts:
         return ""
     n = min(len([r for r in by_unit.get(u, []) if r.purpose == "measure"]) for u in units)
@@ -301,7 +313,8 @@ def limit_table(rows: list) -> Table:
         ci = stats.bootstrap_ci(peaks) if len(peaks) >= 3 else None
         kernel = _median(r.own.cgroup_peak_bytes for r in mine)
         killed = sum(1 for r in mine if r.own.oom_killed)
-        t.add([cell[0], params(cell), alloc, str(len(mine)), f"{max(peaks):,.0f}", f"{stats.median(peaks):,.0f}",
+        t.add([cell[0], params(cell), short_name(alloc), str(len(mine)), f"{max(peaks):,.0f}",
+               f"{stats.median(peaks):,.0f}",
                f"{ci[0]:,.0f}–{ci[1]:,.0f}" if ci else "–", fmt_num(times, ".2f"),
                fmt_num(None if kernel is None else kernel / MIB, ",.0f"), f"{killed} of {len(mine)}"],
               [cell[0], params(cell), alloc, len(mine), max(peaks), stats.median(peaks), ci and ci[0], ci and ci[1],

@@ -247,6 +247,16 @@ LEAN_TUNINGS = ["glibc+MALLOC_TRIM_THRESHOLD_=131072", "glibc+MALLOC_MMAP_THRESH
                 "mimalloc+MIMALLOC_RESET_DELAY=0"]
 
 
+# the settings public reports found a cliff at, each beside its allocator: RocksDB/MyRocks with one
+# arena (bloat gone, speed "lousy"), jemalloc purging at once (ClickHouse: about 2x slower from
+# madvise) and with one arena, mimalloc purging at once (a web server: -31 % requests; Debian's
+# 2.0 spells it reset_delay), gperftools decommitting at once (speed "tanks") and releasing ten
+# times faster
+CLIFF_TUNINGS = ["glibc+MALLOC_ARENA_MAX=1", GLIBC_TWO_ARENAS, "jemalloc+MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0",
+                 "jemalloc+MALLOC_CONF=narenas:1", "mimalloc+MIMALLOC_RESET_DELAY=0",
+                 "tcmalloc+TCMALLOC_AGGRESSIVE_DECOMMIT=1", "tcmalloc+TCMALLOC_RELEASE_RATE=10"]
+
+
 def short_name(name: str) -> str:
     """An allocator as answers and charts name it: a known tuning by its short name
     (jemalloc+bg5s), anything else as given."""

@@ -5,29 +5,14 @@ A preset is only data: the same dictionary a TOML plan file would hold.
 
 from __future__ import annotations
 
-import os
-
-from alloclab.catalog.allocators import GLIBC_TWO_ARENAS, JEMALLOC_BACKGROUND, LEAN_TUNINGS, SHOOTOUT
-from alloclab.catalog.names import LIFE, NATIVE, SYSBENCH, SYSBENCH_TESTS, TPCC
+from alloclab.catalog.allocators import SHOOTOUT
+from alloclab.catalog.names import SYSBENCH, SYSBENCH_TESTS, TPCC
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import workload
+from alloclab.plan.life_presets import memory_cliffs, memory_life, small_server
+from alloclab.plan.scales import MIN_WINDOW_S, SCALES, rounds, seed004_shapes
 
-SCALES = ("smoke", "quick", "full")
-
-# The shortest measured window each scale accepts (plan key min_window_s): shorter windows
-# measure start-up and noise. `smoke` is for tests of the harness and has none.
-MIN_WINDOW_S = {"smoke": 0.0, "quick": 5.0, "full": 10.0}
-
-# Studies run in rounds until every comparison is decided (see plan/design.py and
-# answers/decide.py); a quick study stops
-# at its budget of wall time with what it has, and says how much more would decide the rest.
-# `smoke` runs each cell once, for tests.
-
-
-def _rounds(scale: str, quick_budget: str, smoke_runs: int = 1) -> dict:
-    if scale == "smoke":
-        return {"runs": smoke_runs}
-    return {"budget": quick_budget} if scale == "quick" else {}
+__all__ = ["MIN_WINDOW_S", "PRESETS", "SCALES", "preset"]
 
 
 def kv_allocators(scale: str) -> dict:
@@ -86,7 +71,7 @@ def kv_allocators(scale: str) -> dict:
         "name": "kv-allocators",
         "engines": engines,
         **quick,
-        **_rounds(scale, "10m"),
+        **rounds(scale, "10m"),
         "warmup_s": {"smoke": 0.0, "quick": 1.0, "full": 2.0}[scale],
         "engine_options": {
             "memtable_bytes": "64MiB",
@@ -129,7 +114,7 @@ def tpcc_allocators(scale: str) -> dict:
         # quick: the seeds' question, TidesDB against InnoDB in one server, the study's allocators
         "engines": engines[:2] if scale != "full" else engines,
         "allocators": ["glibc", "jemalloc", "mimalloc", "tcmalloc"],
-        **_rounds(scale, "40m"),
+        **rounds(scale, "40m"),
         # "equivalent" at quick scale means within ±5 %, where the seeds published differences
         # of 9-38 %. Measured here (9 rounds of runs one after another): the allocators are within
         # ±2.5 % of glibc on both engines, and a run's NOPM moves 3-5 % (InnoDB) and 5-10 %
@@ -163,7 +148,7 @@ def engines_tpcc(scale: str) -> dict:
         # the study's question: each engine against InnoDB, and each engine's gain from small to large
         "questions": ["engines", "profiles"],
         "baseline_engine": "mariadb-innodb",
-        **_rounds(scale, "20m"),
+        **rounds(scale, "20m"),
         "profiles": {"small": dict(SMALL), "large": large},
         "workloads": [{"part": TPCC, "workload": TPCC, "mix": "spec", **size}],
     }
@@ -178,7 +163,7 @@ def sysbench_scaling(scale: str) -> dict:
     return {
         "name": "sysbench-scaling",
         "engines": ["mariadb-innodb"],
-        **_rounds(scale, "20m"),
+        **rounds(scale, "20m"),
         # the study's question is whether the allocator causes the collapse: its share of CPU
         # and of context switches against threads (profiled runs, beside the measured ones)
         "perf": True,
@@ -219,32 +204,13 @@ def allocator_shootout(scale: str) -> dict:
         "name": "allocator-shootout",
         "engines": ["tidesdb"] if scale != "full" else ["tidesdb", "mariadb-innodb"],
         "allocators": list(SHOOTOUT),
-        **_rounds(scale, "30m"),
+        **rounds(scale, "30m"),
         **({"margin_pct": 4.0, "slice_s": 0.1} if scale != "smoke" else {}),
         "warmup_s": {"smoke": 0.0, "quick": 1.0, "full": 2.0}[scale],
         "engine_options": {"memtable_bytes": "64MiB", "block_cache_bytes": "64MiB", "sync": "none",
                            "compression": "none"},
         "workloads": parts,
     }
-
-
-def _seed004_shapes(*memories: str) -> dict:
-    """Seed 004's server shapes scaled to this machine: 1 core and 2 GiB, then 4 cores (or as many
-    as leave one for the client) with each of `memories`; the client on the other cores. Named as
-    they read: "1core-2GiB", "4cores-1GiB" ("1core-1GiB" on 2 cores)."""
-    n = len(os.sched_getaffinity(0))
-    four, last = max(1, min(4, n - 1)), n - 1
-    cores = f"{four}core{'s' if four > 1 else ''}"
-    shapes = {"1core-2GiB": {"server_cpus": "0", "client_cpus": _cpu_range(min(1, last), last),
-                             "server_memory_bytes": "2GiB"}}
-    for mem in memories:
-        shapes[f"{cores}-{mem}"] = {"server_cpus": _cpu_range(0, four - 1),
-                                    "client_cpus": _cpu_range(min(four, last), last), "server_memory_bytes": mem}
-    return shapes
-
-
-def _cpu_range(lo: int, hi: int) -> str:
-    return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 def sysbench_allocators(scale: str) -> dict:
@@ -255,148 +221,15 @@ def sysbench_allocators(scale: str) -> dict:
     return {
         "name": "sysbench-allocators",
         "engines": ["mariadb-innodb"],
-        **_rounds(scale, "20m"),
+        **rounds(scale, "20m"),
         **({"min_runs": 4} if scale != "smoke" else {}),  # the study's 4 runs per cell, at least
         "profiles": {workload.of(SYSBENCH).server_profile: {}},
-        "shapes": _seed004_shapes("1GiB"),
+        "shapes": seed004_shapes("1GiB"),
         "workloads": [{"part": "oltp_rw", "workload": SYSBENCH, "test": "oltp_read_write",
                        "threads": {"smoke": [4], "quick": [4, 16], "full": [1, 4, 16, 64, 128]}[scale],
                        "tables": {"smoke": 2, "quick": 4, "full": 10}[scale],
                        "table_size": {"smoke": 1000, "quick": 10_000, "full": 100_000}[scale],
                        "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 60.0}[scale]}],
-    }
-
-
-def memory_life(scale: str) -> dict:
-    """Memory over a server's life, on MariaDB (InnoDB), RocksDB embedded in the driver and
-    PostgreSQL's pool of sessions: what each allocator (and tuning) keeps, gives back and lets
-    creep, and what it costs in speed.
-
-    MariaDB: cycles of sysbench's read/write, a mariadb-dump while the load goes on, a storm of
-    short GROUP BY connections, then idle. RocksDB: block-cache churn (uniform reads and writes
-    over data about eight times its 16 MiB cache, values of 128 B to 4 KiB), a swarm of 32
-    short-lived threads each with its own iterators beside one full scan (a connection storm's
-    shape), a flush and full compaction, then idle. PostgreSQL: a pool of 2 x cores + 1 sessions
-    (HikariCP's formula) held for the whole life, OLTP read/write on it, every session's reports
-    (a hash aggregate, a sort into string_agg) at a work_mem of 32 MiB, CREATE INDEX and VACUUM at
-    64 MiB, a storm of short connections, then idle; measured on the pool's private memory.
-
-    The price: each life's steady load alone (part `speed`: the same statements, threads, data and
-    server settings on a fresh server), its allocators in turns of 0.5 s (the workload's own
-    slice_s), after the round's lives; side by side, a life's throughput is a share of the machine,
-    told and never decided on (Plan.told). The rounds go on until memory's verdicts and the speed
-    ones are decided (`decide_on`).
-
-    `smoke` (CI): 3 short cycles, glibc and jemalloc, one life after another. `quick` (60 minutes):
-    the seeds' four allocators and the two most deployed tunings, the round's lives all side by
-    side, two RocksDB lives of each allocator a round, equivalent within ±5 % (±10 points given
-    back). `full`: the first hand-measured MariaDB life (5 cycles of 25 s load at 64 connections,
-    150-connection storms, 15 s idle), a longer RocksDB life on more data, and every tuning the
-    public reports name, a cell's lives side by side. Why each number: DESIGN.md, "memory-life's
-    design"."""
-    steady = {"smoke": 3.0, "quick": 6.0, "full": 25.0}[scale]
-    storm = {"smoke": 20, "quick": 60, "full": 150}[scale]
-    idle = {"smoke": 3.0, "quick": 6.0, "full": 15.0}[scale]
-    phases = [
-        {"name": "oltp", "kind": "steady", "duration_s": steady, "load": "oltp_read_write"},
-        {"name": "dump", "kind": "burst", "burst": "dump", "load": "oltp_read_write",
-         "duration_s": {"smoke": 1.0, "quick": 2.0, "full": 5.0}[scale]},
-        {"name": "storm", "kind": "burst", "burst": "storm", "connections": storm},
-        {"name": "rest", "kind": "idle", "duration_s": idle},
-    ]
-    rocks_phases = [
-        {"name": "churn", "kind": "steady", "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 20.0}[scale],
-         "load": "mixed"},
-        # a swarm of short-lived threads, each with its own iterators (a connection storm's shape:
-        # per-thread caches and arenas), beside one full scan
-        {"name": "swarm", "kind": "burst", "burst": "scan", "load": "range",
-         "threads": {"smoke": 16, "quick": 32, "full": 64}[scale], "duration_s": {"smoke": 1.0, "quick": 2.0,
-                                                                                "full": 5.0}[scale]},
-        {"name": "compact", "kind": "burst", "burst": "compact"},
-        {"name": "rest", "kind": "idle", "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 15.0}[scale]},
-    ]
-    allocators = {"smoke": ["glibc", "jemalloc"],
-                  "quick": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS],
-                  "full": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS,
-                           *LEAN_TUNINGS]}[scale]
-    # PostgreSQL's pool (its size as HikariCP's formula sizes a pool, 2 x cores + 1: 5 on 2 cores):
-    # the load on it, reporting queries near work_mem on every session, CREATE INDEX and VACUUM, a
-    # storm of short connections, then idle
-    pool_phases = [
-        {"name": "oltp", "kind": "steady", "duration_s": steady, "load": "oltp_read_write"},
-        {"name": "report", "kind": "burst", "burst": "report", "work_mem": "32MiB"},
-        {"name": "maint", "kind": "burst", "burst": "maintenance", "work_mem": "64MiB"},
-        {"name": "storm", "kind": "burst", "burst": "storm", "connections": storm},
-        {"name": "rest", "kind": "idle", "duration_s": idle},
-    ]
-    cycles = {"smoke": 3, "quick": 4, "full": 5}[scale]
-    rocks_cycles = {"smoke": 3, "quick": 6, "full": 5}[scale]  # quick: RocksDB's lives as long as MariaDB's
-    rocks_per_round = 2 if scale == "quick" else 1  # quick: two RocksDB lives of each allocator a round
-    engines = ["mariadb-innodb", "rocksdb", "postgres"]
-    # each life's steady load alone, its allocators in turns (slice_s), between the round's lives: the
-    # price in speed of each allocator and setting, decided at the study's margin
-    window = {"smoke": 2.0, "quick": 6.0, "full": 20.0}[scale]
-    alone = {"part": "speed", "duration_s": window, "slice_s": 0.5}
-    oltp = {**alone, "workload": SYSBENCH, "test": ["oltp_read_write"], "client": [NATIVE], "profile": "life",
-            "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
-            "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]}
-    return {
-        "name": "memory-life",
-        "engines": engines,
-        "allocators": allocators,
-        **_rounds(scale, "60m"),
-        "warmup_s": {"smoke": 0.5, "quick": 1.0, "full": 2.0}[scale],  # the speed runs' (a life has its own)
-        # the round's lives all at once (quick), a cell's (full): see the docstring
-        **({"side_by_side": len(allocators) * (2 + rocks_per_round if scale == "quick" else 1)}
-           if scale != "smoke" else {}),
-        # the rounds go on for memory's verdicts; throughput, a share of the machine, is told as it stands
-        "decide_on": ["creep", "given_back", "overhead", "throughput"],
-        # quick's coarser bar (see the docstring); full and smoke keep ±2 % and given back's ±5 points
-        **({"margin_pct": 5.0, "margins_pct": {"given_back": 10.0}} if scale == "quick" else {}),
-        # RocksDB's: a 16 MiB block cache and 8 MiB memtables (of data about 8x the cache)
-        "engine_options": {"block_cache_bytes": "16MiB", "memtable_bytes": "8MiB", "sync": "none",
-                           "compression": "none"},
-        "workloads": [{"part": LIFE, "workload": LIFE, "engines": ["mariadb-innodb"],
-                       "cycles": cycles, "phases": phases,
-                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale],
-                       "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
-                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]},
-                      {"part": LIFE, "workload": LIFE, "engines": ["rocksdb"], "cycles": rocks_cycles,
-                       "phases": rocks_phases, "threads": [2], "pattern": ["uniform"], "key_bytes": [16],
-                       "value_bytes": [4096], "value_bytes_min": 128,
-                       "keyspace": {"smoke": 20_000, "quick": 60_000, "full": 250_000}[scale],
-                       **({"runs_per_round": rocks_per_round} if rocks_per_round > 1 else {})},
-                      {"part": LIFE, "workload": LIFE, "engines": ["postgres"], "cycles": cycles,
-                       "phases": pool_phases, "threads": [2 * len(os.sched_getaffinity(0)) + 1],
-                       "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
-                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]},
-                      {**oltp, "engines": ["mariadb-innodb"],
-                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale]},
-                      {**alone, "workload": "mixed", "engines": ["rocksdb"], "threads": [2], "pattern": ["uniform"],
-                       "key_bytes": [16], "value_bytes": [4096], "value_bytes_min": 128,
-                       "keyspace": {"smoke": 20_000, "quick": 60_000, "full": 250_000}[scale]},
-                      {**oltp, "engines": ["postgres"], "threads": [2 * len(os.sched_getaffinity(0)) + 1]}],
-    }
-
-
-def small_server(scale: str) -> dict:
-    """Seed 004's small servers, answering speed and memory together: memory-life's
-    MariaDB life (its steady throughput is the speed answer; creep, given back, overhead and OOM
-    kills the memory answer) with the server in seed 004's shapes, scaled to this machine: 1 core
-    and 2 GiB; 4 cores and 1 GiB (as many cores as leave one for the client); and the 1 GiB shape
-    scaled to this life's footprint, 320 MiB (the life holds a 128 MiB buffer pool and settled at
-    200-350 MiB here), where what an allocator keeps meets the limit and the OOM killer answers.
-    The seed's four allocators (smoke: glibc and jemalloc), a cell's lives side by side."""
-    allocators = ["glibc", "jemalloc"] if scale == "smoke" else ["glibc", "jemalloc", "tcmalloc", "mimalloc"]
-    return {
-        "name": "small-server",
-        "engines": ["mariadb-innodb"],
-        "allocators": allocators,
-        **_rounds(scale, "30m"),
-        **({"side_by_side": len(allocators)} if scale != "smoke" else {}),
-        "shapes": _seed004_shapes("1GiB", "320MiB"),
-        # memory-life's MariaDB life (its first table on MariaDB; the steady load alone follows it)
-        "workloads": [w for w in memory_life(scale)["workloads"] if w["engines"] == ["mariadb-innodb"]][:1],
     }
 
 
@@ -408,6 +241,8 @@ PRESETS = {
     "sysbench-allocators": (sysbench_allocators, "study 5: sysbench read/write on constrained MariaDB shapes"),
     "memory-life": (memory_life, "memory over a server's life, MariaDB and RocksDB (creep, given "
                     "back, overhead, OOM), by allocator and tuning"),
+    "memory-cliffs": (memory_cliffs, "memory-life's MariaDB and RocksDB lives with the settings public reports found "
+                      "a cliff at (one arena, purging or decommitting at once): memory saved against speed lost"),
     "small-server": (small_server, "seed 004's small servers (1 core / 2 GiB, 4 cores / 1 GiB, and 1 GiB scaled to "
                      "the life's footprint): speed and memory over a MariaDB server's life, by allocator"),
     "allocator-shootout": (allocator_shootout, "every catalog allocator against glibc: speed and peak RSS, "

@@ -239,16 +239,22 @@ def _round_wall(plan: Plan, rows: list[RunRow], rnd: int) -> float:
     a cell's runs are up together, so the longest of each cell's; side by side, the longest of
     each group that ran at once (side_by_side_groups). A round may hold all three (a workload's
     own slice_s beside lives side by side)."""
-    done = sorted((r for r in rows if r.repeat == rnd), key=lambda r: r.index)
     turns, beside = plan.turns(), {c.key for c in plan.beside()}
-    side = [r for r in done if r.cell in beside]  # as they ran, a unit's more runs (in_their_places) too
+
+    def how(cell: str) -> str:  # a cell the plan does not know (rows of an older plan): the plan's own way
+        if cell in beside or (cell not in turns and plan.side_by_side > 1 and not plan.slice_s):
+            return "side"
+        return "turns" if cell in turns or plan.slice_s else "alone"
+    done = [r for r in rows if r.repeat == rnd]
+    # side by side as they ran, a unit's more runs (in_their_places) too
+    side = sorted((r for r in done if how(r.cell) == "side"), key=lambda r: r.index)
     wall = sum(max(side[i].wall_s for i in g)
                for g in side_by_side_groups([r.cell for r in side], plan.side_by_side, plan.whole_round))
     cells: dict[str, float] = {}
     for r in done:
-        if r.cell in turns:
+        if how(r.cell) == "turns":
             cells[r.cell] = max(cells.get(r.cell, 0.0), r.wall_s)
-    return wall + sum(cells.values()) + sum(r.wall_s for r in done if r.cell not in beside and r.cell not in turns)
+    return wall + sum(cells.values()) + sum(r.wall_s for r in done if how(r.cell) == "alone")
 
 
 def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float, rounds_done: int) -> dict:

@@ -1,0 +1,158 @@
+"""The presets whose answer is memory over a server's life: memory-life, memory-cliffs and
+small-server (plan.presets lists them with the others)."""
+
+from __future__ import annotations
+
+import os
+
+from alloclab.catalog.allocators import CLIFF_TUNINGS, GLIBC_TWO_ARENAS, JEMALLOC_BACKGROUND, LEAN_TUNINGS
+from alloclab.catalog.names import LIFE, NATIVE, SYSBENCH
+from alloclab.plan.scales import rounds, seed004_shapes
+
+
+def memory_life(scale: str) -> dict:
+    """Memory over a server's life, on MariaDB (InnoDB), RocksDB embedded in the driver and
+    PostgreSQL's pool of sessions: what each allocator (and tuning) keeps, gives back and lets
+    creep, and what it costs in speed.
+
+    MariaDB: cycles of sysbench's read/write, a mariadb-dump while the load goes on, a storm of
+    short GROUP BY connections, then idle. RocksDB: block-cache churn (uniform reads and writes
+    over data about eight times its 16 MiB cache, values of 128 B to 4 KiB), a swarm of 32
+    short-lived threads each with its own iterators beside one full scan (a connection storm's
+    shape), a flush and full compaction, then idle. PostgreSQL: a pool of 2 x cores + 1 sessions
+    (HikariCP's formula) held for the whole life, OLTP read/write on it, every session's reports
+    (a hash aggregate, a sort into string_agg) at a work_mem of 32 MiB, CREATE INDEX and VACUUM at
+    64 MiB, a storm of short connections, then idle; measured on the pool's private memory.
+
+    The price: each life's steady load alone (part `speed`: the same statements, threads, data and
+    server settings on a fresh server), its allocators in turns of 0.5 s (the workload's own
+    slice_s), after the round's lives; side by side, a life's throughput is a share of the machine,
+    told and never decided on (Plan.told). The rounds go on until memory's verdicts and the speed
+    ones are decided (`decide_on`).
+
+    `smoke` (CI): 3 short cycles, glibc and jemalloc, one life after another. `quick` (60 minutes):
+    the seeds' four allocators and the two most deployed tunings, the round's lives all side by
+    side, two RocksDB lives of each allocator a round, equivalent within ±5 % (±10 points given
+    back). `full`: the first hand-measured MariaDB life (5 cycles of 25 s load at 64 connections,
+    150-connection storms, 15 s idle), a longer RocksDB life on more data, and every tuning the
+    public reports name, a cell's lives side by side. Why each number: DESIGN.md, "memory-life's
+    design"."""
+    steady = {"smoke": 3.0, "quick": 6.0, "full": 25.0}[scale]
+    storm = {"smoke": 20, "quick": 60, "full": 150}[scale]
+    idle = {"smoke": 3.0, "quick": 6.0, "full": 15.0}[scale]
+    phases = [
+        {"name": "oltp", "kind": "steady", "duration_s": steady, "load": "oltp_read_write"},
+        {"name": "dump", "kind": "burst", "burst": "dump", "load": "oltp_read_write",
+         "duration_s": {"smoke": 1.0, "quick": 2.0, "full": 5.0}[scale]},
+        {"name": "storm", "kind": "burst", "burst": "storm", "connections": storm},
+        {"name": "rest", "kind": "idle", "duration_s": idle},
+    ]
+    rocks_phases = [
+        {"name": "churn", "kind": "steady", "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 20.0}[scale],
+         "load": "mixed"},
+        # a swarm of short-lived threads, each with its own iterators (a connection storm's shape:
+        # per-thread caches and arenas), beside one full scan
+        {"name": "swarm", "kind": "burst", "burst": "scan", "load": "range",
+         "threads": {"smoke": 16, "quick": 32, "full": 64}[scale], "duration_s": {"smoke": 1.0, "quick": 2.0,
+                                                                                "full": 5.0}[scale]},
+        {"name": "compact", "kind": "burst", "burst": "compact"},
+        {"name": "rest", "kind": "idle", "duration_s": {"smoke": 2.0, "quick": 5.0, "full": 15.0}[scale]},
+    ]
+    allocators = {"smoke": ["glibc", "jemalloc"],
+                  "quick": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS],
+                  "full": ["glibc", "jemalloc", "tcmalloc", "mimalloc", JEMALLOC_BACKGROUND, GLIBC_TWO_ARENAS,
+                           *LEAN_TUNINGS]}[scale]
+    # PostgreSQL's pool (its size as HikariCP's formula sizes a pool, 2 x cores + 1: 5 on 2 cores):
+    # the load on it, reporting queries near work_mem on every session, CREATE INDEX and VACUUM, a
+    # storm of short connections, then idle
+    pool_phases = [
+        {"name": "oltp", "kind": "steady", "duration_s": steady, "load": "oltp_read_write"},
+        {"name": "report", "kind": "burst", "burst": "report", "work_mem": "32MiB"},
+        {"name": "maint", "kind": "burst", "burst": "maintenance", "work_mem": "64MiB"},
+        {"name": "storm", "kind": "burst", "burst": "storm", "connections": storm},
+        {"name": "rest", "kind": "idle", "duration_s": idle},
+    ]
+    cycles = {"smoke": 3, "quick": 4, "full": 5}[scale]
+    rocks_cycles = {"smoke": 3, "quick": 6, "full": 5}[scale]  # quick: RocksDB's lives as long as MariaDB's
+    rocks_per_round = 2 if scale == "quick" else 1  # quick: two RocksDB lives of each allocator a round
+    engines = ["mariadb-innodb", "rocksdb", "postgres"]
+    # each life's steady load alone, its allocators in turns (slice_s), between the round's lives: the
+    # price in speed of each allocator and setting, decided at the study's margin
+    window = {"smoke": 2.0, "quick": 6.0, "full": 20.0}[scale]
+    alone = {"part": "speed", "duration_s": window, "slice_s": 0.5}
+    oltp = {**alone, "workload": SYSBENCH, "test": ["oltp_read_write"], "client": [NATIVE], "profile": "life",
+            "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
+            "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]}
+    return {
+        "name": "memory-life",
+        "engines": engines,
+        "allocators": allocators,
+        **rounds(scale, "60m"),
+        "warmup_s": {"smoke": 0.5, "quick": 1.0, "full": 2.0}[scale],  # the speed runs' (a life has its own)
+        # the round's lives all at once (quick), a cell's (full): see the docstring
+        **({"side_by_side": len(allocators) * (2 + rocks_per_round if scale == "quick" else 1)}
+           if scale != "smoke" else {}),
+        # the rounds go on for memory's verdicts; throughput, a share of the machine, is told as it stands
+        "decide_on": ["creep", "given_back", "overhead", "throughput"],
+        # quick's coarser bar (see the docstring); full and smoke keep ±2 % and given back's ±5 points
+        **({"margin_pct": 5.0, "margins_pct": {"given_back": 10.0}} if scale == "quick" else {}),
+        # RocksDB's: a 16 MiB block cache and 8 MiB memtables (of data about 8x the cache)
+        "engine_options": {"block_cache_bytes": "16MiB", "memtable_bytes": "8MiB", "sync": "none",
+                           "compression": "none"},
+        "workloads": [{"part": LIFE, "workload": LIFE, "engines": ["mariadb-innodb"],
+                       "cycles": cycles, "phases": phases,
+                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale],
+                       "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
+                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]},
+                      {"part": LIFE, "workload": LIFE, "engines": ["rocksdb"], "cycles": rocks_cycles,
+                       "phases": rocks_phases, "threads": [2], "pattern": ["uniform"], "key_bytes": [16],
+                       "value_bytes": [4096], "value_bytes_min": 128,
+                       "keyspace": {"smoke": 20_000, "quick": 60_000, "full": 250_000}[scale],
+                       **({"runs_per_round": rocks_per_round} if rocks_per_round > 1 else {})},
+                      {"part": LIFE, "workload": LIFE, "engines": ["postgres"], "cycles": cycles,
+                       "phases": pool_phases, "threads": [2 * len(os.sched_getaffinity(0)) + 1],
+                       "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
+                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]},
+                      {**oltp, "engines": ["mariadb-innodb"],
+                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale]},
+                      {**alone, "workload": "mixed", "engines": ["rocksdb"], "threads": [2], "pattern": ["uniform"],
+                       "key_bytes": [16], "value_bytes": [4096], "value_bytes_min": 128,
+                       "keyspace": {"smoke": 20_000, "quick": 60_000, "full": 250_000}[scale]},
+                      {**oltp, "engines": ["postgres"], "threads": [2 * len(os.sched_getaffinity(0)) + 1]}],
+    }
+
+
+def memory_cliffs(scale: str) -> dict:
+    """memory-life's MariaDB and RocksDB lives with the settings public reports found a cliff at
+    (catalog.allocators.CLIFF_TUNINGS: one arena, purging at once, decommitting at once), each on
+    the frontier of memory saved against speed lost. One RocksDB life of each a round (22 lives
+    side by side), then each steady load alone in turns; smoke: glibc and one arena."""
+    plan = memory_life(scale)
+    allocators = ["glibc", "glibc+MALLOC_ARENA_MAX=1"] if scale == "smoke" else [
+        "glibc", "jemalloc", "tcmalloc", "mimalloc", *CLIFF_TUNINGS]
+    engines = ["mariadb-innodb", "rocksdb"]
+    workloads = [{k: v for k, v in w.items() if k != "runs_per_round"} for w in plan["workloads"]
+                 if w["engines"][0] in engines]
+    return {**plan, "name": "memory-cliffs", "engines": engines, "allocators": allocators, "workloads": workloads,
+            **rounds(scale, "90m"), **({"side_by_side": len(allocators) * len(engines)} if scale != "smoke" else {})}
+
+
+def small_server(scale: str) -> dict:
+    """Seed 004's small servers, answering speed and memory together: memory-life's
+    MariaDB life (its steady throughput is the speed answer; creep, given back, overhead and OOM
+    kills the memory answer) with the server in seed 004's shapes, scaled to this machine: 1 core
+    and 2 GiB; 4 cores and 1 GiB (as many cores as leave one for the client); and the 1 GiB shape
+    scaled to this life's footprint, 320 MiB (the life holds a 128 MiB buffer pool and settled at
+    200-350 MiB here), where what an allocator keeps meets the limit and the OOM killer answers.
+    The seed's four allocators (smoke: glibc and jemalloc), a cell's lives side by side."""
+    allocators = ["glibc", "jemalloc"] if scale == "smoke" else ["glibc", "jemalloc", "tcmalloc", "mimalloc"]
+    return {
+        "name": "small-server",
+        "engines": ["mariadb-innodb"],
+        "allocators": allocators,
+        **rounds(scale, "30m"),
+        **({"side_by_side": len(allocators)} if scale != "smoke" else {}),
+        "shapes": seed004_shapes("1GiB", "320MiB"),
+        # memory-life's MariaDB life (its first table on MariaDB; the steady load alone follows it)
+        "workloads": [w for w in memory_life(scale)["workloads"] if w["engines"] == ["mariadb-innodb"]][:1],
+    }
