@@ -334,6 +334,12 @@ def stopping(rows: list[RunRow], policy: Design) -> tuple[Metric, ...]:
 FAILING = "its last two runs failed or were not proved"
 
 
+def told_apart(v: Verdict, told: frozenset[str]) -> bool:
+    """A throughput verdict of a cell whose throughput is told, never decided on (Plan.told,
+    Study.told): it neither keeps rounds going nor counts as an open question."""
+    return v.metric == THROUGHPUT.name and v.base_unit[0] in told
+
+
 def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design,
                  told: frozenset[str] = frozenset()) -> tuple[set, dict[Unit, str]]:
     """The units that get a run in the next round, and why each other unit does not.
@@ -356,7 +362,7 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design,
         return {u for u in units if u not in why}, why
     # throughput's comparisons, and a life's memory comparisons where the study has lives
     vs = [v for v in verdicts([r for r in rows if r.repeat <= look], policy, stopping(rows, policy))
-          if not (v.metric == THROUGHPUT.name and v.base_unit[0] in told)]
+          if not told_apart(v, told)]
 
     def precise(u: Unit) -> bool:
         hw = states.get(u, empty).half_width

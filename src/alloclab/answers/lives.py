@@ -29,6 +29,7 @@ class Choice:
     free: decide.Verdict | None
     free_price: decide.Verdict | None
     ranked: tuple  # the memory verdicts decided leaner, leanest first
+    among: tuple = ()  # the metric's verdicts it chose among (none decided higher on overhead)
 
     @property
     def baseline(self) -> str:
@@ -43,11 +44,12 @@ def choose(lived: dict[str, list[decide.Verdict]], price: list[decide.Verdict]) 
     fatter = {v.variant for v in lived.get("overhead") or [] if v.verdict == HIGHER}
     cost = {v.variant: v for v in price if v.ratio is not None}
     for name in ("overhead", "creep"):
-        won = sorted((v for v in lived.get(name) or [] if v.variant not in fatter and v.verdict == LOWER
-                      and v.ci_low is not None), key=lambda v: v.ratio)
+        among = tuple(v for v in lived.get(name) or [] if v.variant not in fatter)
+        won = sorted((v for v in among if v.verdict == LOWER and v.ci_low is not None), key=lambda v: v.ratio)
         if won:
             free = next((v for v in won if getattr(cost.get(v.variant), "verdict", "") != SLOWER), None)
-            return Choice(name, won[0], cost.get(won[0].variant), free, free and cost.get(free.variant), tuple(won))
+            return Choice(name, won[0], cost.get(won[0].variant), free, free and cost.get(free.variant), tuple(won),
+                          among)
     return Choice("overhead", None, None, None, None, ())
 
 
@@ -59,9 +61,7 @@ def leanest(lived: dict[str, list[decide.Verdict]], speed: list[decide.Verdict],
     if c.leanest is None:
         base = (lived.get("overhead") or lived.get("creep") or next(iter(lived.values())))[0].baseline
         return f"leanest over its life: {base} (none is decided leaner than it on overhead or creep)"
-    got = [v for v in lived.get(c.metric) or [] if v.variant not in {x.variant for x in lived.get("overhead") or []
-                                                                      if x.verdict == HIGHER}]
-    said = f"leanest over its life ({metrics.words(c.metric)}): {top(got, LOWER, -1)}"
+    said = f"leanest over its life ({metrics.words(c.metric)}): {top(list(c.among), LOWER, -1)}"
     said += f"; its steady throughput {short(c.leanest_price, margin_pct)}" if c.leanest_price else ""
     if c.free is not c.leanest:
         said += ("; the leanest that costs no speed: " + (
@@ -277,17 +277,23 @@ def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]]) ->
         got = [r for r in by_unit.get(unit, []) if r.purpose == "measure" and r.value("unreclaimable_peak_bytes")]
         if not got:
             continue
-        top = max(got, key=lambda r: r.own.unreclaimable_peak_bytes)
-        times = (f", {top.own.unreclaimable_peak_bytes / top.own.engine_peak_bytes:.2f}× the engine's account"
-                 if top.own.engine_peak_bytes else "")
-        parts.append((top.own.unreclaimable_peak_bytes,
-                      f"{short_name(unit[1])} {top.own.unreclaimable_peak_bytes / MIB:,.0f} MiB{times}"))
+        most, times = _need(got)
+        parts.append((most, f"{short_name(unit[1])} {most / MIB:,.0f} MiB"
+                      + (f", {times:.2f}× the engine's account" if times else "")))
     if not parts:
         return ""
     n = min(len([r for r in by_unit.get(u, []) if r.purpose == "measure"]) for u in units)
     over = "its one life" if n == 1 else f"the highest of {n} or more lives"
     return (f"memory it needs (the kernel's unreclaimable charge of its cgroup, {over}; the least limit to give "
             "it): " + "; ".join(w for _, w in sorted(parts)))
+
+
+def _need(rows: list) -> tuple[int, float | None]:
+    """The highest unreclaimable charge of these lives, and its multiple of its life's engine account
+    at its highest (None where the engine gave none)."""
+    top = max(rows, key=lambda r: r.own.unreclaimable_peak_bytes)
+    most, account = top.own.unreclaimable_peak_bytes, top.own.engine_peak_bytes
+    return most, most / account if account else None
 
 
 def limit_table(rows: list) -> Table:
@@ -308,8 +314,7 @@ def limit_table(rows: list) -> Table:
             groups[(decide.cell_of(r), r.allocator)].append(r)
     for (cell, alloc), mine in sorted(groups.items(), key=lambda kv: (analyse.sort_key(kv[0][0]), kv[0][1])):
         peaks = [r.own.unreclaimable_peak_bytes / MIB for r in mine]
-        top = max(mine, key=lambda r: r.own.unreclaimable_peak_bytes)
-        times = top.own.unreclaimable_peak_bytes / top.own.engine_peak_bytes if top.own.engine_peak_bytes else None
+        _, times = _need(mine)
         ci = stats.bootstrap_ci(peaks) if len(peaks) >= 3 else None
         kernel = _median(r.own.cgroup_peak_bytes for r in mine)
         killed = sum(1 for r in mine if r.own.oom_killed)

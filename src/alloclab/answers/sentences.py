@@ -161,7 +161,7 @@ def build(study: analyse.Study) -> Answers:
     vs = study.verdicts()
     pol = study.design
     told = study.told()  # side by side beside the same engine's speed in turns: told, never decided on
-    primary = [v for v in vs if v.metric == "throughput" and v.base_unit[0] not in told]
+    primary = [v for v in vs if v.metric == "throughput" and not decide.told_apart(v, told)]
     by_unit = _runs_by_unit(study)
     found = study.findings()
     cells = _cells(vs, primary, by_unit, found, 100 * pol.margin, set(study.turns()))
@@ -172,8 +172,7 @@ def build(study: analyse.Study) -> Answers:
     groups = [("", [x]) for x in unanswered] + cells.groups + [("", [x]) for x in notes]
     decided = [v for v in primary if v.verdict != UNDECIDED]
     goals = {m.name for m in decide.stopping(study.rows, pol)}  # what the rounds go on for
-    undecided = [v for v in vs if v.metric in goals and v.verdict == UNDECIDED
-                 and not (v.metric == "throughput" and v.base_unit[0] in told)]
+    undecided = [v for v in vs if v.metric in goals and v.verdict == UNDECIDED and not decide.told_apart(v, told)]
     to_decide = context.to_decide(study, undecided)
     where = study.where()
     headline = _headline(study, primary, decided, cells, where)
