@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # alloclab setup: installs whatever is missing, builds the driver, then
-#   ./setup.sh demo [alloclab run flags...]   runs the default study (quick kv-allocators)
+#   ./setup.sh demo [alloclab run flags...]   runs the default study (quick kv-allocators) in what is
+#                                             left of ten minutes; it builds only what that study needs
+#                                             (the rest is built on first use, or by ./setup.sh test)
 #   ./setup.sh test [pytest args...]          runs every test (sets up the MariaDB 11.8 stack first)
 #   ./setup.sh stack                          also sets up the studies' stack (MariaDB 11.8 + TideSQL)
 #   ./setup.sh                                only installs
@@ -21,11 +23,13 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # --- system packages ------------------------------------------------------------------
+# the driver's build and the default study's (demo) ...
 APT_PKGS=(build-essential cmake pkg-config clang libclang-dev librocksdb-dev liblz4-dev libzstd-dev
-          libmariadb-dev libpq-dev debootstrap
-          python3 python3-venv python3-pip binutils curl ca-certificates git procps linux-perf
-          mariadb-server mariadb-client mariadb-plugin-rocksdb postgresql sysbench
-          tcl8.6 tcl8.6-dev tcl-thread libsqlite3-tcl)
+          libmariadb-dev libpq-dev python3 python3-venv python3-pip binutils curl ca-certificates git procps
+          linux-perf)
+# ... and the servers', sysbench's, HammerDB's and the stack's
+[ "$MODE" = demo ] || APT_PKGS+=(debootstrap mariadb-server mariadb-client mariadb-plugin-rocksdb postgresql
+                                 sysbench tcl8.6 tcl8.6-dev tcl-thread libsqlite3-tcl)
 # the allocators' packages (and the -dev ones of the link-time builds) are the catalog's
 # (src/alloclab/catalog/allocators.py): read with the system's Python, installed first if missing
 catalog() { python3 -c "import sys; sys.path.insert(0, 'src'); from alloclab.catalog import allocators as c; $1"; }
@@ -69,11 +73,14 @@ if [ ! -x .venv/bin/python ]; then
   say "creating .venv"
   "$PY" -m venv .venv
 fi
-stamp=.venv/.alloclab-installed
+# the demo installs alloclab's own dependencies; the other modes the tests' too
+extra='[test]'; stamp=.venv/.alloclab-installed
+[ "$MODE" = demo ] && extra='' && stamp=.venv/.alloclab-installed-demo
+[ -f .venv/.alloclab-installed ] && [ .venv/.alloclab-installed -nt pyproject.toml ] && stamp=.venv/.alloclab-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   say "installing alloclab and its Python dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e ".$extra"
   touch "$stamp"
 fi
 # the Ray executor is an optional extra; its tests run a real local cluster
@@ -89,25 +96,30 @@ export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/x86_64-linux-gnu}
 # link-time allocators (jemalloc@link, ...): the same driver with the allocator linked in,
 # one binary each; the plain driver is built last so that target/release/alloclab-driver is it
 REL=driver/target/release
-for a in $(catalog 'print(" ".join(c.LINKABLE))'); do
+LINKED=$(catalog 'print(" ".join(c.LINKABLE))')
+[ "$MODE" = demo ] && LINKED=""  # built on first use (alloclab run --allocators jemalloc@link)
+for a in $LINKED; do
   cargo build --release --quiet --manifest-path driver/Cargo.toml --features "link-$a"
   cp "$REL/alloclab-driver" "$REL/alloclab-driver-$a.tmp" && mv "$REL/alloclab-driver-$a.tmp" "$REL/alloclab-driver-$a"
 done
 cargo build --release --quiet --manifest-path driver/Cargo.toml
-# the memory-account helper preloaded into servers (liballoclab_account.so, beside the driver)
-cargo build --release --quiet --manifest-path driver/account/Cargo.toml --target-dir driver/target
-# flame graphs (inferno), cached outside the checkout
-TOOLS=${XDG_CACHE_HOME:-$HOME/.cache}/alloclab/tools
-if [ ! -x "$TOOLS/bin/inferno-flamegraph" ] || [ ! -x "$TOOLS/bin/inferno-diff-folded" ]; then
-  say "installing inferno (flame graphs) into $TOOLS (about a minute)"
-  cargo install --quiet --locked inferno --root "$TOOLS"
-fi
 ln -sf "$ROOT/driver/target/release/alloclab-driver" .venv/bin/alloclab-driver
-# the allocators built from crates' bundled sources (jemalloc@5.3.1, mimalloc@2/@3, Google's
-# TCMalloc, snmalloc, rpmalloc), once, into ~/.cache/alloclab/allocators (about 2.5 minutes)
-.venv/bin/alloclab setup allocators
-# HammerDB 4.12, the seeds' TPC-C client, from ../shared/vendor (checked), cached outside the checkout
-.venv/bin/alloclab setup hammerdb >/dev/null
+# the demo stops here; alloclab builds each of the rest on its first use, with a progress line
+if [ "$MODE" != demo ]; then
+  # the memory-account helper preloaded into servers (liballoclab_account.so, beside the driver)
+  cargo build --release --quiet --manifest-path driver/account/Cargo.toml --target-dir driver/target
+  # flame graphs (inferno), cached outside the checkout
+  TOOLS=${XDG_CACHE_HOME:-$HOME/.cache}/alloclab/tools
+  if [ ! -x "$TOOLS/bin/inferno-flamegraph" ] || [ ! -x "$TOOLS/bin/inferno-diff-folded" ]; then
+    say "installing inferno (flame graphs) into $TOOLS (about a minute)"
+    cargo install --quiet --locked inferno --root "$TOOLS"
+  fi
+  # the allocators built from crates' bundled sources (jemalloc@5.3.1, mimalloc@2/@3, Google's
+  # TCMalloc, snmalloc, rpmalloc), once, into ~/.cache/alloclab/allocators (about 2.5 minutes)
+  .venv/bin/alloclab setup allocators
+  # HammerDB 4.12, the seeds' TPC-C client, from ../shared/vendor (checked), cached outside the checkout
+  .venv/bin/alloclab setup hammerdb >/dev/null
+fi
 say "ready: $ROOT/.venv/bin/alloclab (add $ROOT/.venv/bin to PATH, or: source .venv/bin/activate)"
 
 # the studies' stack (Debian trixie root, MariaDB 11.8, TideSQL), cached outside the checkout
@@ -119,7 +131,16 @@ fi
 case "$MODE" in
   install|stack) ;;
   demo)
-    exec .venv/bin/alloclab run "$@" ;;
+    # the default study's budget: what is left of ten minutes after setup, less a minute for its
+    # report (unless the flags give a budget or a number of runs)
+    args=("$@")
+    case " $* " in *" --budget"*|*" --runs"*|*" --preset"*) ;; *)
+      left=$((600 - SECONDS - 60)); [ $left -lt 120 ] && left=120
+      say "setup took $((SECONDS / 60))m$(printf %02d $((SECONDS % 60)))s; the default study gets what is left of ten minutes: --budget ${left}s"
+      args+=(--budget "${left}s") ;;
+    esac
+    export ALLOCLAB_DEFER_TOOLS=1  # flame graphs: inferno is installed by the next alloclab report
+    exec .venv/bin/alloclab run "${args[@]}" ;;
   test)
     say "linters: cargo fmt, clippy, ruff, import-linter (the layers)"
     cargo fmt --manifest-path driver/Cargo.toml --check

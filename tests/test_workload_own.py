@@ -77,19 +77,20 @@ def test_runs_csv_has_a_workloads_columns_only_where_the_study_has_that_workload
     s.create({"name": "x"}, {})
     s.append(_row("read"))
     header = (tmp_path / "study" / "runs.csv").read_text().splitlines()[0].split(",")
-    assert header == RunRow.columns()  # a key-value study: no NOPM, no warehouses, no life
+    # a key-value study: its values' smallest size, no NOPM, no warehouses, no life
+    assert header == RunRow.columns() + ["value_bytes_min"]
     s.append(_row("tpcc", warehouses=4, nopm=123.0, tpcc_mode="rows"))
     s.append(_row("life", settled_rss_bytes=5 << 20, oom_killed=True, oom_cycle=2))
     with open(tmp_path / "study" / "runs.csv") as f:
         recs = list(csv.DictReader(f))
     assert list(recs[0])[-len(fields(LifeColumns)):] == [f.name for f in fields(LifeColumns)]
     assert {k for k in recs[0] if k not in RunRow.columns()} == {f.name for f in fields(TPCCColumns)} | {
-        f.name for f in fields(LifeColumns)}
+        f.name for f in fields(LifeColumns)} | {"value_bytes_min"}
     assert recs[0]["nopm"] == "" and recs[0]["oom_killed"] == ""  # a read row leaves the others' empty
     rows = s.rows()
     assert rows[1].own.nopm == 123.0 and rows[1].value("warehouses") == 4 and rows[1].value("oom_killed") is None
     assert rows[2].own.oom_killed is True and rows[2].own.oom_cycle == 2
-    assert rows[0].value("nopm") is None and rows[0].own == columns.NoColumns()
+    assert rows[0].value("nopm") is None and rows[0].own.value_bytes_min == 0
 
 
 def test_a_row_refuses_a_column_its_workload_does_not_have():

@@ -7,10 +7,12 @@ environment variable, a log line) counts as proof.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -168,7 +170,7 @@ def unavailable() -> dict[str, str]:
         if e.refused or e.name in refused:
             out[e.name] = e.refused or refused[e.name]
         elif e.source == CRATE:
-            out[e.name] = f"not built yet: alloclab setup allocators {e.name}"
+            out[e.name] = f"built on its first use (or now: alloclab setup allocators {e.name})"
         else:
             out[e.name] = f"not installed: apt-get install {e.package}"
     return out
@@ -190,6 +192,22 @@ def _not_here(name: str) -> AlloclabError:
                              f"build it (offline, from crate {e.crate.name} {e.crate.version}): "
                              f"alloclab setup allocators {name}")
     return AlloclabError(f"allocator '{name}' is not installed", install_hint([name]))
+
+
+def _first_use(name: str) -> Allocator:
+    """A source-built allocator named before it was built: built now, offline from its crate's
+    sources, with a progress line (once; the cache keeps it). Any other missing one: why, and
+    what to do."""
+    e = BY_NAME[name]
+    if e.source != CRATE or e.refused or name in build.refusals():
+        raise _not_here(name)
+    say = functools.partial(print, file=sys.stderr, flush=True)
+    say(f"alloclab: {name} is built from sources on its first use (a minute at most; "
+        "alloclab setup allocators builds them all)")
+    made = build.setup([name], notify=say).get(name) or {}
+    if made.get("refused") or name not in build.built():
+        raise _not_here(name)
+    return _built_allocator(name, build.built()[name])
 
 
 def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
@@ -235,7 +253,7 @@ def parse(spec: str, found: dict[str, Allocator] | None = None) -> Allocator:
     elif name in found:
         alloc = found[name]
     elif name in BY_NAME:
-        raise _not_here(name)
+        alloc = _first_use(name)
     else:
         raise AlloclabError(f"unknown allocator '{name}'",
                             "name one of: " + ", ".join(BY_NAME) + ", or give a library: name=/path/lib.so")

@@ -36,14 +36,38 @@ def locate() -> Path:
 
 
 def locate_link(base: str) -> Path:
-    """The driver built with `base` linked in (alloclab-driver-<base>, beside the driver)."""
+    """The driver built with `base` linked in (alloclab-driver-<base>, beside the driver), built
+    from this checkout on its first use where it is not (./setup.sh test builds them all)."""
     main = locate().resolve()
     exe = main.parent / f"{BINARY}-{base}"
     if not (exe.is_file() and os.access(exe, os.X_OK)):
+        _build(f"the driver with {base} linked in", ["--features", f"link-{base}"], exe.name)
+        _build("the driver", [], None)  # the plain driver again: the builds share target/release
+    if not (exe.is_file() and os.access(exe, os.X_OK)):
         raise AlloclabError(f"the driver with {base} linked in ({exe}) is not built",
-                            f"run ./setup.sh (it builds them), or: cargo build --release --manifest-path "
+                            f"run ./setup.sh test (it builds them), or: cargo build --release --manifest-path "
                             f"driver/Cargo.toml --features link-{base} and copy the binary to {exe.name}")
     return exe
+
+
+def _build(what: str, features: list[str], copy_to: str | None, manifest: str = "driver/Cargo.toml") -> None:
+    """Build a part of the driver from this checkout with cargo, on its first use, with a progress
+    line; a checkout without the driver's sources or a machine without cargo builds nothing (the
+    caller then says what to do)."""
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not (REPO_ROOT / manifest).is_file() or not os.access(cargo, os.X_OK):
+        return
+    print(f"alloclab: building {what} on its first use (about a minute)", file=sys.stderr, flush=True)
+    rel = REPO_ROOT / "driver" / "target" / "release"
+    p = subprocess.run([cargo, "build", "--release", "--quiet", "--manifest-path", str(REPO_ROOT / manifest),
+                        "--target-dir", str(REPO_ROOT / "driver" / "target"), *features],
+                       capture_output=True, text=True,
+                       env={"ROCKSDB_LIB_DIR": "/usr/lib/x86_64-linux-gnu", **os.environ})
+    if p.returncode != 0:
+        raise AlloclabError(f"building {what} failed: {p.stderr.strip()[-600:]}", "run ./setup.sh, then try again")
+    if copy_to:
+        shutil.copy2(rel / BINARY, rel / f"{copy_to}.tmp")
+        os.replace(rel / f"{copy_to}.tmp", rel / copy_to)
 
 
 ACCOUNT_LIBRARY = "liballoclab_account.so"
@@ -51,12 +75,19 @@ ACCOUNT_LIBRARY = "liballoclab_account.so"
 
 def account_library() -> Path | None:
     """The helper preloaded into servers to read the allocator's account (built beside the
-    driver by setup.sh); None where it is not built."""
+    driver by ./setup.sh test, or on a server study's first run: ensure_account); None where it
+    is not built."""
     try:
         lib = locate().resolve().parent / ACCOUNT_LIBRARY
     except AlloclabError:
         return None
     return lib if lib.is_file() else None
+
+
+def ensure_account() -> None:
+    """Preflight of a study with servers: the account helper built from this checkout if it is not."""
+    if account_library() is None:
+        _build("the allocator-account helper for servers", [], None, "driver/account/Cargo.toml")
 
 
 @functools.lru_cache(maxsize=8)

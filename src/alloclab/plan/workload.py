@@ -40,8 +40,9 @@ def extra_settings(c: dict) -> str:
 
 class Workload:
     """The questions every workload answers. The plan's, the verdicts' and the report's are
-    asked by the layers below `alloclab.workloads`; the run's (`run_kind`, `driver_args`,
-    `summary_fields`) by the runner; the CLI's (`add_flags`, `apply_flags`) by the CLI."""
+    asked by the layers below `alloclab.workloads`; the run's (`run_kind`, `driver_args`) by the
+    runner, whose kind of run (run.kinds.RunKind) reads the workload's own measures from the
+    driver's summary (`summary_fields`); the CLI's (`add_flags`, `apply_flags`) by the CLI."""
 
     names: tuple[str, ...] = ()  # the plan's `workload` values it answers to
     # its own parameters (go-tpc's `Config`): a frozen dataclass, a cell's `params`, with every field
@@ -147,10 +148,6 @@ class Workload:
     def driver_reach(self, c, srv) -> list[str]:
         """How the driver, as this workload's client, reaches the server `srv` (its database)."""
         raise AlloclabError(f"workload {c.workload} has no client for a server", "run it on an embedded engine")
-
-    def summary_fields(self, summary: dict) -> dict[str, float]:
-        """Row fields of its own from the driver's summary of a run."""
-        return {}
 
     # --- its analysis and report (alloclab.answers and alloclab.report ask these) -------------
     def section_data(self, study, rows: list) -> dict:

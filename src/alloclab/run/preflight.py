@@ -45,7 +45,10 @@ def preflight(plan: Plan, progress) -> Path:
                                     "alloclab setup allocators")
     if servers:
         sysbench.binary()
+        driver.ensure_account()
     if any(c.client == HAMMERDB for c in plan.cells()):
+        if not hammerdb.installed():  # on its first use, from ../shared/vendor (checked)
+            hammerdb.install(notify=progress.message if progress else print)
         hammerdb.check_available()
     if any(t.stack for t in servers):
         stack.ensure([t.tidesql for t in servers if t.tidesql], notify=progress.message if progress else print)

@@ -26,9 +26,24 @@ class KVParams:
     value_bytes_min: int = 0
 
 
+@dataclass(frozen=True)
+class KVColumns:
+    """A key-value run's own column: its cell's smallest value (0: every value value_bytes long),
+    which tells two cells of the same value_bytes apart."""
+
+    value_bytes_min: int = 0
+
+
+def values(c: dict) -> str:
+    """A cell's values as its labels say them: v4096, or v128-4096 where they are of mixed sizes."""
+    low = c.get("value_bytes_min") or 0
+    return f"v{f'{low}-' if low else ''}{c['value_bytes']}"
+
+
 class KeyValue(Workload):
     names = KV_WORKLOADS
-    Params = KVParams
+    Params, Columns = KVParams, KVColumns
+    cell_keys = ("value_bytes_min",)
     schema = {"value_bytes_min": size(1)}
     keys = frozenset(schema)
 
@@ -53,10 +68,10 @@ class KeyValue(Workload):
                 f"{c.value_bytes}/b{c.batch}/t{c.threads}{prof}")
 
     def settings(self, c: dict) -> str:
-        return f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}{extra_settings(c)}"
+        return f"{c['workload']} {c['pattern']} k{c['key_bytes']} {values(c)} b{c['batch']}{extra_settings(c)}"
 
     def params(self, c: dict) -> str:
-        return (f"{c['workload']} {c['pattern']} k{c['key_bytes']} v{c['value_bytes']} b{c['batch']}"
+        return (f"{c['workload']} {c['pattern']} k{c['key_bytes']} {values(c)} b{c['batch']}"
                 f"{profile_suffix(c)} t{c['threads']}")
 
     def describe(self, c) -> str:
