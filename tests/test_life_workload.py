@@ -554,6 +554,21 @@ def test_a_smoke_life_on_rocksdb_records_its_phases_and_both_accounts(tmp_path, 
     from alloclab.answers.lives import life_table
     t = life_table(analyse.load(out), rows)
     assert [x[2] for x in t.rows] == ["glibc", "jemalloc"] and all(x[11] != "–" for x in t.rows), t.rows
+    # the limit it found, checked: the lives again under it, and 60 % below it, where the kernel kills
+    # the driver (the engine inside it) for memory: an outcome at its cycle, never a failed run
+    from alloclab.answers import sentences
+    from alloclab.answers.lives import needed
+    from alloclab.study import limits
+    need = needed(rows)
+    done = limits.check(out, below_pct=60, lives=1, progress=Progress(0, stream=io.StringIO(), live=False))
+    assert all(d.failed == 0 and d.invalid == 0 and d.ok == 2 for d in done.values()), done
+    s = analyse.load(out)
+    below = {u: e for u, e in s.checks["below"].items()}
+    assert {u: e["limit"] for u, e in below.items()} == {u: -(-int(b * 0.4) // 2**20) * 2**20 for u, b in need.items()}
+    assert all(e["rows"][0].own.oom_killed and e["rows"][0].own.oom_cycle for e in below.values()), below
+    assert {u: e["limit"] for u, e in s.checks["at"].items()} == {u: -(-b // 2**20) * 2**20 for u, b in need.items()}
+    line = next(x for x in sentences.build(s).lines if "memory it needs" in x)
+    assert line.count("(at it: ") == 2 and line.count(" MiB: 1 of 1 killed)") == 2, line
 
 # kept by the shim: 15.94 MiB/s in steps of 8 MiB, which fall anywhere in an idle phase's tail: the
 # settled values scatter by a few MiB, as a real server's do, so that the interval is a real one

@@ -175,7 +175,7 @@ def test_the_same_folder_three_times_has_tau_zero(real, tmp_path):
     copies = [_third(real["machine-a"], tmp_path / f"copy{i}", "6.18.44-fc-v782") for i in range(2)]
     studies = [analyse.load(p) for p in (real["machine-a"], *copies)]
     lines, t = compare.new_machine_of(studies)
-    assert "in another study on this machine" in lines[1] and "(3 studies" in lines[1]
+    assert "in another study on this machine" in lines[1] and "comparisons of 3 studies" in lines[-1]
     for r in t.raw:
         assert r[12] == 0  # τ
         ci, pi = math.log(r[11] / r[10]), math.log(r[14] / r[13])
@@ -300,3 +300,39 @@ def test_verify_still_names_the_problems_of_a_results_folder(tmp_path, capsys):
     (tmp_path / "v1" / "MANIFEST.sha256").unlink()
     assert cli.main(["verify", str(tmp_path / "v1")]) == 1
     assert "1 problem(s) against MANIFEST.sha256" in capsys.readouterr().err
+
+
+# --- three machines or more: τ shared by a metric's comparisons, calibrated by leaving one out --
+
+
+def test_the_three_machines_predict_with_a_shared_tau_and_say_its_calibration():
+    """machine-a, -b and -c of the replication store: each comparison alone has t with 1 degree of
+    freedom (12.7) and a range of ±45 %; τ shared by the three throughput comparisons has 5 (2.57),
+    and each machine left out in turn falls inside the other two's intervals."""
+    studies = [analyse.load(REAL.parent.parent.parent / "bench" / "data" / "replication" / m)
+               for m in ("machine-a", "machine-b", "machine-c")]
+    sh = replicate.shared([s.verdicts() for s in studies], "throughput", 0.04)
+    assert sh.df == 5 and len(sh.preds) == 3 and sh.usable and sh.loo_total == 9
+    assert 0.01 < sh.tau < 0.04 and sh.loo_inside >= 8
+    alone = {p.key: p for p in replicate.new_machine([s.verdicts() for s in studies]) if p.key[0] == "throughput"}
+    for p in sh.preds:  # narrower than each comparison alone, around the same pooled ratio
+        assert p.pi_high / p.pi_low < alone[p.key].pi_high / alone[p.key].pi_low
+        assert math.log(p.pi_high / p.ratio) <= math.log(1.08)
+    lines, _t = compare.new_machine_of(studies)
+    assert len(lines) == 5 and lines[-1].startswith("- (τ ") and "t with 5 degrees of freedom" in lines[-1]
+    assert f"fell inside the others' intervals {sh.loo_inside} times of 9" in lines[-1]
+
+
+def test_machines_that_differ_widely_get_the_reason_and_the_machines_it_would_take():
+    """Three machines whose ratios spread by about 6 % give no usable interval at ±4 %: one line
+    says so, with τ and how many machines a usable one would take; a spread of 40 % takes none."""
+    def machines(spread):
+        return [[verdict(r * math.exp(spread * d), 0.01, variant=v) for r, v in ((1.0, "jemalloc"), (0.95, "tcmalloc"))]
+                for d in (-1, 0, 1)]
+    sh = replicate.shared(machines(0.03), "throughput", 0.04)
+    assert not sh.usable and sh.needed and sh.needed > 3
+    (line,) = replicate.shared_sentences(sh)
+    assert line.startswith("on a new machine of this kind: no usable interval from 3 machines (τ ")
+    assert f"about {sh.needed} machines would make it ±8 %" in line and "calibration: " in line
+    wide = replicate.shared(machines(0.2), "throughput", 0.04)
+    assert wide.needed is None and "no number of machines would" in replicate.shared_sentences(wide)[0]

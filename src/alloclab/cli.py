@@ -22,6 +22,7 @@ from alloclab.plan import workload as workload_mod
 from alloclab.report import to_markdown
 from alloclab.results.store import Store, check_can_make
 from alloclab.servers import stack
+from alloclab.study import limits as limit_checks
 from alloclab.study.progress import Progress
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE = 0, 3, 2
@@ -100,6 +101,20 @@ def cmd_run(a: argparse.Namespace) -> int:
     progress.message(f"results: {out}")
     result = study.run(plan, out, progress)
     return _finish(result, out)
+
+
+def cmd_limits(a: argparse.Namespace) -> int:
+    out = Path(a.dir)
+    done = limit_checks.check(out, a.below, a.lives, Progress(0, live=False if a.quiet else None))
+    md = report.build(out)
+    answers = md.parent / "answers.md"
+    if answers.exists():
+        print(answers.read_text())
+    for level, result in done.items():
+        print(f"lives {level} the limit: {result.ok} ok, {result.failed} failed, {result.invalid} invalid of "
+              f"{result.total} (a kill is an outcome, not a failure)")
+    print(f"report: {md.with_suffix('.html')} (the limit table: tables/life_limit.csv)")
+    return EXIT_OK if not any(r.failed or r.invalid for r in done.values()) else EXIT_FAILED_RUNS
 
 
 def cmd_allocators(a: argparse.Namespace) -> int:
@@ -257,6 +272,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="plain lines, no live display")
     r.add_argument("--resume", metavar="DIR", help="finish a study that was interrupted: finished runs are kept")
     r.set_defaults(fn=cmd_run)
+    li = sub.add_parser("limits", help="check the memory limits a study of lives found: its lives again under "
+                        "a cgroup limit of what each needs, and of less")
+    li.add_argument("dir", help="the study's results folder (memory-life)")
+    li.add_argument("--below", type=_percent, default=10.0, metavar="PCT",
+                    help="the second limit, this share below what each needs (default 10)")
+    li.add_argument("--lives", type=int, default=2, help="rounds of lives at each limit (default 2)")
+    li.add_argument("--quiet", action="store_true", help="no progress lines")
+    li.set_defaults(fn=cmd_limits)
     al = sub.add_parser("allocators", help="list the allocator catalog: version, source, usable here or why "
                         "not, proved in the last run, tunings")
     al.set_defaults(fn=cmd_allocators)

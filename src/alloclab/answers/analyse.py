@@ -38,6 +38,9 @@ class Study:
     # profiled runs (perf) and runs counting the allocator's calls (uprobes): separate runs,
     # slowed by their instruments, never in `rows` and so never in the statistics
     aux: list[RunRow] = field(default_factory=list)
+    # the lives that checked the limit the study found (alloclab limits): level ("at", "below") ->
+    # (cell key, allocator) -> their rows, from the folders limits/<level>
+    checks: dict = field(default_factory=dict)
 
     @property
     def design(self) -> Design:
@@ -238,7 +241,28 @@ def load(root: Path) -> Study:
     rows = s.rows()
     return Study(root=Path(root), rows=[r for r in rows if r.purpose == "measure"], plan=s.read_json("plan.json"),
                  machine=s.read_json("machine.json"), schedule=sched,
-                 aux=[r for r in rows if r.purpose != "measure"])
+                 aux=[r for r in rows if r.purpose != "measure"], checks=_checks(Path(root)))
+
+
+LIMIT_CHECKS = ("at", "below")  # the lives that check a study's limit: in limits/<level> (study.limits)
+
+
+def _checks(root: Path) -> dict:
+    """level -> (cell key, allocator) -> the lives that checked the limit: their measured rows and
+    the limit they had (their plan's unit_memory)."""
+    out: dict = {}
+    for level in LIMIT_CHECKS:
+        folder = root / "limits" / level
+        if (folder / "runs.csv").is_file():
+            store = Store(folder)
+            limits = store.read_json("plan.json").get("unit_memory") or {}
+            got: dict = {}
+            for r in store.rows():
+                if r.purpose == "measure":
+                    got.setdefault((r.cell, r.allocator), {"rows": [], "limit": limits.get(f"{r.cell}|{r.allocator}")})
+                    got[(r.cell, r.allocator)]["rows"].append(r)
+            out[level] = got
+    return out
 
 
 def sort_key(cell: tuple) -> tuple:

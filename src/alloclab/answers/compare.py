@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from alloclab.answers import analyse, metrics, stats
 from alloclab.answers.metrics import METRICS
-from alloclab.answers.replicate import NewMachine, between_folders, new_machine, new_machine_sentences, replicate
+from alloclab.answers.replicate import (
+    NewMachine,
+    between_folders,
+    new_machine,
+    new_machine_sentences,
+    replicate,
+    shared,
+    shared_sentences,
+)
 from alloclab.answers.table import Table, fmt_cmp, params
 from alloclab.core.errors import AlloclabError
 from alloclab.host.machine import MACHINE_KEYS
@@ -208,8 +216,10 @@ def new_machine_of(studies: list[analyse.Study]) -> tuple[list[str], Table]:
     """Folders -> the lines on throughput (a heading and one bullet per comparison) and the table
     of every comparison, at the first folder's margin."""
     (on, unit), margin = where(studies), studies[0].design.margin
-    preds = new_machine([s.verdicts() for s in studies], margin)
-    lines = new_machine_sentences(preds, on, unit)
+    verdicts = [s.verdicts() for s in studies]
+    preds = new_machine(verdicts, margin)
+    sh = shared(verdicts, "throughput", margin)  # three machines or more: τ shared by the comparisons
+    lines = shared_sentences(sh, on, unit) if sh else new_machine_sentences(preds, on, unit)
     head = [f"What to expect, {metrics.words('throughput')} (95 % prediction interval; verdict within "
             f"±{100 * margin:g} %):"] if lines else []
     return head + [f"- {x}" for x in lines], new_machine_table(preds, [s.root.name for s in studies], margin, on, unit)

@@ -265,11 +265,12 @@ def life_table(study: analyse.Study, rows: list) -> Table:
     return t
 
 
-def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]]) -> str:
+def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]], checks: dict | None = None) -> str:
     """"memory it needs (...): glibc 412 MiB, 1.7× the engine's account; ..." of a life whose runs
     read their cgroup's charge: per allocator, the highest unreclaimable charge (anonymous and
     shared memory) of its lives, the least a container's limit may be, and its multiple of the
-    engine's own account at its highest; "" where no life read it."""
+    engine's own account at its highest; with what the lives that checked it did (`checks`,
+    Study.checks): at the limit, and below it; "" where no life read it."""
     vs = max(lived.values(), key=len)
     units = [tuple(vs[0].base_unit)] + [tuple(v.var_unit) for v in vs]
     parts = []
@@ -279,13 +280,41 @@ def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]]) ->
             continue
         most, times = _need(got)
         parts.append((most, f"{short_name(unit[1])} {most / MIB:,.0f} MiB"
-                      + (f", {times:.2f}× the engine's account" if times else "")))
+                      + (f", {times:.2f}× the engine's account" if times else "") + checked(unit, checks)))
     if not parts:
         return ""
     n = min(len([r for r in by_unit.get(u, []) if r.purpose == "measure"]) for u in units)
     over = "its one life" if n == 1 else f"the highest of {n} or more lives"
     return (f"memory it needs (the kernel's unreclaimable charge of its cgroup, {over}; the least limit to give "
             "it): " + "; ".join(w for _, w in sorted(parts)))
+
+
+def needed(rows: list) -> dict[tuple, int]:
+    """(cell key, allocator) -> the memory its lives need (the highest unreclaimable charge), for
+    every unit whose lives read their cgroup's charge: the limits the checking lives are given."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for r in rows:
+        if r.purpose == "measure" and r.value("unreclaimable_peak_bytes"):
+            groups[(r.cell, r.allocator)].append(r)
+    return {u: _need(mine)[0] for u, mine in groups.items()}
+
+
+def check_outcomes(entry: dict | None) -> tuple[int, int, int]:
+    """The lives that checked a limit (an entry of Study.checks): how many, how many were killed,
+    and the limit they had (bytes)."""
+    rows = (entry or {}).get("rows") or []
+    return len(rows), sum(1 for r in rows if r.own.oom_killed), (entry or {}).get("limit") or 0
+
+
+def checked(unit: tuple, checks: dict | None) -> str:
+    """" (at it: 4 of 4 lived; at 287 MiB: 3 of 4 killed)" where lives checked the limit."""
+    said = []
+    for level in ("at", "below"):
+        n, killed, limit = check_outcomes(((checks or {}).get(level) or {}).get(unit))
+        if n:
+            where = "at it" if level == "at" else f"at {limit / MIB:,.0f} MiB"
+            said.append(f"{where}: {n - killed} of {n} lived" if not killed else f"{where}: {killed} of {n} killed")
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def _need(rows: list) -> tuple[int, float | None]:
@@ -296,18 +325,22 @@ def _need(rows: list) -> tuple[int, float | None]:
     return most, most / account if account else None
 
 
-def limit_table(rows: list) -> Table:
-    """Per life and allocator: what the kernel charged its cgroup, the memory to give it."""
+def limit_table(rows: list, checks: dict | None = None) -> Table:
+    """Per life and allocator: what the kernel charged its cgroup, the memory to give it, and what
+    the lives that checked it did (Study.checks)."""
     t = Table("life_limit", "The memory limit a server needs over its life (the kernel's charge of its cgroup)",
               ["engine", "life", "allocator", "lives", "needs (MiB, highest)", "median (MiB)", "95 % CI (MiB)",
-               "× the engine's account", "kernel's peak (MiB)", "OOM-killed"],
+               "× the engine's account", "kernel's peak (MiB)", "OOM-killed", "at the limit: killed",
+               "below it: limit (MiB)", "below it: killed"],
               note="Unreclaimable: anonymous and shared memory in the cgroup's memory.stat (v1: rss + shmem; v2: "
                    "anon + shmem), sampled at 20 Hz over the whole life; its highest over the lives is the least "
                    "limit a container may set (page cache, which the kernel reclaims under a limit before it kills, "
                    "left out). Kernel's peak: memory.max_usage_in_bytes (v1) or memory.peak (v2), page cache "
                    "included. × the engine's account: the highest unreclaimable charge over the engine's own "
                    "account at its highest (MariaDB's Memory_used, RocksDB's caches and memtables, PostgreSQL's "
-                   "memory contexts; PostgreSQL's shared buffers are charged but not in its account).")
+                   "memory contexts; PostgreSQL's shared buffers are charged but not in its account). At and below the "
+                   "limit: lives run again under a cgroup limit of the memory they need and of less (alloclab limits), "
+                   "killed of how many.")
     groups: dict[tuple, list] = defaultdict(list)
     for r in rows:
         if r.purpose == "measure" and r.value("unreclaimable_peak_bytes"):
@@ -318,10 +351,14 @@ def limit_table(rows: list) -> Table:
         ci = stats.bootstrap_ci(peaks) if len(peaks) >= 3 else None
         kernel = _median(r.own.cgroup_peak_bytes for r in mine)
         killed = sum(1 for r in mine if r.own.oom_killed)
+        at, below = (check_outcomes(((checks or {}).get(level) or {}).get((mine[0].cell, alloc)))
+                     for level in ("at", "below"))
         t.add([cell[0], params(cell), short_name(alloc), str(len(mine)), f"{max(peaks):,.0f}",
                f"{stats.median(peaks):,.0f}",
                f"{ci[0]:,.0f}–{ci[1]:,.0f}" if ci else "–", fmt_num(times, ".2f"),
-               fmt_num(None if kernel is None else kernel / MIB, ",.0f"), f"{killed} of {len(mine)}"],
+               fmt_num(None if kernel is None else kernel / MIB, ",.0f"), f"{killed} of {len(mine)}",
+               f"{at[1]} of {at[0]}" if at[0] else "–", f"{below[2] / MIB:,.0f}" if below[0] else "–",
+               f"{below[1]} of {below[0]}" if below[0] else "–"],
               [cell[0], params(cell), alloc, len(mine), max(peaks), stats.median(peaks), ci and ci[0], ci and ci[1],
-               times, kernel, killed])
+               times, kernel, killed, at[1] if at[0] else None, below[2] or None, below[1] if below[0] else None])
     return t

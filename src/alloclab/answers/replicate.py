@@ -17,6 +17,7 @@ Pure: studies' verdicts in, replications out (decide makes the verdicts, from st
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -176,6 +177,122 @@ def new_machine(studies: list[list[Verdict]], margin: float = DEFAULT_MARGIN) ->
     keys = sorted({k for d in by_key for k in d}, key=lambda k: [str(x) for x in k])
     out = [predict([d.get(k) for d in by_key], margin) for k in keys]
     return [p for p in out if p is not None]
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What to expect on a new machine, one metric's comparisons together: the spread between
+    machines (τ) they share, each comparison's prediction interval with it, how often leaving
+    one machine out put its ratio inside the others' interval, and whether the interval is usable
+    (at most twice the margin wide on either side), else how many machines it would take."""
+
+    metric: str
+    tau: float  # the shared τ (SD of the log ratio between machines)
+    df: int  # of the prediction intervals' t: Σ(k − 1) − 1 over the comparisons
+    preds: tuple[NewMachine, ...]
+    loo_inside: int  # left-out machines' ratios inside the others' interval ...
+    loo_total: int  # ... of this many (machines × comparisons)
+    usable: bool
+    needed: int | None  # machines a usable interval would take (None: no number would)
+    limit: float  # the usable half-width (log)
+
+
+def _moments(groups: list[list[Verdict]]) -> tuple[float, int]:
+    """τ² shared by comparisons (DerSimonian–Laird's moments summed over them: Q, its degrees of
+    freedom and c), and its degrees of freedom Σ(k − 1)."""
+    q = dfs = c = 0.0
+    for have in groups:
+        w = [1 / v.se_log ** 2 for v in have]
+        sw = sum(w)
+        fixed = sum(wi * v.mean_log for wi, v in zip(w, have)) / sw
+        q += sum(wi * (v.mean_log - fixed) ** 2 for wi, v in zip(w, have))
+        dfs += len(have) - 1
+        c += sw - sum(wi ** 2 for wi in w) / sw
+    return (max(0.0, (q - dfs) / c) if c > 0 else 0.0), int(dfs)
+
+
+def _pooled(have: list[Verdict], tau2: float) -> tuple[float, float]:
+    ws = [1 / (v.se_log ** 2 + tau2) for v in have]
+    return sum(w * v.mean_log for w, v in zip(ws, have)) / sum(ws), math.sqrt(1 / sum(ws))
+
+
+def _t(df: int, confidence: float) -> float:
+    return float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, max(1, df)))
+
+
+def shared(studies: list[list[Verdict]], metric: str, margin: float = DEFAULT_MARGIN,
+           confidence: float = PREDICTION) -> Shared | None:
+    """One metric's comparisons over the studies (each study a machine), τ shared by them: each
+    comparison's μ ± t(Σ(k − 1) − 1)·√(τ² + SE(μ)²), and its calibration by leaving each machine
+    out in turn (the others' interval for its ratio, its own SE added). None with fewer than two
+    studies with an interval for any comparison, or three machines in all."""
+    by_key = [{key(v): v for v in vs if v.metric == metric} for vs in studies]
+    keys = sorted({k for d in by_key for k in d}, key=lambda k: [str(x) for x in k])
+    rows = [[d.get(k) for d in by_key] for k in keys]
+    groups = [[v for v in r if v is not None and v.mean_log is not None and v.se_log] for r in rows]
+    if len(studies) < 3 or not any(len(g) >= 2 for g in groups):
+        return None
+    tau2, dfs = _moments([g for g in groups if len(g) >= 2])
+    df = max(1, dfs - 1)
+    preds = []
+    for g in (g for g in groups if len(g) >= 2):
+        mu, se = _pooled(g, tau2)
+        half = _t(df, confidence) * math.sqrt(tau2 + se ** 2)
+        lo, hi = math.exp(mu - half), math.exp(mu + half)
+        z = float(_scipy_stats.norm.ppf(1 - (1 - confidence) / 2))
+        word = decide.interval_word(metric, lo, hi, margin, ((metric, g[0].margin_or(margin)),))
+        preds.append(NewMachine(key(g[0]), len(g), math.exp(mu), math.exp(mu - z * se), math.exp(mu + z * se),
+                                math.sqrt(tau2), lo, hi, df, NOT_KNOWN if word == UNDECIDED else word,
+                                f"τ shared by the {metric} comparisons"))
+    inside = total = 0
+    for i in range(len(studies)):  # each machine left out: the others' interval for its ratio
+        others = [[v for j, v in enumerate(r) if j != i and v in g] for r, g in zip(rows, groups)]
+        t2, d = _moments([o for o in others if len(o) >= 2])
+        for r, o in zip(rows, others):
+            left = r[i]
+            if len(o) < 2 or left is None or left.mean_log is None or not left.se_log:
+                continue
+            mu, se = _pooled(o, t2)
+            total += 1
+            inside += abs(left.mean_log - mu) <= _t(d - 1, confidence) * math.sqrt(t2 + se ** 2 + left.se_log ** 2)
+    limit = math.log(1 + 2 * margin)
+    worst = max(math.log(p.pi_high / p.ratio) for p in preds)
+    return Shared(metric, math.sqrt(tau2), df, tuple(preds), inside, total, worst <= limit,
+                  None if worst <= limit else _machines_needed(tau2, groups, limit, confidence), limit)
+
+
+def _machines_needed(tau2: float, groups: list[list[Verdict]], limit: float, confidence: float) -> int | None:
+    """The fewest machines whose prediction interval would be usable (half-width within `limit`)
+    at this τ and the studies' own precision, for as many comparisons; None where τ alone is too wide."""
+    m = len([g for g in groups if g])
+    se2 = statistics.median(v.se_log ** 2 for g in groups for v in g)
+    if 1.96 * math.sqrt(tau2) >= limit:
+        return None
+    for k in range(3, 200):
+        if _t(m * (k - 1) - 1, confidence) * math.sqrt(tau2 + (tau2 + se2) / k) <= limit:
+            return k
+    return None
+
+
+def shared_sentences(sh: Shared, on: str = "on a new machine of this kind", unit: str = "machines") -> list[str]:
+    """The lines of what to expect with τ shared: one per comparison with its interval and the
+    calibration, or one line saying why no usable interval, and how many machines it would take."""
+    loo = (f"calibration: each of the {unit} left out in turn, its ratios fell inside the others' intervals "
+           f"{sh.loo_inside} times of {sh.loo_total}")
+    if not sh.usable:
+        widest = max(p.pi_high / p.ratio for p in sh.preds)
+        need = (f"about {sh.needed} {unit} would make it ±{_pct0(math.exp(sh.limit)).strip('+ %')} %"
+                if sh.needed else f"no number of {unit} would: they differ by τ {100 * sh.tau:.1f} %, more than "
+                "the margin allows")
+        return [f"{on}: no usable interval from {max(p.k for p in sh.preds)} {unit} (τ {100 * sh.tau:.1f} %, shared "
+                f"by {len(sh.preds)} comparisons, gives ±{100 * (widest - 1):.0f} %); {need} ({loo})"]
+    out = []
+    for p in sh.preds:
+        m, comparison, engine, workload, threads, settings, baseline, variant = p.key
+        out.append(f"{on}: {variant} vs {baseline} ({engine} {workload} t{threads}) between {_pct0(p.pi_low)} and "
+                   f"{_pct0(p.pi_high)}, {p.outcome}")
+    return out + [f"(τ {100 * sh.tau:.1f} % shared by the {len(sh.preds)} comparisons of {p.k} {unit}, t with "
+                  f"{sh.df} degrees of freedom; {loo})"]
 
 
 def _pct0(x: float) -> str:

@@ -164,7 +164,7 @@ def build(study: analyse.Study) -> Answers:
     primary = [v for v in vs if v.metric == "throughput" and not decide.told_apart(v, told)]
     by_unit = _runs_by_unit(study)
     found = study.findings()
-    cells = _cells(vs, primary, by_unit, found, 100 * pol.margin, set(study.turns()))
+    cells = _cells(vs, primary, by_unit, found, 100 * pol.margin, set(study.turns()), study.checks)
     notes = context.between_machines(study) + context.host_state(study) + _caveats(study)
     unanswered = context.unanswered(study)  # read once: it walks every failed row
     sentences = unanswered + cells.sentences + _decided_elsewhere(vs) + notes
@@ -197,7 +197,8 @@ def _runs_by_unit(study: analyse.Study) -> dict[tuple, list]:
     return by_unit
 
 
-def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: float, turns: set) -> _Cells:
+def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: float, turns: set,
+           checks: dict) -> _Cells:
     """Each question's throughput verdicts in a sentence and in short lines; beside them its
     memory: a life's memory verdicts with the leanest allocator, its price in speed and its kills,
     or peak RSS where several allocators compete (which to ship). A life whose throughput is told
@@ -237,7 +238,7 @@ def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: floa
         mem = sorted(memory.get(q, []), key=lambda v: -_effect(v))
         if lived:
             first = next(iter(lived.values()))[0]
-            own += _life_lines(lived, out.price[q], by_unit, margin_pct)
+            own += _life_lines(lived, out.price[q], by_unit, margin_pct, checks)
             out.sentences.append(f"{_where(first)}, over its life: " + "; ".join(
                 f"{metrics.words(name)}: " + "; ".join(phrase(v) for v in got)
                 for name, got in lived.items() if got) + ".")
@@ -252,16 +253,17 @@ def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: floa
     return out
 
 
-def _life_lines(lived: dict, price: list, by_unit: dict, margin_pct: float) -> list[str]:
+def _life_lines(lived: dict, price: list, by_unit: dict, margin_pct: float, checks: dict) -> list[str]:
     """A life's memory verdicts, metric by metric, the leanest allocator with its price in speed
-    (`price`: throughput verdicts), and its kills."""
+    (`price`: throughput verdicts), the memory it needs (with the lives that checked it), and its
+    kills."""
     own = []
     for m in metrics.own():
         got = sorted(lived.get(m.name, []), key=lambda v: -_effect(v))
         if got:
             own.append(f"{m.words} vs {got[0].baseline}: " + "; ".join(short(v, margin_pct) for v in got))
     own.append(leanest(lived, price, margin_pct))
-    need = needs(by_unit, lived)
+    need = needs(by_unit, lived, checks)
     killed = survived(by_unit, max(lived.values(), key=len))
     return own + ([need] if need else []) + ([killed] if killed else [])
 

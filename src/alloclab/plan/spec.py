@@ -51,6 +51,9 @@ class Plan:
     server_cpus: str = ""
     client_cpus: str = ""
     server_memory_bytes: int = 0
+    # a memory limit per (cell, allocator), "cell key|allocator" -> bytes, over server_memory_bytes:
+    # the lives that check the limit a study found (study.limits)
+    unit_memory: dict = field(default_factory=dict)
     warmup_s: float = 0.0
     interval_ms: int = 1000
     run_timeout_s: float = 1800.0
@@ -193,7 +196,8 @@ class Plan:
                 purpose=purpose, slice_s=self.slice_of(cell) if purpose == "measure" else 0.0,
                 side_by_side=self.side_of(cell) if purpose == "measure" else 1,
                 whole_round=self.whole_round and purpose == "measure" and self.side_of(cell) > 1,
-                **self.placement(cell.shape)))
+                **{**self.placement(cell.shape), **({"server_memory_bytes": m} if (
+                    m := self.unit_memory.get(f"{cell.key}|{alloc.name}")) else {})}))
         return specs
 
     @property

@@ -46,10 +46,10 @@ from alloclab.core.errors import AlloclabError
 from alloclab.plan.schema import MAX_THREADS, check_table, choice, seconds, size, text, whole
 from alloclab.plan.workload import Workload, extra_settings, profile_suffix
 from alloclab.report import charts
+from alloclab.workloads.life_embedded import EmbeddedLife
 from alloclab.workloads.life_runs import (
     LIFE_METRICS,
     POOL_CSV,
-    EmbeddedLife,
     LifeColumns,
     LifeKind,
     LifeParams,
@@ -311,7 +311,7 @@ class LifeWorkload(Workload):
         """What each allocator kept, gave back and let creep over its lives, and who was killed."""
         if not rows:
             return []
-        need = limit_table(rows)
+        need = limit_table(rows, a.study.checks)
         return [life_table(a.study, rows)] + ([need] if need.rows else [])
 
     def first_charts(self, a, out) -> list:

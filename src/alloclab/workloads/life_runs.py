@@ -25,8 +25,7 @@ from alloclab.host.backends import POOL_COLUMNS
 from alloclab.host.placement import ChargeWatch, MemoryLimit
 from alloclab.plan import RunSpec
 from alloclab.results.store import write_json
-from alloclab.run.kinds import EmbeddedKind
-from alloclab.run.target import InProcess, OnServer
+from alloclab.run.target import OnServer
 from alloclab.servers.server import pg_bindir, which
 from alloclab.workloads.oltp import ServerOLTP
 
@@ -182,6 +181,26 @@ def charged(target, run_dir, t0: float) -> dict | None:
     return watch.note()
 
 
+def killed_driver(target, run_dir, t0: float) -> tuple[dict, dict]:
+    """An embedded life whose driver the kernel killed under its limit: its outcome (the cycle its
+    events had reached) and the cgroup's charge up to then; it sent no summary to measure more on."""
+    cycle = None
+    try:
+        with open(run_dir / "events.jsonl") as f:
+            for line in f:
+                ev = json.loads(line)
+                if ev.get("type") == "phase" and isinstance(ev.get("life"), dict):
+                    cycle = ev["life"].get("cycle", cycle)
+    except (OSError, ValueError):
+        pass
+    note = {"server_memory_bytes": target.spec.server_memory_bytes, "oom_counter_error": target.oom_error,
+            "oom": {"killed": True, "cycle": cycle, "by": "the driver (the engine inside it)"},
+            "cgroup": charged(target, run_dir, t0)}
+    cg = note["cgroup"] or {}
+    return {"oom_killed": True, "oom_cycle": cycle, "cgroup_peak_bytes": cg.get("peak_bytes"),
+            "unreclaimable_peak_bytes": cg.get("unreclaimable_peak_bytes")}, {"life": note}
+
+
 class Measured:
     """What both kinds of life do after a run: measure it from what the run stored."""
 
@@ -189,6 +208,8 @@ class Measured:
         """The life measured from the stored timeline and the phases its client recorded (moved to
         the samples' clock), and the OOM outcome from the cgroup's counter."""
         got = (watch.summary or {}).get("life")
+        if not got and getattr(target, "killed", False):  # the driver itself, killed under its limit
+            return killed_driver(target, run_dir, timeline.t0)
         if not got:
             return {}, {}
         readings_oom = target.oom_readings if isinstance(target, LifeTarget) else []
@@ -316,46 +337,6 @@ class PoolLife(LifeKind):
                             *(r[k] for k in POOL_COLUMNS[2:]), r["pool_anon_bytes"]])
         note["pool"] = pool_note(rows, note["phases"], note["engine"], t0)
         return life.read_rss(run_dir, POOL_CSV)
-
-
-class EmbeddedLifeTarget(InProcess):
-    """The driver with its engine, in a cgroup of its own: the kernel's charge of it over the life."""
-
-    charge, charge_error, cgroup = None, None, None
-
-    def start(self) -> None:
-        try:
-            self.cgroup = MemoryLimit(f"alloclab-{os.getpid()}-{self.spec.index}", 0)
-            self.join = self.cgroup.attach
-        except AlloclabError as e:
-            self.charge_error = str(e)
-        super().start()
-        if self.cgroup is not None:
-            self.charge = ChargeWatch(self.cgroup).start()
-
-    def stop(self) -> str | None:
-        if self.charge is not None:
-            self.charge.end()
-        why = super().stop()
-        if self.cgroup is not None:
-            self.cgroup.remove()
-        return why
-
-
-class EmbeddedLife(Measured, EmbeddedKind):
-    """A life on an engine inside the driver (`alloclab-driver life`): the engine open throughout,
-    its keys populated first, the allocator under test preloaded into the driver."""
-
-    name = "embedded life"
-
-    def target(self, spec, run_dir, node, data, events):
-        return EmbeddedLifeTarget(spec, run_dir, node.scratch, driver.for_allocator(spec.allocator, node.exe), data,
-                                  events)
-
-    def row_fields(self, spec):
-        c = spec.cell
-        return {"pattern": shape_tag(c), "batch": c.batch, "key_bytes": c.key_bytes, "value_bytes": c.value_bytes,
-                "client": ""}
 
 
 POOL_RAW = "pool-samples.csv"  # the life client's, on CLOCK_MONOTONIC
