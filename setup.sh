@@ -134,7 +134,7 @@ case "$MODE" in
     # the default study's budget: what is left of ten minutes after setup, less a minute for its
     # report (unless the flags give a budget or a number of runs)
     args=("$@")
-    case " $* " in *" --budget"*|*" --runs"*|*" --preset"*) ;; *)
+    case " $* " in *" --budget"*|*" --runs"*|*" --preset"*|*" --resume"*|*" --plan"*) ;; *)
       left=$((600 - SECONDS - 60)); [ $left -lt 120 ] && left=120
       say "setup took $((SECONDS / 60))m$(printf %02d $((SECONDS % 60)))s; the default study gets what is left of ten minutes: --budget ${left}s"
       args+=(--budget "${left}s") ;;

@@ -63,7 +63,7 @@ def main() -> None:
         return
     entries = sorted(p for p in STORE.iterdir() if (p / "runs.csv").is_file())
     newest: dict[str, Path] = {}
-    for e in sorted(entries, key=lambda p: json.loads((p / "rounds.json").read_text()).get("sittings", [{}])[0]
+    for e in sorted(entries, key=lambda p: (json.loads((p / "rounds.json").read_text()).get("sittings") or [{}])[0]
                     .get("started_at", "")):
         newest[fingerprint(e)] = e
     pooled = sorted(newest.values())

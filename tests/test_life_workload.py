@@ -569,6 +569,7 @@ def test_a_smoke_life_on_rocksdb_records_its_phases_and_both_accounts(tmp_path, 
     assert {u: e["limit"] for u, e in s.checks["at"].items()} == {u: -(-b // 2**20) * 2**20 for u, b in need.items()}
     line = next(x for x in sentences.build(s).lines if "memory it needs" in x)
     assert line.count("(at it: ") == 2 and line.count(" MiB: 1 of 1 killed)") == 2, line
+    assert Store(out).verify() == []  # the study's manifest covers them
 
 # kept by the shim: 15.94 MiB/s in steps of 8 MiB, which fall anywhere in an idle phase's tail: the
 # settled values scatter by a few MiB, as a real server's do, so that the interval is a real one

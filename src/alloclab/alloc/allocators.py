@@ -186,7 +186,8 @@ def _not_here(name: str) -> AlloclabError:
     why = e.refused or build.refusals().get(name)
     if why:
         return AlloclabError(f"allocator '{name}' is refused here: {why}",
-                             "leave it out, or see alloclab allocators for what can run")
+                             "leave it out (alloclab allocators lists what can run), or build it again: "
+                             f"alloclab setup allocators {name} --force")
     if e.source == CRATE:
         return AlloclabError(f"allocator '{name}' is not built yet",
                              f"build it (offline, from crate {e.crate.name} {e.crate.version}): "

@@ -16,7 +16,7 @@ from alloclab.answers.metrics import THROUGHPUT, Metric
 from alloclab.answers.replicate import DIFFERS, Replication, key, replicate
 from alloclab.host import machine
 from alloclab.plan.design import Design
-from alloclab.results.store import RunRow, Store
+from alloclab.results.store import RunRow, Store, limit_checks
 
 NOISY_CV = 0.10  # a cell whose coefficient of variation is above this is flagged
 
@@ -241,28 +241,7 @@ def load(root: Path) -> Study:
     rows = s.rows()
     return Study(root=Path(root), rows=[r for r in rows if r.purpose == "measure"], plan=s.read_json("plan.json"),
                  machine=s.read_json("machine.json"), schedule=sched,
-                 aux=[r for r in rows if r.purpose != "measure"], checks=_checks(Path(root)))
-
-
-LIMIT_CHECKS = ("at", "below")  # the lives that check a study's limit: in limits/<level> (study.limits)
-
-
-def _checks(root: Path) -> dict:
-    """level -> (cell key, allocator) -> the lives that checked the limit: their measured rows and
-    the limit they had (their plan's unit_memory)."""
-    out: dict = {}
-    for level in LIMIT_CHECKS:
-        folder = root / "limits" / level
-        if (folder / "runs.csv").is_file():
-            store = Store(folder)
-            limits = store.read_json("plan.json").get("unit_memory") or {}
-            got: dict = {}
-            for r in store.rows():
-                if r.purpose == "measure":
-                    got.setdefault((r.cell, r.allocator), {"rows": [], "limit": limits.get(f"{r.cell}|{r.allocator}")})
-                    got[(r.cell, r.allocator)]["rows"].append(r)
-            out[level] = got
-    return out
+                 aux=[r for r in rows if r.purpose != "measure"], checks=limit_checks(Path(root)))
 
 
 def sort_key(cell: tuple) -> tuple:

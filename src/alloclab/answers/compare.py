@@ -222,4 +222,9 @@ def new_machine_of(studies: list[analyse.Study]) -> tuple[list[str], Table]:
     lines = shared_sentences(sh, on, unit) if sh else new_machine_sentences(preds, on, unit)
     head = [f"What to expect, {metrics.words('throughput')} (95 % prediction interval; verdict within "
             f"±{100 * margin:g} %):"] if lines else []
-    return head + [f"- {x}" for x in lines], new_machine_table(preds, [s.root.name for s in studies], margin, on, unit)
+    t = new_machine_table(preds, [s.root.name for s in studies], margin, on, unit)
+    if sh:  # the lines read τ shared by the comparisons; the table each comparison alone
+        t.note += (f". The lines above take τ shared by the {len(sh.preds)} throughput comparisons ({100 * sh.tau:.1f} "
+                   f"%, t with {sh.df} degrees of freedom), each {unit[:-1]} left out in turn to calibrate it; this "
+                   "table each comparison alone")
+    return head + [f"- {x}" for x in lines], t

@@ -275,7 +275,7 @@ def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]], ch
     units = [tuple(vs[0].base_unit)] + [tuple(v.var_unit) for v in vs]
     parts = []
     for unit in units:
-        got = [r for r in by_unit.get(unit, []) if r.purpose == "measure" and r.value("unreclaimable_peak_bytes")]
+        got = [r for r in by_unit.get(unit, []) if _charged(r)]
         if not got:
             continue
         most, times = _need(got)
@@ -291,29 +291,39 @@ def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]], ch
 
 def needed(rows: list) -> dict[tuple, int]:
     """(cell key, allocator) -> the memory its lives need (the highest unreclaimable charge), for
-    every unit whose lives read their cgroup's charge: the limits the checking lives are given."""
+    every unit whose lives read their cgroup's charge: the limits the checking lives are given.
+    `rows`: the study's valid ones, as its answers read them (Study.valid)."""
     groups: dict[tuple, list] = defaultdict(list)
     for r in rows:
-        if r.purpose == "measure" and r.value("unreclaimable_peak_bytes"):
+        if _charged(r):
             groups[(r.cell, r.allocator)].append(r)
     return {u: _need(mine)[0] for u, mine in groups.items()}
 
 
-def check_outcomes(entry: dict | None) -> tuple[int, int, int]:
-    """The lives that checked a limit (an entry of Study.checks): how many, how many were killed,
-    and the limit they had (bytes)."""
+def _charged(r) -> bool:
+    """A measured life whose cgroup's charge was read, and that lived: a life killed under a limit
+    reached the limit, not what it needs."""
+    return r.purpose == "measure" and bool(r.value("unreclaimable_peak_bytes")) and not r.own.oom_killed
+
+
+def check_outcomes(entry: dict | None) -> tuple[int, int, int, int]:
+    """The lives that checked a limit (an entry of Study.checks): how many ran whole and proved,
+    how many of them were killed, the limit they had (bytes), and how many failed or were not proved
+    (neither lived nor killed)."""
     rows = (entry or {}).get("rows") or []
-    return len(rows), sum(1 for r in rows if r.own.oom_killed), (entry or {}).get("limit") or 0
+    ok = [r for r in rows if r.status == "ok" and r.allocator_verified]
+    return len(ok), sum(1 for r in ok if r.own.oom_killed), (entry or {}).get("limit") or 0, len(rows) - len(ok)
 
 
 def checked(unit: tuple, checks: dict | None) -> str:
     """" (at it: 4 of 4 lived; at 287 MiB: 3 of 4 killed)" where lives checked the limit."""
     said = []
     for level in ("at", "below"):
-        n, killed, limit = check_outcomes(((checks or {}).get(level) or {}).get(unit))
-        if n:
+        n, killed, limit, bad = check_outcomes(((checks or {}).get(level) or {}).get(unit))
+        if n or bad:
             where = "at it" if level == "at" else f"at {limit / MIB:,.0f} MiB"
-            said.append(f"{where}: {n - killed} of {n} lived" if not killed else f"{where}: {killed} of {n} killed")
+            said.append((f"{where}: {n - killed} of {n} lived" if not killed else f"{where}: {killed} of {n} killed")
+                        + (f", {bad} failed" if bad else ""))
     return f" ({'; '.join(said)})" if said else ""
 
 
@@ -342,21 +352,24 @@ def limit_table(rows: list, checks: dict | None = None) -> Table:
                    "limit: lives run again under a cgroup limit of the memory they need and of less (alloclab limits), "
                    "killed of how many.")
     groups: dict[tuple, list] = defaultdict(list)
+    killed_in: dict[tuple, int] = defaultdict(int)  # lives killed under a limit: they reached it, not their need
     for r in rows:
-        if r.purpose == "measure" and r.value("unreclaimable_peak_bytes"):
+        if _charged(r):
             groups[(decide.cell_of(r), r.allocator)].append(r)
+        elif r.purpose == "measure" and r.own.oom_killed:
+            killed_in[(decide.cell_of(r), r.allocator)] += 1
     for (cell, alloc), mine in sorted(groups.items(), key=lambda kv: (analyse.sort_key(kv[0][0]), kv[0][1])):
         peaks = [r.own.unreclaimable_peak_bytes / MIB for r in mine]
         _, times = _need(mine)
         ci = stats.bootstrap_ci(peaks) if len(peaks) >= 3 else None
         kernel = _median(r.own.cgroup_peak_bytes for r in mine)
-        killed = sum(1 for r in mine if r.own.oom_killed)
+        killed = killed_in[(cell, alloc)]
         at, below = (check_outcomes(((checks or {}).get(level) or {}).get((mine[0].cell, alloc)))
-                     for level in ("at", "below"))
+                     for level in ("at", "below"))  # (lives, killed, limit, failed)
         t.add([cell[0], params(cell), short_name(alloc), str(len(mine)), f"{max(peaks):,.0f}",
                f"{stats.median(peaks):,.0f}",
                f"{ci[0]:,.0f}–{ci[1]:,.0f}" if ci else "–", fmt_num(times, ".2f"),
-               fmt_num(None if kernel is None else kernel / MIB, ",.0f"), f"{killed} of {len(mine)}",
+               fmt_num(None if kernel is None else kernel / MIB, ",.0f"), f"{killed} of {len(mine) + killed}",
                f"{at[1]} of {at[0]}" if at[0] else "–", f"{below[2] / MIB:,.0f}" if below[0] else "–",
                f"{below[1]} of {below[0]}" if below[0] else "–"],
               [cell[0], params(cell), alloc, len(mine), max(peaks), stats.median(peaks), ci and ci[0], ci and ci[1],

@@ -17,7 +17,6 @@ Pure: studies' verdicts in, replications out (decide makes the verdicts, from st
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -258,17 +257,17 @@ def shared(studies: list[list[Verdict]], metric: str, margin: float = DEFAULT_MA
     limit = math.log(1 + 2 * margin)
     worst = max(math.log(p.pi_high / p.ratio) for p in preds)
     return Shared(metric, math.sqrt(tau2), df, tuple(preds), inside, total, worst <= limit,
-                  None if worst <= limit else _machines_needed(tau2, groups, limit, confidence), limit)
+                  None if worst <= limit else _machines_needed(tau2, groups, len(preds), limit, confidence), limit)
 
 
-def _machines_needed(tau2: float, groups: list[list[Verdict]], limit: float, confidence: float) -> int | None:
-    """The fewest machines whose prediction interval would be usable (half-width within `limit`)
-    at this τ and the studies' own precision, for as many comparisons; None where τ alone is too wide."""
-    m = len([g for g in groups if g])
-    se2 = statistics.median(v.se_log ** 2 for g in groups for v in g)
-    if 1.96 * math.sqrt(tau2) >= limit:
+def _machines_needed(tau2: float, groups: list[list[Verdict]], m: int, limit: float, confidence: float) -> int | None:
+    """The fewest machines, more than the studies have, whose prediction interval would be usable
+    (half-width within `limit`) at this τ, for `m` comparisons each as precise as the least precise
+    study; None where τ alone is too wide for any number, or it would take more than 1,000."""
+    se2 = max(v.se_log ** 2 for g in groups for v in g)
+    if float(_scipy_stats.norm.ppf(1 - (1 - confidence) / 2)) * math.sqrt(tau2) >= limit:
         return None
-    for k in range(3, 200):
+    for k in range(max(len(g) for g in groups) + 1, 1001):
         if _t(m * (k - 1) - 1, confidence) * math.sqrt(tau2 + (tau2 + se2) / k) <= limit:
             return k
     return None
@@ -282,8 +281,8 @@ def shared_sentences(sh: Shared, on: str = "on a new machine of this kind", unit
     if not sh.usable:
         widest = max(p.pi_high / p.ratio for p in sh.preds)
         need = (f"about {sh.needed} {unit} would make it ±{_pct0(math.exp(sh.limit)).strip('+ %')} %"
-                if sh.needed else f"no number of {unit} would: they differ by τ {100 * sh.tau:.1f} %, more than "
-                "the margin allows")
+                if sh.needed else f"no number of {unit} would: they differ by τ {100 * sh.tau:.1f} %, too much for "
+                "the margin")
         return [f"{on}: no usable interval from {max(p.k for p in sh.preds)} {unit} (τ {100 * sh.tau:.1f} %, shared "
                 f"by {len(sh.preds)} comparisons, gives ±{100 * (widest - 1):.0f} %); {need} ({loo})"]
     out = []
@@ -291,8 +290,8 @@ def shared_sentences(sh: Shared, on: str = "on a new machine of this kind", unit
         m, comparison, engine, workload, threads, settings, baseline, variant = p.key
         out.append(f"{on}: {variant} vs {baseline} ({engine} {workload} t{threads}) between {_pct0(p.pi_low)} and "
                    f"{_pct0(p.pi_high)}, {p.outcome}")
-    return out + [f"(τ {100 * sh.tau:.1f} % shared by the {len(sh.preds)} comparisons of {p.k} {unit}, t with "
-                  f"{sh.df} degrees of freedom; {loo})"]
+    return out + [f"(τ {100 * sh.tau:.1f} % shared by the {len(sh.preds)} comparisons of "
+                  f"{max(p.k for p in sh.preds)} {unit}, t with {sh.df} degrees of freedom; {loo})"]
 
 
 def _pct0(x: float) -> str:

@@ -40,9 +40,10 @@ def locate_link(base: str) -> Path:
     from this checkout on its first use where it is not (./setup.sh test builds them all)."""
     main = locate().resolve()
     exe = main.parent / f"{BINARY}-{base}"
-    if not (exe.is_file() and os.access(exe, os.X_OK)):
-        _build(f"the driver with {base} linked in", ["--features", f"link-{base}"], exe.name)
-        _build("the driver", [], None)  # the plain driver again: the builds share target/release
+    if not (exe.is_file() and os.access(exe, os.X_OK)) and main.parent == REPO_ROOT / "driver" / "target" / "release":
+        # a target folder of its own: the plain driver, which other studies may be starting, stays as it is
+        _build(f"the driver with {base} linked in", ["--features", f"link-{base}"],
+               REPO_ROOT / "driver" / "target" / f"link-{base}", exe)
     if not (exe.is_file() and os.access(exe, os.X_OK)):
         raise AlloclabError(f"the driver with {base} linked in ({exe}) is not built",
                             f"run ./setup.sh test (it builds them), or: cargo build --release --manifest-path "
@@ -50,24 +51,24 @@ def locate_link(base: str) -> Path:
     return exe
 
 
-def _build(what: str, features: list[str], copy_to: str | None, manifest: str = "driver/Cargo.toml") -> None:
+def _build(what: str, features: list[str], target_dir: Path, copy_to: Path | None,
+           manifest: str = "driver/Cargo.toml") -> None:
     """Build a part of the driver from this checkout with cargo, on its first use, with a progress
     line; a checkout without the driver's sources or a machine without cargo builds nothing (the
     caller then says what to do)."""
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     if not (REPO_ROOT / manifest).is_file() or not os.access(cargo, os.X_OK):
         return
-    print(f"alloclab: building {what} on its first use (about a minute)", file=sys.stderr, flush=True)
-    rel = REPO_ROOT / "driver" / "target" / "release"
+    print(f"alloclab: building {what} on its first use (a few minutes)", file=sys.stderr, flush=True)
     p = subprocess.run([cargo, "build", "--release", "--quiet", "--manifest-path", str(REPO_ROOT / manifest),
-                        "--target-dir", str(REPO_ROOT / "driver" / "target"), *features],
-                       capture_output=True, text=True,
+                        "--target-dir", str(target_dir), *features], capture_output=True, text=True,
                        env={"ROCKSDB_LIB_DIR": "/usr/lib/x86_64-linux-gnu", **os.environ})
     if p.returncode != 0:
-        raise AlloclabError(f"building {what} failed: {p.stderr.strip()[-600:]}", "run ./setup.sh, then try again")
-    if copy_to:
-        shutil.copy2(rel / BINARY, rel / f"{copy_to}.tmp")
-        os.replace(rel / f"{copy_to}.tmp", rel / copy_to)
+        raise AlloclabError(f"building {what} failed: {p.stderr.strip()[-600:]}", "run ./setup.sh test, then try again")
+    if copy_to is not None:
+        tmp = copy_to.with_name(copy_to.name + ".tmp")
+        shutil.copy2(target_dir / "release" / BINARY, tmp)
+        os.replace(tmp, copy_to)
 
 
 ACCOUNT_LIBRARY = "liballoclab_account.so"
@@ -84,10 +85,16 @@ def account_library() -> Path | None:
     return lib if lib.is_file() else None
 
 
-def ensure_account() -> None:
-    """Preflight of a study with servers: the account helper built from this checkout if it is not."""
+def ensure_account() -> str | None:
+    """Preflight of a study with servers: the account helper built from this checkout if it is not;
+    why it could not be, or None (the servers then run without the allocator's own account)."""
     if account_library() is None:
-        _build("the allocator-account helper for servers", [], None, "driver/account/Cargo.toml")
+        try:
+            _build("the allocator-account helper for servers", [], REPO_ROOT / "driver" / "target", None,
+                   "driver/account/Cargo.toml")
+        except AlloclabError as e:
+            return str(e)
+    return None if account_library() else "the allocator-account helper (liballoclab_account.so) is not built"
 
 
 @functools.lru_cache(maxsize=8)

@@ -40,17 +40,21 @@ def missing() -> str | None:
     if absent and os.access(cargo, os.X_OK) and not failed.exists() and not defer:
         print(f"alloclab: installing inferno (flame graphs) into {tools_dir()} on its first use (about a minute)",
               file=sys.stderr, flush=True)
-        p = subprocess.run([cargo, "install", "--quiet", "--locked", "inferno", "--root", str(tools_dir())],
-                           capture_output=True, text=True, timeout=1200)
+        try:
+            p = subprocess.run([cargo, "install", "--quiet", "--locked", "inferno", "--root", str(tools_dir())],
+                               capture_output=True, text=True, timeout=1200)
+            said = p.stderr
+        except (OSError, subprocess.SubprocessError) as e:
+            said = str(e)
         absent = [n for n in ("inferno-flamegraph", "inferno-diff-folded") if not tool(n)]
         if absent:
             failed.parent.mkdir(parents=True, exist_ok=True)
-            failed.write_text(p.stderr[-2000:])
+            failed.write_text(said[-2000:])
     if absent and defer and os.access(cargo, os.X_OK):
         return "inferno is not installed yet: alloclab report on this folder installs it (a minute) and draws them"
     if absent:
         return (f"{', '.join(absent)} not installed: cargo install inferno --locked --root {tools_dir()} "
-                "(./setup.sh test does it)")
+                f"(./setup.sh test does it{'; its last try failed: ' + str(failed) if failed.exists() else ''})")
     return None
 
 

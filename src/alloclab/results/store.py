@@ -403,3 +403,28 @@ def _records(p: Path) -> list[tuple[dict, bool]]:
         f.seek(0, os.SEEK_END)
         torn = f.tell() > 0 and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b"\n"
     return [(rec, not (torn and i == len(recs) - 1)) for i, rec in enumerate(recs)]
+
+
+# the lives that check the limits a study found (alloclab limits): in limits/<level> of its folder
+LIMIT_CHECKS = ("at", "below")
+
+
+def limit_checks(root: Path) -> dict:
+    """level -> (cell key, allocator) -> the lives that checked the limit: their measured rows and
+    the limit they had (their plan's unit_memory)."""
+    out: dict = {}
+    for level in LIMIT_CHECKS:
+        folder = root / "limits" / level
+        if (folder / "runs.csv").is_file():
+            store = Store(folder)
+            try:
+                limits, rows = store.read_json("plan.json").get("unit_memory") or {}, store.rows()
+            except (AlloclabError, OSError, ValueError):  # unreadable: the study's own answers stand without it
+                continue
+            got: dict = {}
+            for r in rows:
+                if r.purpose == "measure":
+                    got.setdefault((r.cell, r.allocator), {"rows": [], "limit": limits.get(f"{r.cell}|{r.allocator}")})
+                    got[(r.cell, r.allocator)]["rows"].append(r)
+            out[level] = got
+    return out

@@ -357,8 +357,9 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         os.replace(partial, run_dir / "events.jsonl")
 
     result = None
-    if failure is None and kind.driver_client and not getattr(target, "killed", False):  # a kill is an outcome
-        failure = driver_outcome(watch, exit_code, run_dir / target.log_name, kind.tpcc, target.client_name)
+    if failure is None and kind.driver_client:
+        if not getattr(target, "driver_killed", False):  # the driver itself killed for memory: an outcome
+            failure = driver_outcome(watch, exit_code, run_dir / target.log_name, kind.tpcc, target.client_name)
     elif failure is None:
         text = (run_dir / target.log_name).read_text(errors="replace")
         try:

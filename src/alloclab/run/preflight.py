@@ -45,7 +45,9 @@ def preflight(plan: Plan, progress) -> Path:
                                     "alloclab setup allocators")
     if servers:
         sysbench.binary()
-        driver.ensure_account()
+        why = driver.ensure_account()
+        if why:  # the allocator's own account is then absent from the servers' rows, as it says there
+            (progress.message if progress else print)(f"servers run without the allocator's own account: {why}")
     if any(c.client == HAMMERDB for c in plan.cells()):
         if not hammerdb.installed():  # on its first use, from ../shared/vendor (checked)
             hammerdb.install(notify=progress.message if progress else print)

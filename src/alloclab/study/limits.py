@@ -33,7 +33,7 @@ def plans(root: Path, below_pct: float, lives: int) -> dict[str, Plan]:
         raise AlloclabError(f"--lives: {lives} is not between 1 and 20", "give e.g. --lives 2")
     if not (Path(root) / "plan.json").is_file():
         raise AlloclabError(f"{root} holds no study (no plan.json)", "pass the folder `alloclab run` wrote")
-    need = needed(analyse.load(Path(root)).rows)
+    need = needed(analyse.load(Path(root)).valid())
     if not need:
         raise AlloclabError(f"no life of {root} read its cgroup's charge, so it found no limit to check",
                             "run a study of lives first: alloclab run --preset memory-life")
@@ -56,8 +56,15 @@ def check(root: Path, below_pct: float = 10.0, lives: int = 2, progress: Progres
     done = {}
     for level, plan in plans(root, below_pct, lives).items():
         out = Path(root) / "limits" / level
+        if (out / "plan.json").is_file():  # started before: finished with what it started with, if the same
+            was = Store(out).read_json("plan.json")
+            if was.get("unit_memory") != plan.unit_memory or was.get("runs") != plan.runs:
+                raise AlloclabError(f"{out} holds lives checked at other limits or another number of rounds "
+                                    f"({was.get('runs')} round(s))", "give the same --below and --lives as before, "
+                                    f"or move {out} aside to check again")
         progress.message(f"lives under the limit {'found' if level == 'at' else f'less {below_pct:g} %'} "
                          f"({len(plan.units())} lives a round, {lives} round(s)): {out}")
         done[level] = rounds.resume(out, progress) if (out / "plan.json").is_file() else rounds.run(plan, out,
                                                                                                      progress)
+    Store(Path(root)).write_manifest()  # the study's manifest covers its checking lives too (alloclab verify)
     return done

@@ -20,12 +20,16 @@ class EmbeddedLifeTarget(InProcess):
     Under a limit (server_memory_bytes: the lives that check a limit), a driver the kernel killed
     for memory ends its life as an outcome, proved by the cgroup's OOM-kill counter."""
 
-    charge, charge_error, cgroup, killed, oom_error = None, None, None, False, None
+    charge, charge_error, cgroup, oom_error = None, None, None, None
+    driver_killed = False  # by the kernel, for memory: the life's outcome (run.execute, Measured.outcome)
+    oom_at_start = 0  # the cgroup's OOM-kill counter before the driver started (a reused cgroup keeps its count)
 
     def start(self) -> None:
         try:
             self.cgroup = MemoryLimit(f"alloclab-{os.getpid()}-{self.spec.index}", self.spec.server_memory_bytes)
             self.join = self.cgroup.attach
+            if self.spec.server_memory_bytes:
+                self.oom_at_start = life.oom_kills(self.cgroup.oom_counter().read_text())
         except AlloclabError as e:
             self.charge_error = str(e)
             if self.spec.server_memory_bytes:
@@ -40,7 +44,7 @@ class EmbeddedLifeTarget(InProcess):
         if self.cgroup is not None and self.spec.server_memory_bytes and self.client is not None \
                 and self.client.returncode == -signal.SIGKILL:
             try:
-                self.killed = life.oom_kills(self.cgroup.oom_counter().read_text()) > 0
+                self.driver_killed = life.oom_kills(self.cgroup.oom_counter().read_text()) > self.oom_at_start
             except (OSError, AlloclabError) as e:
                 self.oom_error = str(e)
         why = super().stop()

@@ -208,7 +208,7 @@ class Measured:
         """The life measured from the stored timeline and the phases its client recorded (moved to
         the samples' clock), and the OOM outcome from the cgroup's counter."""
         got = (watch.summary or {}).get("life")
-        if not got and getattr(target, "killed", False):  # the driver itself, killed under its limit
+        if not got and getattr(target, "driver_killed", False):  # the driver itself, killed under its limit
             return killed_driver(target, run_dir, timeline.t0)
         if not got:
             return {}, {}
