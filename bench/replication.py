@@ -9,8 +9,8 @@ logs and the manifest left out), and what they predict for a new machine of thei
 A study joins as it is: any default study (the quick `kv-allocators` preset), decided or not, never
 dropped or edited afterwards. An entry's name says its machine; a second study of one machine is
 an entry of its own (NAME-2, ...). The prediction pools one entry per machine (its kernel's build
-and its memory to the byte: the newest of each), so that τ, the spread between machines, is never read from two
-studies of one machine; the others are listed beside it."""
+and its memory to the byte), the study of the most rounds of each, so that τ, the spread between
+machines, is never read from two studies of one machine; the others are listed beside it."""
 
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ def fingerprint(entry: Path) -> str:
     share CPU, cores and hostname; each guest's kernel reserve differs)."""
     m = json.loads((entry / "machine.json").read_text())
     return f"{m.get('kernel')}|{m.get('memory_bytes')}"
+
+
+def rounds_of(entry: Path) -> int:
+    return len(json.loads((entry / "rounds.json").read_text()).get("rounds") or [])
 
 
 def add(study: Path, name: str) -> Path:
@@ -62,13 +66,14 @@ def main() -> None:
         print(f"joined the store: {add(Path(a.dir), a.name or Path(a.dir).name)}")
         return
     entries = sorted(p for p in STORE.iterdir() if (p / "runs.csv").is_file())
-    newest: dict[str, Path] = {}
-    for e in sorted(entries, key=lambda p: (json.loads((p / "rounds.json").read_text()).get("sittings") or [{}])[0]
-                    .get("started_at", "")):
-        newest[fingerprint(e)] = e
-    pooled = sorted(newest.values())
+    best: dict[str, Path] = {}  # per machine, its study of the most measured rounds (the most precise)
+    for e in entries:
+        if fingerprint(e) not in best or rounds_of(e) > rounds_of(best[fingerprint(e)]):
+            best[fingerprint(e)] = e
+    pooled = sorted(best.values())
     print(f"{len(entries)} default studies in the store, {len(pooled)} machines: " + ", ".join(p.name for p in pooled)
-          + "".join(f"; also {p.name} (a second study of its machine)" for p in entries if p not in pooled))
+          + "".join(f"; also {p.name} ({rounds_of(p)} rounds; its machine's study of more rounds is pooled)"
+                    for p in entries if p not in pooled))
     subprocess.run([sys.executable, "-m", "alloclab", "compare", *map(str, pooled)], cwd=ROOT,
                    env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, check=False)
 

@@ -50,7 +50,8 @@ def cell_of(r: RunRow) -> tuple:
     wl = workload.of(r.workload)
     over = wl.identity(r)
     shared = tuple(over[f] if f in over else getattr(r, f) for f in CELL_FIELDS)
-    own = tuple(over[k] if k in over else getattr(r.own, k) for k in wl.cell_keys)
+    # a row made without its workload's columns (NoColumns) has its cell's default of each
+    own = tuple(over[k] if k in over else getattr(r.own, k, getattr(wl.Params(), k, None)) for k in wl.cell_keys)
     return shared[:-1] + (own,) + shared[-1:]
 
 
