@@ -73,7 +73,7 @@ def main() -> None:
     pooled = sorted(best.values())
     print(f"{len(entries)} default studies in the store, {len(pooled)} machines: " + ", ".join(p.name for p in pooled)
           + "".join(f"; also {p.name} ({rounds_of(p)} rounds; its machine's study of more rounds is pooled)"
-                    for p in entries if p not in pooled))
+                    for p in entries if p not in pooled), flush=True)
     subprocess.run([sys.executable, "-m", "alloclab", "compare", *map(str, pooled)], cwd=ROOT,
                    env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, check=False)
 

@@ -63,7 +63,7 @@ def check(root: Path, below_pct: float = 10.0, lives: int = 2, progress: Progres
                                     f"({was.get('runs')} round(s))", "give the same --below and --lives as before, "
                                     f"or move {out} aside to check again")
         progress.message(f"lives under the limit {'found' if level == 'at' else f'less {below_pct:g} %'} "
-                         f"({len(plan.units())} lives a round, {lives} round(s)): {out}")
+                         f"({len(plan.units())} (life, allocator) each under its own, {lives} round(s)): {out}")
         done[level] = rounds.resume(out, progress) if (out / "plan.json").is_file() else rounds.run(plan, out,
                                                                                                      progress)
     Store(Path(root)).write_manifest()  # the study's manifest covers its checking lives too (alloclab verify)
