@@ -174,3 +174,13 @@ def test_the_cliffs_preset_puts_each_public_cliff_on_the_frontier():
     assert q.engines == ["mariadb-innodb", "rocksdb"] and q.budget == 90 * 60 and q.whole_round
     assert [len(g) for g in interleave.groups(q.round_specs(1, None, 1))] == [22, 11, 11]
     assert q.told() == frozenset(c.key for c in q.beside())
+
+
+def test_a_tables_rows_have_as_many_cells_and_numbers_as_its_headings():
+    """A row of another width would shift every column of the CSV after it (the limit table's CSV
+    once put its CI's upper end under "× the engine's account")."""
+    from alloclab.answers.table import Table
+    t = Table("t", "T", ["a", "b"], raw_headers=["a", "b_low", "b_high"])
+    t.add(["1", "2–3"], [1, 2, 3])
+    with pytest.raises(ValueError, match="table t: a row of 2 cells and 2 numbers, for 2 headings and 3 raw ones"):
+        t.add(["1", "2–3"], [1, 2])

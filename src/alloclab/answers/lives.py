@@ -279,8 +279,9 @@ def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]], ch
         if not got:
             continue
         most, times = _need(got)
+        kernel = max((r.own.cgroup_peak_bytes or 0 for r in got), default=0)
         parts.append((most, f"{short_name(unit[1])} {most / MIB:,.0f} MiB"
-                      + (f", {times:.2f}× the engine's account" if times else "") + checked(unit, checks)))
+                      + (f", {times:.2f}× the engine's account" if times else "") + checked(unit, checks, kernel)))
     if not parts:
         return ""
     n = min(len([r for r in by_unit.get(u, []) if r.purpose == "measure"]) for u in units)
@@ -315,15 +316,19 @@ def check_outcomes(entry: dict | None) -> tuple[int, int, int, int]:
     return len(ok), sum(1 for r in ok if r.own.oom_killed), (entry or {}).get("limit") or 0, len(rows) - len(ok)
 
 
-def checked(unit: tuple, checks: dict | None) -> str:
-    """" (at it: 4 of 4 lived; at 287 MiB: 3 of 4 killed)" where lives checked the limit."""
+def checked(unit: tuple, checks: dict | None, kernel_peak: int = 0) -> str:
+    """" (at it: 4 of 4 lived; at 287 MiB: 3 of 4 killed)" where lives checked the limit; where
+    lives were killed at it, that it is not enough, with the kernel's own peak of the study's lives
+    (page cache and kernel memory included) as the next limit to check."""
     said = []
     for level in ("at", "below"):
         n, killed, limit, bad = check_outcomes(((checks or {}).get(level) or {}).get(unit))
         if n or bad:
             where = "at it" if level == "at" else f"at {limit / MIB:,.0f} MiB"
             said.append((f"{where}: {n - killed} of {n} lived" if not killed else f"{where}: {killed} of {n} killed")
-                        + (f", {bad} failed" if bad else ""))
+                        + (f", {bad} failed" if bad else "")
+                        + (f", so not enough: the kernel's peak of its lives was {kernel_peak / MIB:,.0f} MiB"
+                           if level == "at" and killed and kernel_peak > limit else ""))
     return f" ({'; '.join(said)})" if said else ""
 
 
@@ -342,6 +347,9 @@ def limit_table(rows: list, checks: dict | None = None) -> Table:
               ["engine", "life", "allocator", "lives", "needs (MiB, highest)", "median (MiB)", "95 % CI (MiB)",
                "× the engine's account", "kernel's peak (MiB)", "OOM-killed", "at the limit: killed",
                "below it: limit (MiB)", "below it: killed"],
+              raw_headers=["engine", "life", "allocator", "lives", "needs_mib", "median_mib", "ci_low_mib",
+                           "ci_high_mib", "times_account", "kernel_peak_bytes", "oom_killed", "at_limit_killed",
+                           "below_limit_bytes", "below_limit_killed"],
               note="Unreclaimable: anonymous and shared memory in the cgroup's memory.stat (v1: rss + shmem; v2: "
                    "anon + shmem), sampled at 20 Hz over the whole life; its highest over the lives is the least "
                    "limit a container may set (page cache, which the kernel reclaims under a limit before it kills, "

@@ -25,8 +25,14 @@ class Table:
     note: str = ""
 
     def add(self, shown: list[str], raw: list | None = None) -> None:
+        """A row as shown (one cell per heading) and its numbers for the CSV (one per raw heading):
+        a row of another width would shift every column after it."""
+        raw = raw if raw is not None else shown
+        if len(shown) != len(self.headers) or len(raw) != len(self.raw_headers or self.headers):
+            raise ValueError(f"table {self.name}: a row of {len(shown)} cells and {len(raw)} numbers, for "
+                             f"{len(self.headers)} headings and {len(self.raw_headers or self.headers)} raw ones")
         self.rows.append([str(x) for x in shown])
-        self.raw.append(raw if raw is not None else shown)
+        self.raw.append(raw)
 
 
 def to_csv(t: Table) -> str:
