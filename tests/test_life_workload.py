@@ -565,7 +565,8 @@ def test_a_smoke_life_on_rocksdb_records_its_phases_and_both_accounts(tmp_path, 
     s = analyse.load(out)
     below = {u: e for u, e in s.checks["below"].items()}
     assert {u: e["limit"] for u, e in below.items()} == {u: -(-int(b * 0.4) // 2**20) * 2**20 for u, b in need.items()}
-    assert all(e["rows"][0].own.oom_killed and e["rows"][0].own.oom_cycle for e in below.values()), below
+    # killed, at the cycle its events reached (at 40 % of its need, often before the first: none)
+    assert all(e["rows"][0].own.oom_killed and e["rows"][0].status == "ok" for e in below.values()), below
     assert {u: e["limit"] for u, e in s.checks["at"].items()} == {u: -(-b // 2**20) * 2**20 for u, b in need.items()}
     line = next(x for x in sentences.build(s).lines if "memory it needs" in x)
     assert line.count("(at it: ") == 2 and line.count(" MiB: 1 of 1 killed)") == 2, line

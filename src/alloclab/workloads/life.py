@@ -157,6 +157,12 @@ def phases_key(key, v):
 
 
 
+def when_killed(r) -> str:
+    """When a life was killed: in its cycle, or before its first (an embedded engine's driver
+    killed while it filled its keys)."""
+    return f"in cycle {r.own.oom_cycle}" if r.own.oom_cycle else "before its first cycle"
+
+
 class LifeWorkload(Workload):
     """Memory over a server's life: cycles of a steady load, bursts and idle."""
 
@@ -255,7 +261,7 @@ class LifeWorkload(Workload):
 
     def outcome(self, r) -> str:
         pool = pooled(r.engine)
-        died = (f"{'a backend ' if pool else ''}OOM-killed in cycle {r.own.oom_cycle}"
+        died = (f"{'a backend ' if pool else ''}OOM-killed {when_killed(r)}"
                 f"{' (the server reset its sessions)' if pool else ''}" if r.own.oom_killed else "survived")
         o = r.own
         settled = None if o.settled_rss_bytes is None else o.settled_rss_bytes / 2**20
@@ -293,7 +299,7 @@ class LifeWorkload(Workload):
                 t0 = ph[0]["t_start_s"] if ph else 0.0
                 pts = [(float(x["t_s"]) - t0, int(x["rss_bytes"]) / 2**20)
                        for x in study.samples(r.run_id, POOL_CSV if pooled(r.engine) else "samples.csv")]
-                lines.append({"label": short_name(a) + (f" (OOM-killed, cycle {r.own.oom_cycle})"
+                lines.append({"label": short_name(a) + (f" (OOM-killed {when_killed(r)})"
                                                          if r.own.oom_killed else ""),
                               "t": [t for t, _ in pts], "mib": [m for _, m in pts], "killed": bool(r.own.oom_killed)})
                 if r is base:
