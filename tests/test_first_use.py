@@ -22,4 +22,4 @@ def test_the_demo_leaves_flame_graphs_to_the_next_report(tmp_path, monkeypatch):
     monkeypatch.setattr(flames.shutil, "which", lambda name: "/usr/bin/true" if name == "cargo" else None)
     monkeypatch.setattr(flames.os, "access", lambda p, m: str(p) == "/usr/bin/true")
     monkeypatch.setenv("ALLOCLAB_DEFER_TOOLS", "1")
-    assert "alloclab report on this folder installs it" in flames.missing()
+    assert "alloclab report on this folder installs it" in flames.install_or_why()

@@ -139,15 +139,9 @@ class NewMachine:
 def random_effects(means: list[float], ses: list[float]) -> tuple[float, float, float]:
     """DerSimonian–Laird: the pooled mean, its standard error and τ² from each study's mean and
     standard error (every standard error > 0)."""
-    w = [1 / s ** 2 for s in ses]
-    sw = sum(w)
-    fixed = sum(wi * m for wi, m in zip(w, means)) / sw
-    q = sum(wi * (m - fixed) ** 2 for wi, m in zip(w, means))
-    c = sw - sum(wi ** 2 for wi in w) / sw
-    tau2 = max(0.0, (q - (len(means) - 1)) / c) if c > 0 else 0.0
-    ws = [1 / (s ** 2 + tau2) for s in ses]
-    mu = sum(wi * m for wi, m in zip(ws, means)) / sum(ws)
-    return mu, math.sqrt(1 / sum(ws)), tau2
+    pairs = list(zip(means, ses))
+    tau2, _ = _moments([pairs])
+    return (*_pooled(pairs, tau2), tau2)
 
 
 def predict(vs: list[Verdict], margin: float = DEFAULT_MARGIN, confidence: float = PREDICTION) -> NewMachine | None:
@@ -196,23 +190,29 @@ class Shared:
     limit: float  # the usable half-width (log)
 
 
-def _moments(groups: list[list[Verdict]]) -> tuple[float, int]:
-    """τ² shared by comparisons (DerSimonian–Laird's moments summed over them: Q, its degrees of
-    freedom and c), and its degrees of freedom Σ(k − 1)."""
+def _moments(groups: list[list[tuple[float, float]]]) -> tuple[float, int]:
+    """τ² of studies' (mean, standard error) pairs, shared by the groups (comparisons) they form:
+    DerSimonian–Laird's moments (Q, its degrees of freedom and c) summed over the groups; and its
+    degrees of freedom Σ(k − 1). One group: DerSimonian–Laird's own τ²."""
     q = dfs = c = 0.0
     for have in groups:
-        w = [1 / v.se_log ** 2 for v in have]
+        w = [1 / se ** 2 for _, se in have]
         sw = sum(w)
-        fixed = sum(wi * v.mean_log for wi, v in zip(w, have)) / sw
-        q += sum(wi * (v.mean_log - fixed) ** 2 for wi, v in zip(w, have))
+        fixed = sum(wi * m for wi, (m, _) in zip(w, have)) / sw
+        q += sum(wi * (m - fixed) ** 2 for wi, (m, _) in zip(w, have))
         dfs += len(have) - 1
         c += sw - sum(wi ** 2 for wi in w) / sw
     return (max(0.0, (q - dfs) / c) if c > 0 else 0.0), int(dfs)
 
 
-def _pooled(have: list[Verdict], tau2: float) -> tuple[float, float]:
-    ws = [1 / (v.se_log ** 2 + tau2) for v in have]
-    return sum(w * v.mean_log for w, v in zip(ws, have)) / sum(ws), math.sqrt(1 / sum(ws))
+def _pooled(have: list[tuple[float, float]], tau2: float) -> tuple[float, float]:
+    """The random-effects mean of (mean, standard error) pairs at τ², and its standard error."""
+    ws = [1 / (se ** 2 + tau2) for _, se in have]
+    return sum(w * m for w, (m, _) in zip(ws, have)) / sum(ws), math.sqrt(1 / sum(ws))
+
+
+def _pairs(vs: list[Verdict]) -> list[tuple[float, float]]:
+    return [(v.mean_log, v.se_log) for v in vs]
 
 
 def _t(df: int, confidence: float) -> float:
@@ -231,11 +231,11 @@ def shared(studies: list[list[Verdict]], metric: str, margin: float = DEFAULT_MA
     groups = [[v for v in r if v is not None and v.mean_log is not None and v.se_log] for r in rows]
     if len(studies) < 3 or not any(len(g) >= 2 for g in groups):
         return None
-    tau2, dfs = _moments([g for g in groups if len(g) >= 2])
+    tau2, dfs = _moments([_pairs(g) for g in groups if len(g) >= 2])
     df = max(1, dfs - 1)
     preds = []
     for g in (g for g in groups if len(g) >= 2):
-        mu, se = _pooled(g, tau2)
+        mu, se = _pooled(_pairs(g), tau2)
         half = _t(df, confidence) * math.sqrt(tau2 + se ** 2)
         lo, hi = math.exp(mu - half), math.exp(mu + half)
         z = float(_scipy_stats.norm.ppf(1 - (1 - confidence) / 2))
@@ -246,12 +246,12 @@ def shared(studies: list[list[Verdict]], metric: str, margin: float = DEFAULT_MA
     inside = total = 0
     for i in range(len(studies)):  # each machine left out: the others' interval for its ratio
         others = [[v for j, v in enumerate(r) if j != i and v in g] for r, g in zip(rows, groups)]
-        t2, d = _moments([o for o in others if len(o) >= 2])
+        t2, d = _moments([_pairs(o) for o in others if len(o) >= 2])
         for r, o in zip(rows, others):
             left = r[i]
             if len(o) < 2 or left is None or left.mean_log is None or not left.se_log:
                 continue
-            mu, se = _pooled(o, t2)
+            mu, se = _pooled(_pairs(o), t2)
             total += 1
             inside += abs(left.mean_log - mu) <= _t(d - 1, confidence) * math.sqrt(t2 + se ** 2 + left.se_log ** 2)
     limit = math.log(1 + 2 * margin)

@@ -30,7 +30,7 @@ def tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-def missing() -> str | None:
+def install_or_why() -> str | None:
     """Why flame graphs cannot be drawn here, or None: inferno is installed on its first use (a
     minute, with a progress line) where cargo is there (./setup.sh test installs it too)."""
     absent = [n for n in ("inferno-flamegraph", "inferno-diff-folded") if not tool(n)]
@@ -112,7 +112,7 @@ def flame_table(a, out: Path) -> Table | None:
               note="On-CPU: perf cpu-clock samples; off-CPU: the stack of every context switch; differential: the "
                    "variant's on-CPU stacks coloured by the change from the baseline (red more, blue fewer, counts "
                    "normalised). Drawn by inferno.")
-    why = missing()
+    why = install_or_why()
     if why:
         t.note += f" Absent here: {why}."
         return t

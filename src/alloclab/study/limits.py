@@ -2,10 +2,12 @@
 
 Each (life, allocator) of the study needs the highest unreclaimable charge its lives reached
 (answers.lives.needed). Its lives run again under a cgroup limit of exactly that, and of a share
-less, the same lives side by side as in the study: the first should live, and the share killed
-below shows how sharp the edge is. Each level is a study of its own in the study's folder
-(limits/at, limits/below, with the plan's per-unit limits in unit_memory); the study's answers and
-its limit table then tell their outcomes (answers.analyse reads them back)."""
+less, the same lives side by side as in the study: where the limit holds they live at it, and the
+share killed below it shows how sharp the edge is. (A host with swap lets a life under a limit
+swap before it is killed; the limit here is on memory only.) Each level is a study of its own in
+the study's folder (limits/at, limits/below, with the plan's per-unit limits in unit_memory); the
+study's answers and its limit table then tell their outcomes (results.store.limit_checks reads
+them back)."""
 
 from __future__ import annotations
 
@@ -33,11 +35,12 @@ def plans(root: Path, below_pct: float, lives: int) -> dict[str, Plan]:
         raise AlloclabError(f"--lives: {lives} is not between 1 and 20", "give e.g. --lives 2")
     if not (Path(root) / "plan.json").is_file():
         raise AlloclabError(f"{root} holds no study (no plan.json)", "pass the folder `alloclab run` wrote")
-    need = needed(analyse.load(Path(root)).valid())
+    study = analyse.load(Path(root))
+    need = needed(study.valid())
     if not need:
         raise AlloclabError(f"no life of {root} read its cgroup's charge, so it found no limit to check",
                             "run a study of lives first: alloclab run --preset memory-life")
-    base = Plan.from_json(Store(Path(root)).read_json("plan.json"))
+    base = Plan.from_json(study.plan)
     cells = {cell for cell, _ in need}
     tables = [w for w in base.workloads if any(c.key in cells for c in replace(base, workloads=[w]).cells())]
     allocators = [a for a in base.allocators if any(alloc == a.name for _, alloc in need)]
@@ -56,7 +59,8 @@ def check(root: Path, below_pct: float = 10.0, lives: int = 2, progress: Progres
     done = {}
     for level, plan in plans(root, below_pct, lives).items():
         out = Path(root) / "limits" / level
-        if (out / "plan.json").is_file():  # started before: finished with what it started with, if the same
+        started = (out / "plan.json").is_file()
+        if started:  # finished with what it started with, if that is the same
             was = Store(out).read_json("plan.json")
             if was.get("unit_memory") != plan.unit_memory or was.get("runs") != plan.runs:
                 raise AlloclabError(f"{out} holds lives checked at other limits or another number of rounds "
@@ -64,7 +68,6 @@ def check(root: Path, below_pct: float = 10.0, lives: int = 2, progress: Progres
                                     f"or move {out} aside to check again")
         progress.message(f"lives under the limit {'found' if level == 'at' else f'less {below_pct:g} %'} "
                          f"({len(plan.units())} (life, allocator) each under its own, {lives} round(s)): {out}")
-        done[level] = rounds.resume(out, progress) if (out / "plan.json").is_file() else rounds.run(plan, out,
-                                                                                                     progress)
+        done[level] = rounds.resume(out, progress) if started else rounds.run(plan, out, progress)
     Store(Path(root)).write_manifest()  # the study's manifest covers its checking lives too (alloclab verify)
     return done
