@@ -177,6 +177,8 @@ def calls_table(study: analyse.Study) -> Table | None:
     t = Table("alloc_calls", "Allocation rate and sizes (uprobes on malloc/calloc/realloc/free, separate short run)",
               ["engine", "parameters", "allocator", "calls/s", "calls per operation", "malloc : free",
                "sizes (share of sized calls)", "library"],
+              raw_headers=["engine", "parameters", "allocator", "calls/s", "calls per operation", "malloc calls",
+                           "free calls", "sizes", "library"],
               note="Counted in one short run per cell (the baseline allocator) with a uprobe on each call, which "
                    "slows every call: calls per operation is the number to compare, calls/s is a lower bound. "
                    "Histogram per run: runs/<run>/calls.json.")
@@ -185,7 +187,8 @@ def calls_table(study: analyse.Study) -> Table | None:
         data = [json.loads(p.read_text()) for p in files if p.exists()]
         if not data:
             why = next(((study.run_json(r.run_id).get("profile") or {}).get("absent_because") for r in rows), None)
-            t.add([cell[0], params(cell), alloc, "–", "–", "–", f"absent: {why or 'not recorded'}", ""])
+            t.add([cell[0], params(cell), alloc, "–", "–", "–", f"absent: {why or 'not recorded'}", ""],
+                  [cell[0], params(cell), alloc, None, None, None, None, f"absent: {why or 'not recorded'}", None])
             continue
         d = data[0]
         per_op = [r.alloc_calls_per_op for r in rows if r.alloc_calls_per_op is not None]
