@@ -37,7 +37,8 @@ with its t interval; over machines, a DerSimonian-Laird random-effects pool (tau
 machines, 95 % interval mean +- 1.96 se; a machine of fewer than 3 rounds takes the pooled
 within-machine variance). Slices: per round, the slope of the log ratio on log10(slice) over
 t0.1, t0.5 and t3, pooled the same way (% per tenfold slice; a trend toward long slices is a
-bias). Participants: p2 and p13 each against t0.5 (4), paired. A machine is alloclab's fingerprint
+bias), and turns of 0.1 s against turns of 0.5 s, paired. Participants: p2 and p13 each against t0.5 (4),
+paired. A machine is alloclab's fingerprint
 of it without alloclab's commit, and its boot: a fresh VM of the same kind is another machine.
 
     .venv/bin/python bench/turns_bias.py [--store DIR] [--append] [--cells default,write,tpcc]
@@ -198,7 +199,9 @@ def runs_from_csv(path: Path, metric: str, cores: int | None) -> list[dict]:
                    "threads": int(_num(r.get("threads"), 0) or 0), "cpu_user_s": _num(r.get("cpu_user_s"), 0.0),
                    "cpu_sys_s": _num(r.get("cpu_sys_s"), 0.0), "client_cpu_s": client,
                    "other_busy_cores": _num(r.get("other_busy_cores"), 0.0), "wall_s": _num(r.get("wall_s"), 0.0),
-                   "started_at": r.get("started_at", ""), "machine_fingerprint": r.get("machine_fingerprint", "")}
+                   "started_at": r.get("started_at", ""), "machine_fingerprint": r.get("machine_fingerprint", ""),
+                   # in turns: the host's drift between its turns taken out (answers.drift); absent before
+                   "drift_factor": _num(r.get("drift_factor"), 0.0) or None}
             share = cpu_share(run, cores)
             run["cpu_share"] = None if share is None else round(share, 4)
             out.append(run)
@@ -513,17 +516,20 @@ def report(records: list[dict], bad_lines: int = 0) -> str:
                 lines.append(f"| {c} | {x} | {words} | {fmt(e) if words == 'drawn' else fmt(e).replace(' ✓', '')} | "
                              f"{e.n if e else 0} | {e.k if e else 0} | {tau} | {gated} |")
     lines += ["", "Slices and participants, % [95 % CI] (rounds): each design's bias against runs alone, the "
-              "slope of the log ratio on the slice (% per tenfold slice: 0.1 → 1 s), and 2 or 13 taking "
-              "turns against 4, all in turns of 0.5 s (paired in the round). Against runs alone: rounds in a "
-              "drawn order only; the slope and the participants (turns against turns): every counted round.", "",
-              "| cell | allocator | t0.1 vs alone | t3 vs alone | slope per ×10 slice | p2 vs t0.5 | p13 vs t0.5 |",
-              "|---|---|---|---|---|---|---|"]
+              "slope of the log ratio on the slice (% per tenfold slice: 0.1 → 1 s), turns of 0.1 s against "
+              "turns of 0.5 s, and 2 or 13 taking turns against 4 in turns of 0.5 s (paired in the round). "
+              "Against runs alone: rounds in a drawn order only; the slope, t0.1 vs t0.5 and the participants "
+              "(turns against turns): every counted round.", "",
+              "| cell | allocator | t0.1 vs alone | t3 vs alone | slope per ×10 slice | t0.1 vs t0.5 | p2 vs t0.5 "
+              "| p13 vs t0.5 |",
+              "|---|---|---|---|---|---|---|---|"]
     t01, t3 = paired(drawn, "t0.1", "alone"), paired(drawn, "t3", "alone")
     slopes = slice_slopes(kept)
+    t01_t05 = paired(kept, "t0.1", "t0.5")
     p2, p13 = paired(kept, "p2", "t0.5"), paired(kept, "p13", "t0.5")
     for c in cells:
         for x in COMPARED:
-            row = [pool(d.get((c, x), {})) for d in (t01, t3, slopes, p2, p13)]
+            row = [pool(d.get((c, x), {})) for d in (t01, t3, slopes, t01_t05, p2, p13)]
             lines.append(f"| {c} | {x} | " + " | ".join(fmt(e, with_n=True) for e in row) + " |")
     lines += ["", "Per machine (turns of 0.5 s vs alone, mean [t interval] (rounds), rounds in a drawn order):", "",
               "| machine | rounds (drawn) | gate removed | "

@@ -93,11 +93,40 @@ def test_the_gate_answers_full_once_the_turns_add_up_to_the_window(driver_exe, t
     """--gate: `ready` after the warm-up, `paused` after a turn while the window is not measured,
     `full` once the turns add up to --duration-s (a turn that ran long ends the run's turns
     early), and `end` then finishes it with the window it measured."""
-    out = tmp_path / "events.jsonl"
-    cmd = [str(driver_exe), "run", "--db-path", str(tmp_path / "db"), "--events", str(out), "--engine", "null",
-           "--null-latency-ns", "20000", "--threads", "2", "--duration-s", "0.5", "--gate"]
-    p = subprocess.run(cmd, input="go 100\ngo 450\nend\n", capture_output=True, text=True, timeout=60)
+    p, evs = _gated(driver_exe, tmp_path, 0.5, "go 100\ngo 450\nend\n")
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["ready", "paused", "full"]
-    summary = next(e.data for e in events.parse_lines(out.read_text().splitlines()) if e.type == "summary")
+    summary = next(e.data for e in evs if e.type == "summary")
     assert 0.55 <= summary["duration_s"] < 0.8
+
+
+def _gated(driver_exe, tmp_path, window_s: float, said: str):
+    """A gated run of the null engine (2 threads, 20 µs a call: at most 100,000 calls a second)
+    told `said` on its stdin: the process and its events."""
+    out = tmp_path / "events.jsonl"
+    out.unlink(missing_ok=True)
+    cmd = [str(driver_exe), "run", "--db-path", str(tmp_path / "db"), "--events", str(out), "--engine", "null",
+           "--null-latency-ns", "20000", "--threads", "2", "--duration-s", str(window_s), "--gate"]
+    p = subprocess.run(cmd, input=said, capture_output=True, text=True, timeout=60)
+    return p, (list(events.parse_lines(out.read_text().splitlines())) if out.exists() else [])
+
+
+def test_a_turns_warm_up_works_unmeasured_before_its_turn_is_timed(driver_exe, tmp_path):
+    """`go MS W`: W milliseconds of work that no interval counts (the caches the others' turns
+    took are the process's again), then a turn timed as `go MS` times it: each turn's interval
+    measures its MS alone, and the warm-up's operations are in no interval."""
+    p, evs = _gated(driver_exe, tmp_path, 0.4, "go 200 300\ngo 200\nend\n")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["ready", "paused", "full"]
+    turns = [e.data for e in evs if e.type == "interval" and e.data.get("phase") == "measure"]
+    assert len(turns) == 2
+    # each interval's time is its turn's 200 ms (and the workers' last calls), never the 300 ms before it
+    assert 0.2 <= turns[0]["elapsed_s"] < 0.3 and 0.4 <= turns[1]["elapsed_s"] < 0.55, turns
+    # and its calls are its turn's: about as many as the next turn's, which had no warm-up (with the
+    # warm-up's they would be 2.5 times as many)
+    calls = [sum(o["ops"] for o in t["ops"].values()) for t in turns]
+    assert 0 < calls[0] < 1.5 * calls[1], calls
+    summary = next(e.data for e in evs if e.type == "summary")
+    assert 0.4 <= summary["duration_s"] < 0.55
+    p, _ = _gated(driver_exe, tmp_path, 0.4, "go 200 x\n")
+    assert p.returncode != 0 and "whole milliseconds" in p.stderr

@@ -173,6 +173,13 @@ def test_turns_interleave_a_cells_allocators_and_each_run_stays_a_run(tmp_path, 
         assert any(e.get("gated") for e in evs if e["type"] == "phase")
         # stopped once at the gate after its warm-up and after each of its 4 turns
         assert json.loads((out / "runs" / r.run_id / "run.json").read_text())["frozen_while_waiting"] == 5
+    # each turn's place in its round's sequence: a round's two runs share its 8 places, 4 each, and
+    # each run's drift factor (the host's drift between its turns and the other's) is in runs.csv
+    for k in (1, 2):
+        places = [json.loads((out / "runs" / r.run_id / "run.json").read_text())["turn_places"] for r in rows
+                  if r.repeat == k]
+        assert sorted(places[0] + places[1]) == list(range(8)) and [len(x) for x in places] == [4, 4], places
+    assert all(r.drift_factor is not None and 0.5 < r.drift_factor < 2 for r in rows), rows
     # up together: the first run of a round lived through the other's turns and preparation
     assert rows[0].wall_s > 2 * rows[0].duration_s
     # the group's other drivers are not "other processes" of the machine: one account per group

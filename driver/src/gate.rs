@@ -4,6 +4,8 @@
 //!
 //!   driver: `ready`        its workers are parked; the window may begin
 //!   coordinator: `go MS`   measure for MS milliseconds, then park again
+//!   coordinator: `go MS W` the same, after W milliseconds of work not measured (the caches
+//!                          the others' turns took are the process's again)
 //!   driver: `paused`       parked, the window not yet measured whole
 //!   driver: `full`         parked, the window measured (turns that ran long end it early)
 //!   driver: `done`         its workers have ended (their error, if any, is in the events)
@@ -21,14 +23,14 @@ pub const FULL: &str = "full";
 pub const DONE: &str = "done";
 pub const END: &str = "end";
 
-/// Serve the coordinator until it says `end`: answer `ready`, then for each `go MS` run
-/// `turn` for that long (unless the workers have ended; it returns how long the window has
-/// measured in all) and answer how the run stands. A window cut short is not a measurement:
-/// an error, unless the workers ended (their error says why).
+/// Serve the coordinator until it says `end`: answer `ready`, then for each `go MS [W]` run
+/// `turn` for that long after W milliseconds unmeasured (unless the workers have ended; it
+/// returns how long the window has measured in all) and answer how the run stands. A window
+/// cut short is not a measurement: an error, unless the workers ended (their error says why).
 pub fn serve(
     window: Duration,
     all_done: impl Fn() -> bool,
-    mut turn: impl FnMut(Duration) -> Result<Duration>,
+    mut turn: impl FnMut(Duration, Duration) -> Result<Duration>,
 ) -> Result<()> {
     let mut measured = Duration::ZERO;
     let mut turns = 0u64;
@@ -37,13 +39,19 @@ pub fn serve(
         let line = line?;
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
-            [GO, ms] => {
-                let ms: u64 = ms
-                    .parse()
-                    .map_err(|_| anyhow!("--gate: `{GO}` takes whole milliseconds, got {ms:?}"))?;
+            [GO, ms] | [GO, ms, _] => {
+                let whole = |x: &str| -> Result<u64> {
+                    x.parse()
+                        .map_err(|_| anyhow!("--gate: `{GO}` takes whole milliseconds, got {x:?}"))
+                };
+                let ms = whole(ms)?;
+                let warm = match words.as_slice() {
+                    [_, _, w] => whole(w)?,
+                    _ => 0,
+                };
                 if !all_done() {
                     turns += 1;
-                    measured = turn(Duration::from_millis(ms))?;
+                    measured = turn(Duration::from_millis(ms), Duration::from_millis(warm))?;
                 }
                 answer(if all_done() {
                     DONE
@@ -55,7 +63,7 @@ pub fn serve(
             }
             [END] => break,
             [] => {}
-            _ => bail!("--gate: unknown command {line:?} ({GO} MS, or {END})"),
+            _ => bail!("--gate: unknown command {line:?} ({GO} MS [W], or {END})"),
         }
     }
     if !all_done() && measured.as_secs_f64() < 0.99 * window.as_secs_f64() {

@@ -256,10 +256,17 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                     "phase",
                     json!({"phase": "measure", "state": "begin", "gated": true}),
                 )?;
-                gate::serve(cfg.duration.unwrap_or_default(), all_done, |turn| {
+                gate::serve(cfg.duration.unwrap_or_default(), all_done, |turn, warm| {
                     if first {
                         usage0 = rusage::current(); // the window's own CPU and switches
                         first = false;
+                    }
+                    if !warm.is_zero() {
+                        // work not measured: the caches and TLB the others' turns took are
+                        // this process's again before its turn is timed
+                        phase.store(WARMUP, Ordering::SeqCst);
+                        wake();
+                        nap(Instant::now() + warm);
                     }
                     let t = Instant::now();
                     phase.store(MEASURE, Ordering::SeqCst);

@@ -24,10 +24,13 @@ def kv_allocators(scale: str) -> dict:
     100,000 keys in the memtable (every get allocates the copy of its value it returns: the
     suite's most malloc-bound cell), under the seed's four allocators, "equivalent" meaning
     within ±4 %, each allocator's 6 s window measured in turns of 0.5 s with the others
-    (slice_s, interleave.py). Measured here: this machine's speed drifts by up to half for
-    seconds at a time, which put ±8-35 % on ratios of runs measured one after another (three
-    write cells, 10 minutes) and ±5-7 % on the best single write cell; TidesDB's write windows
-    also vary 8-15 % from process to process under any allocator. Reads from memory in turns
+    (slice_s, interleave.py), the host's drift between turns taken out of each run's throughput
+    (answers.drift). Turns of 0.1 s spread the ratios about half as much, but read tcmalloc
+    3-8 % higher than turns of 0.5 s and runs alone (docs/results.md). Measured here: this
+    machine's speed drifts by up to half for seconds at a time, which put ±8-35 % on ratios of
+    runs measured one after another (three write cells, 10 minutes) and ±5-7 % on the best
+    single write cell; TidesDB's write windows also vary 8-15 % from process to process under
+    any allocator. Reads from memory in turns
     differ between allocators by 5-25 %, and decide in 10 minutes. `smoke` is for tests.
     """
     n = {"smoke": 2_000, "quick": 50_000, "full": 5_000_000}[scale]
@@ -205,7 +208,7 @@ def allocator_shootout(scale: str) -> dict:
         "engines": ["tidesdb"] if scale != "full" else ["tidesdb", "mariadb-innodb"],
         "allocators": list(SHOOTOUT),
         **rounds(scale, "30m"),
-        **({"margin_pct": 4.0, "slice_s": 0.1} if scale != "smoke" else {}),
+        **({"margin_pct": 4.0, "slice_s": 0.5} if scale != "smoke" else {}),
         "warmup_s": {"smoke": 0.0, "quick": 1.0, "full": 2.0}[scale],
         "engine_options": {"memtable_bytes": "64MiB", "block_cache_bytes": "64MiB", "sync": "none",
                            "compression": "none"},

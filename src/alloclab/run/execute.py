@@ -418,6 +418,8 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
         "profile": profile_note(spec, run_dir, recorder), SYSBENCH: result.__dict__ if result else None,
         # in turns: how often its processes under test were stopped while its client waited
         **({"frozen_while_waiting": target.freezes} if gate is not None else {}),
+        # in turns: each measured interval's place in the group's sequence of turns
+        **({"turn_places": list(gate.places)} if gate is not None else {}),
         **target.run_json(), **({"alloc_account_missing": None} if acc else {}), **own_json})
     return row
 

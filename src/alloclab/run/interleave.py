@@ -24,11 +24,15 @@ import random
 import subprocess
 import threading
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
+from alloclab.answers import drift
 from alloclab.core import gate
 from alloclab.host import noise
 from alloclab.host.processes import kill_group
 from alloclab.plan import RunSpec, side_by_side_groups
+from alloclab.results import turns as stored_turns
 from alloclab.results.store import RunRow
 
 
@@ -38,6 +42,7 @@ class Group:
 
     def __init__(self, size: int):
         self.size = size
+        self.turns = 0  # turns given so far, every member's: a turn's place in the group's sequence
         self.watch = noise.CpuWatch()
         self.noise: noise.Noise | None = None
         self.reaped = threading.Barrier(size, action=self._measure_noise)
@@ -61,6 +66,10 @@ class Member:
         # while it prepares or measures)
         self.waiting = False
         self.abandoned = False  # the group was given up (Ctrl-C, an error): a driver that starts now is killed
+        # the place of each of its turns in the group's sequence (0, 1, ... over every member's
+        # turns), in the order of its measured intervals: the host's drift between turns is read
+        # from its neighbours (answers.drift)
+        self.places: list[int] = []
 
     def attach(self, proc: subprocess.Popen, target) -> None:
         """Called by the run's target once its driver has started."""
@@ -162,6 +171,13 @@ def groups(todo: list[RunSpec]) -> list[list[RunSpec]]:
     return out
 
 
+# Before each turn is timed, its run works this long unmeasured: the caches and TLB that the
+# others' turns took are its own again (docs/results.md, "Turns against runs alone": a turn that
+# followed its own run's last turn measured 1-4 % more than one after the others' turns, glibc
+# the most, in turns of 0.1 s).
+TURN_WARMUP_MS = 20
+
+
 def slices(duration_s: float, slice_s: float) -> tuple[int, int]:
     """(turns per run, milliseconds per turn): the window cut into turns of about slice_s."""
     n = max(1, round(duration_s / slice_s))
@@ -190,7 +206,9 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
             rng.shuffle(order)
             for m in order:
                 m.thaw()
-                said = m.hear() if m.say(gate.go(ms)) else ""
+                m.places.append(group.turns)
+                group.turns += 1
+                said = m.hear() if m.say(gate.go(ms, TURN_WARMUP_MS)) else ""
                 if said in (gate.PAUSED, gate.FULL):
                     m.freeze()
                 if said != gate.PAUSED:  # its window is measured ("full"), its workers ended, or it died
@@ -210,6 +228,16 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
         if m.error is not None:
             raise m.error
     return [m.row for m in members]
+
+
+def with_drift(rows: list[RunRow], dirs: list[Path]) -> list[RunRow]:
+    """A group's rows with each measured run's drift factor (answers.drift), read from the turns
+    its folder stored, with a knot of the host's speed every cycle of turns (one turn of each
+    run); rows as they were where the group's turns cannot be read or fitted."""
+    got = {r.run_id: t for r, d in zip(rows, dirs)
+           if r.status == "ok" and r.purpose == "measure" and (t := stored_turns.of_run(d)) is not None}
+    factors = drift.factors(got, knot=len(got))
+    return [replace(r, drift_factor=round(factors[r.run_id], 6)) if r.run_id in factors else r for r in rows]
 
 
 def run_side_by_side(specs: list[RunSpec], run_one: Callable[[RunSpec], RunRow],

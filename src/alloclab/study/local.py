@@ -56,6 +56,7 @@ class Local:
                 rows = interleave.run_group(
                     group, lambda s, m: self.node.run(s, self.store.run_dir(s.run_id), on_event=on_event, gate=m),
                     seed=group[0].seed)
+                rows = interleave.with_drift(rows, [self.store.run_dir(s.run_id) for s in group])
             for spec, row in zip(group, rows):
                 finished(spec, row)
             self.current = []

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Which ratio replicates on one machine (not a test): the default study's estimands checked on
+stored rounds of real studies, by how well each one holds in another study an hour later.
+
+A default study compares jemalloc, mimalloc and tcmalloc with glibc on one cell, its four runs
+of a round in turns. The ratio can be read three ways (answers.dependence):
+  average   the paired geometric mean of the rounds' ratios (what verdicts use today)
+  adjusted  the least-squares line of the log ratio on the host's state (the other runs' speed
+            against their medians), read at the rounds' mean state: the average with the part of
+            its spread the state explains removed (CUPED's adjustment, the covariate one the
+            allocator compared does not cause)
+  quiet     the same line read at the quiet state (the quietest tenth of the study's rounds)
+
+THE DATA. The turns bench's stored rounds (bench/data/turns-bias, design t0.5 of the default
+cell: the default study's design, 6 s windows in turns of 0.5 s) and the replication store's
+default studies (bench/data/replication). A pseudo-study is a run of consecutive rounds of one
+machine and one alloclab commit (a commit may change the driver): `--block` rounds, as many as a
+ten-minute default study runs. Its rounds are a study's: the state is read against this
+pseudo-study's own medians, as a study reads it.
+
+WHAT IS COUNTED, per estimand, over every pseudo-study of a (machine, commit) with at least two:
+  coverage   its 95 % interval holds the same estimand read on all the other rounds of that
+             machine and commit (the "true" value an hour later, to within their own error);
+             planted ratios (each of --plant times the variant's throughput) move the estimand
+             and that value alike, so their coverage is this coverage (it is checked, not assumed)
+  differs    pairs of pseudo-studies of one machine and commit whose ratio of ratios' 95 %
+             interval excludes 1 (answers.replicate.ratio_of_ratios): alloclab compare's
+             "differs"; 5 % is what a replicating estimand gives
+  half-width the mean half-width of the 95 % interval, in %
+  decided    the share of comparisons decided at the quick study's last look (its per-look level,
+             the ±4 % margin), and the share of pseudo-studies that decide all three
+
+What it drew (each pseudo-study's rounds, each estimand's value and interval) is appended to
+--store as one JSON line per run of this script.
+
+    .venv/bin/python bench/estimand.py [--block 20] [--store bench/data/estimand] [--plant 0.96,1.04]
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from _common import ROOT, arguments
+
+from alloclab.answers import dependence
+from alloclab.answers.replicate import DIFFERS, ratio_of_ratios
+from alloclab.plan import design
+
+TURNS = ROOT / "bench" / "data" / "turns-bias" / "rounds.jsonl"
+REPLICATION = ROOT / "bench" / "data" / "replication"
+BASE, VARIANTS = "glibc", ("jemalloc", "mimalloc", "tcmalloc")
+ALLOCATORS = (BASE, *VARIANTS)
+ESTIMANDS = ("average", "adjusted", "quiet")
+MARGIN = 0.04  # the default study's
+
+
+def turns_rounds() -> dict[tuple, list[dict]]:
+    """(machine, commit) -> its rounds of the default cell in the default study's design, in time
+    order: {allocator: throughput}."""
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for line in TURNS.read_text().splitlines():
+        r = json.loads(line)
+        res = r["results"].get("t0.5") if r.get("cell") == "default" else None
+        if not res or len(res) != 1 or res[0].get("error"):
+            continue
+        thr = {x["allocator"]: x["throughput"] for x in res[0]["runs"] if x["status"] == "ok"}
+        if set(thr) >= set(ALLOCATORS):
+            m = r["machine"]
+            out[(f"{m['kernel']}|{m['memory_bytes']}", r["alloclab"]["commit"][:7])].append(thr)
+    return out
+
+
+def study_rounds() -> dict[tuple, list[list[dict]]]:
+    """(machine, its studies' design) -> the replication store's default studies of it, each its rounds
+    in order (of whichever commit each ran): a design is its turns' length, and whether its runs
+    carry drift factors."""
+    import csv
+    out: dict[tuple, list[list[dict]]] = defaultdict(list)
+    for entry in sorted(p for p in REPLICATION.iterdir() if (p / "runs.csv").is_file()):
+        m = json.loads((entry / "machine.json").read_text())
+        rows = [r for r in csv.DictReader((entry / "runs.csv").open()) if r["status"] == "ok"
+                and r.get("purpose", "measure") in ("", "measure")]
+        by: dict[int, dict] = defaultdict(dict)
+        for r in rows:
+            # a run in turns with its drift factor (answers.drift): the throughput its comparisons take
+            by[int(r["repeat"])][r["allocator"]] = float(r["ops_per_s"]) * float(r.get("drift_factor") or 1.0)
+        rounds = [by[k] for k in sorted(by) if BASE in by[k] and len(by[k]) >= 3]
+        plan = json.loads((entry / "plan.json").read_text())
+        drifted = any(r.get("drift_factor") for r in rows)
+        design = f"default studies, turns of {plan.get('slice_s')} s{', drift taken out' if drifted else ''}"
+        out[(f"{m.get('kernel')}|{m.get('memory_bytes')}", design)].append(rounds)
+    return out
+
+
+def read(rounds: list[dict], variant: str, estimand: str, confidence: float = 0.95, plant: float = 1.0):
+    """One estimand of variant vs glibc over the rounds where both ran (a study stops a decided
+    allocator's runs): a dependence.RatioAtState. The state of a round is the mean of its other
+    runs' log speed against their own medians, as answers.dependence reads it."""
+    med = {a: float(np.median([math.log(r[a]) for r in rounds if a in r])) for a in ALLOCATORS
+           if any(a in r for r in rounds)}
+    x, y = [], []
+    for r in rounds:
+        others = [math.log(r[a]) - med[a] for a in VARIANTS if a != variant and a in r]
+        if BASE in r and variant in r and others:
+            x.append(float(np.mean(others)))
+            y.append(math.log(r[variant] / r[BASE] * plant))
+    if estimand == "average":
+        return dependence.average_ratio(y, x, dependence.SPEED, confidence)
+    x0 = float(np.mean(x)) if estimand == "adjusted" else dependence.quiet_state_value(x, dependence.SPEED)
+    return dependence.ratio_at_state(y, x, x0, dependence.SPEED, confidence)
+
+
+def decided(v) -> bool:
+    return v.ci_low > 1 or v.ci_high < 1 or (v.ci_low > 1 - MARGIN and v.ci_high < 1 + MARGIN)
+
+
+def main() -> None:
+    ap = arguments(__doc__, block=20, store=str(ROOT / "bench" / "data" / "estimand"), plant="0.96,1.04")
+    a = ap.parse_args()
+    plants = [1.0] + [float(p) for p in a.plant.split(",") if p]
+    looks = design.plan_looks(a.block)
+    quick = 1 - design.look_alpha(len(looks), overall=design.OVERALL_ALPHA)
+    groups: dict[tuple, list[list[dict]]] = defaultdict(list)
+    for key, rounds in turns_rounds().items():
+        for i in range(0, len(rounds) - a.block + 1, a.block):
+            groups[key].append(rounds[i:i + a.block])
+    studies = study_rounds()
+    for key, ss in studies.items():
+        groups[key] += [s for s in ss if len(s) >= 6]
+    groups = {k: v for k, v in groups.items() if len(v) >= 2}
+    drawn = []
+    print(f"pseudo-studies of {a.block} rounds (the replication store's studies as they ran), per (machine, commit) "
+          f"with two or more: {sum(len(v) for v in groups.values())} in {len(groups)} groups; quick level "
+          f"{100 * quick:.1f} % ({len(looks)} looks)")
+    print(f"{'estimand':<9} {'coverage':>9} {'planted':>8} {'differs':>9} {'half-width':>11} {'decided':>8} "
+          f"{'all three':>10}")
+    for est in ESTIMANDS:
+        cov, planted, diff, width, dec, all3 = [], [], [], [], [], []
+        for key, blocks in groups.items():
+            per_variant = defaultdict(list)
+            for bi, b in enumerate(blocks):
+                rest = list(itertools.chain.from_iterable(bb for j, bb in enumerate(blocks) if j != bi))
+                ok = 0
+                for var in VARIANTS:
+                    for k in plants:
+                        v, truth = read(b, var, est, plant=k), read(rest, var, est, plant=k)
+                        if v is None or truth is None:  # too few rounds of it (a study stopped its runs)
+                            continue
+                        (cov if k == 1.0 else planted).append(v.ci_low <= truth.ratio <= v.ci_high)
+                        if k == 1.0:
+                            width.append(100 * (v.ci_high - v.ci_low) / 2 / v.ratio)
+                            per_variant[var].append(v)
+                            q = read(b, var, est, confidence=quick)
+                            if q is None:
+                                continue
+                            ok += decided(q)
+                            dec.append(decided(q))
+                            drawn.append({"machine": key[0], "commit": key[1], "block": bi, "rounds": len(b),
+                                          "variant": var, "estimand": est, "ratio": v.ratio, "ci_low": v.ci_low,
+                                          "ci_high": v.ci_high, "rest_ratio": truth.ratio, "quick_decided": decided(q)})
+                all3.append(ok == 3)
+            for vs in per_variant.values():
+                for x, y in itertools.combinations(vs, 2):
+                    rr = ratio_of_ratios(x, y, MARGIN)
+                    diff.append(rr is not None and rr.outcome == DIFFERS)
+        print(f"{est:<9} {np.mean(cov):>8.1%} {np.mean(planted) if planted else float('nan'):>8.1%} "
+              f"{np.mean(diff):>8.1%} {np.mean(width):>10.2f}% {np.mean(dec):>8.0%} {np.mean(all3):>9.0%}   "
+              f"(n {len(cov)}, pairs {len(diff)})")
+    store = Path(a.store)
+    store.mkdir(parents=True, exist_ok=True)
+    with (store / "draws.jsonl").open("a") as f:
+        f.write(json.dumps({"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                            "block": a.block, "plants": plants, "quick_confidence": quick, "drawn": drawn}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
