@@ -78,23 +78,24 @@ def turns_rounds() -> dict[tuple, list[dict]]:
 
 def study_rounds() -> dict[tuple, list[list[dict]]]:
     """(machine, its studies' design) -> the replication store's default studies of it, each its rounds
-    in order (of whichever commit each ran): a design is its turns' length, and whether its runs
-    carry drift factors."""
+    in order (of whichever commit each ran): a design is its turns' length; the studies whose runs
+    carry drift factors (answers.drift) are read twice, as measured and with the drift taken out."""
     import csv
     out: dict[tuple, list[list[dict]]] = defaultdict(list)
     for entry in sorted(p for p in REPLICATION.iterdir() if (p / "runs.csv").is_file()):
         m = json.loads((entry / "machine.json").read_text())
         rows = [r for r in csv.DictReader((entry / "runs.csv").open()) if r["status"] == "ok"
                 and r.get("purpose", "measure") in ("", "measure")]
-        by: dict[int, dict] = defaultdict(dict)
-        for r in rows:
-            # a run in turns with its drift factor (answers.drift): the throughput its comparisons take
-            by[int(r["repeat"])][r["allocator"]] = float(r["ops_per_s"]) * float(r.get("drift_factor") or 1.0)
-        rounds = [by[k] for k in sorted(by) if BASE in by[k] and len(by[k]) >= 3]
-        plan = json.loads((entry / "plan.json").read_text())
+        design = f"default studies, turns of {json.loads((entry / 'plan.json').read_text()).get('slice_s')} s"
         drifted = any(r.get("drift_factor") for r in rows)
-        design = f"default studies, turns of {plan.get('slice_s')} s{', drift taken out' if drifted else ''}"
-        out[(f"{m.get('kernel')}|{m.get('memory_bytes')}", design)].append(rounds)
+        for adjusted in (False, True) if drifted else (False,):
+            by: dict[int, dict] = defaultdict(dict)
+            for r in rows:
+                f = float(r.get("drift_factor") or 1.0) if adjusted else 1.0
+                by[int(r["repeat"])][r["allocator"]] = float(r["ops_per_s"]) * f
+            rounds = [by[k] for k in sorted(by) if BASE in by[k] and len(by[k]) >= 3]
+            words = design + (", drift taken out" if adjusted else ", as measured" if drifted else "")
+            out[(f"{m.get('kernel')}|{m.get('memory_bytes')}", words)].append(rounds)
     return out
 
 
@@ -134,7 +135,7 @@ def main() -> None:
     for key, ss in studies.items():
         groups[key] += [s for s in ss if len(s) >= 6]
     groups = {k: v for k, v in groups.items() if len(v) >= 2}
-    drawn = []
+    drawn, by_group = [], []
     print(f"pseudo-studies of {a.block} rounds (the replication store's studies as they ran), per (machine, commit) "
           f"with two or more: {sum(len(v) for v in groups.values())} in {len(groups)} groups; quick level "
           f"{100 * quick:.1f} % ({len(looks)} looks)")
@@ -169,9 +170,19 @@ def main() -> None:
                 for x, y in itertools.combinations(vs, 2):
                     rr = ratio_of_ratios(x, y, MARGIN)
                     diff.append(rr is not None and rr.outcome == DIFFERS)
+        for key in (k for k in groups if k[1].startswith("default studies")):
+            mine = [d for d in drawn if (d["machine"], d["commit"]) == key and d["estimand"] == est]
+            if mine:
+                by_group.append((est, key, mine))
         print(f"{est:<9} {np.mean(cov):>8.1%} {np.mean(planted) if planted else float('nan'):>8.1%} "
               f"{np.mean(diff):>8.1%} {np.mean(width):>10.2f}% {np.mean(dec):>8.0%} {np.mean(all3):>9.0%}   "
               f"(n {len(cov)}, pairs {len(diff)})")
+    if by_group:
+        print("\nthe default studies of one machine and design, each one's ratio against the others' pooled:")
+    for est, key, mine in by_group:
+        inside = sum(d["ci_low"] <= d["rest_ratio"] <= d["ci_high"] for d in mine)
+        print(f"  {est:<9} {key[1]} ({key[0].split('|')[0]}): {inside} of {len(mine)} inside; quick decided "
+              f"{sum(d['quick_decided'] for d in mine)} of {len(mine)}")
     store = Path(a.store)
     store.mkdir(parents=True, exist_ok=True)
     with (store / "draws.jsonl").open("a") as f:

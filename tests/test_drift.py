@@ -1,6 +1,6 @@
 """The host's drift within a round of turns (answers.drift): a planted drift is taken out of the
 runs' levels, a planted ratio moves by exactly itself, and a round that cannot be fitted gets no
-factor. And in a study: the verdicts take the adjusted throughput, the levels the measured one."""
+factor (a study records each run's factor in runs.csv: tests/test_rounds.py)."""
 
 import math
 import random

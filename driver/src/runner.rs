@@ -171,7 +171,9 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                         let t0 = Instant::now();
                         let step = worker.step();
                         let ns = t0.elapsed().as_nanos() as u64;
-                        if ph != MEASURE {
+                        // a call that began in a warm-up and ended in the measured part counts
+                        // there: its time is inside the window (as one that ends after it does)
+                        if ph != MEASURE && phase.load(Ordering::SeqCst) != MEASURE {
                             ctr.warmup_ops.fetch_add(step.ops, Ordering::Relaxed);
                             continue;
                         }

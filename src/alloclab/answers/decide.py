@@ -26,12 +26,12 @@ from alloclab.answers.metrics import (
     THROUGHPUT,
     Metric,
     by_name,
-    compared,
     delta,
     delta_unit,
     for_rows,
     margin_of,
     own,
+    value,
 )
 from alloclab.catalog.allocators import short_name
 from alloclab.plan import workload
@@ -166,7 +166,7 @@ def per_round(rows: Iterable[RunRow], get: Callable[[RunRow], float | None]) -> 
 
 def _groups(rows: Iterable[RunRow], m: Metric) -> dict[tuple, dict[str, dict[int, float]]]:
     """cell tuple -> allocator -> (round, node) -> value, valid runs only (per_round)."""
-    return per_round(rows, lambda r: compared(r, m) if r.status == "ok" and r.allocator_verified else None)
+    return per_round(rows, lambda r: value(r, m) if r.status == "ok" and r.allocator_verified else None)
 
 
 def places(rows: Iterable[RunRow]) -> dict[str, int]:
@@ -315,7 +315,7 @@ def unit_states(rows: list[RunRow]) -> dict[Unit, UnitState]:
     out = {}
     for u, rounds in by.items():
         ok = {k: [r for r in rs if r.status == "ok" and r.allocator_verified] for k, rs in rounds.items()}
-        vals = [sum(vs) / len(vs) for vs in ([v for v in (compared(r, THROUGHPUT) for r in got) if v is not None]
+        vals = [sum(vs) / len(vs) for vs in ([v for v in (value(r, THROUGHPUT) for r in got) if v is not None]
                                              for got in ok.values()) if vs]
         last2 = list(ok.values())[-2:]
         failing = len(last2) == 2 and not any(last2)

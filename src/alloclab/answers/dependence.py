@@ -36,7 +36,7 @@ import numpy as np
 from scipy import stats as _scipy_stats
 
 from alloclab.answers import decide, stats
-from alloclab.answers.metrics import THROUGHPUT, compared
+from alloclab.answers.metrics import THROUGHPUT, value
 from alloclab.answers.replicate import DIFFERS, RatioOfRatios, ratio_of_ratios
 from alloclab.core.errors import AlloclabError
 from alloclab.results.store import RunRow
@@ -260,7 +260,7 @@ def round_states(rows: list[RunRow]) -> dict[tuple, dict[str, float]]:
     allocator."""
     logs: dict[tuple, list[tuple[RunRow, float]]] = defaultdict(list)
     for r in rows:
-        v = compared(r, THROUGHPUT)
+        v = value(r, THROUGHPUT)
         if v:
             logs[(decide.cell_of(r), r.allocator)].append((r, math.log(v)))
     out: dict[tuple, dict[str, float]] = defaultdict(dict)
@@ -303,7 +303,7 @@ def _finding(cell, baseline, alloc, base: dict, var: dict, states: dict, margin:
              confidence: float = 0.95) -> Finding:
     pts, busy = [], []
     for k in sorted(set(base) & set(var)):
-        b, v = compared(base[k], THROUGHPUT), compared(var[k], THROUGHPUT)
+        b, v = value(base[k], THROUGHPUT), value(var[k], THROUGHPUT)
         if not (b and v):
             continue
         # the others: every run of the round but the two units' (their more runs too, in_their_places)
@@ -344,7 +344,7 @@ def _drift(base: dict, var: dict, margin: float) -> tuple[RatioOfRatios | None, 
     half = len(rounds) // 2
     halves = []
     for ks in (rounds[:half], rounds[half:]):
-        b = {k: compared(base[k], THROUGHPUT) for k in ks}
-        v = {k: compared(var[k], THROUGHPUT) for k in ks}
+        b = {k: value(base[k], THROUGHPUT) for k in ks}
+        v = {k: value(var[k], THROUGHPUT) for k in ks}
         halves.append(stats.ratio_interval({k: x for k, x in b.items() if x}, {k: x for k, x in v.items() if x}))
     return ratio_of_ratios(halves[0], halves[1], margin), (halves[0].ratio, halves[1].ratio)

@@ -42,17 +42,6 @@ def value(r: RunRow, m: Metric) -> float | None:
     return float(v) if v and v > 0 else None
 
 
-def compared(r: RunRow, m: Metric) -> float | None:
-    """The value a comparison takes: a throughput measured in turns with the host's drift between
-    its turns and its round's others taken out (runs.csv's drift_factor, answers.drift); every
-    other value, and a run without a factor, as value() reads it. Levels (medians, charts) are
-    value()'s."""
-    v = value(r, m)
-    if v is not None and m is THROUGHPUT and r.drift_factor:
-        return v * r.drift_factor
-    return v
-
-
 def for_rows(rows: Iterable[RunRow]) -> tuple[Metric, ...]:
     """The metrics a study's verdicts are made on: every study's, and a life's where its rows
     measured one (a study without lives keeps its verdicts as they were)."""

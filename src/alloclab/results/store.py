@@ -116,8 +116,9 @@ class RunRow:
     # whose sources were built and the library's SHA-256)
     allocator_version: str = ""
     allocator_source: str = ""
-    # added in 0.9: a run measured in turns, the host's drift between its turns and the others' of
-    # its round taken out (answers.drift): the throughput its comparisons take is its own times this
+    # added in 0.9: a run measured in turns, how much the host's drift between its turns and the
+    # others' of its round moved its throughput (answers.drift): throughput × this is its level
+    # with that drift taken out. Recorded, not compared: it did not narrow the rounds' spread
     drift_factor: float | None = None
     # added in 0.8: the columns of the run's workload's own (results.columns: TPC-C's warehouses
     # and NOPM, a life's memory over its cycles), after the shared ones in runs.csv; not a column

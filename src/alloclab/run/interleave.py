@@ -232,11 +232,12 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
 
 def with_drift(rows: list[RunRow], dirs: list[Path]) -> list[RunRow]:
     """A group's rows with each measured run's drift factor (answers.drift), read from the turns
-    its folder stored, with a knot of the host's speed every cycle of turns (one turn of each
-    run); rows as they were where the group's turns cannot be read or fitted."""
-    got = {r.run_id: t for r, d in zip(rows, dirs)
-           if r.status == "ok" and r.purpose == "measure" and (t := stored_turns.of_run(d)) is not None}
-    factors = drift.factors(got, knot=len(got))
+    its folder stored, with a knot of the host's speed every cycle of turns (one turn of each of
+    the group's runs); rows as they were where any of its finished runs' turns cannot be read,
+    or the group cannot be fitted: all of a group's runs are adjusted, or none."""
+    ok = [(r, d) for r, d in zip(rows, dirs) if r.status == "ok" and r.purpose == "measure"]
+    got = {r.run_id: t for r, d in ok if (t := stored_turns.of_run(d)) is not None}
+    factors = drift.factors(got, knot=len(rows)) if len(got) == len(ok) else {}
     return [replace(r, drift_factor=round(factors[r.run_id], 6)) if r.run_id in factors else r for r in rows]
 
 
