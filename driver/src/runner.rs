@@ -171,9 +171,10 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, sink: &EventSink) -> Result
                         let t0 = Instant::now();
                         let step = worker.step();
                         let ns = t0.elapsed().as_nanos() as u64;
-                        // a call that began in a warm-up and ended in the measured part counts
-                        // there: its time is inside the window (as one that ends after it does)
-                        if ph != MEASURE && phase.load(Ordering::SeqCst) != MEASURE {
+                        // a call that began in a turn's warm-up is the warm-up's, though it may
+                        // end inside the timed turn: one call a thread a turn (an --ops count
+                        // stays exact: only measured calls claim it)
+                        if ph != MEASURE {
                             ctr.warmup_ops.fetch_add(step.ops, Ordering::Relaxed);
                             continue;
                         }
