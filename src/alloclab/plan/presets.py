@@ -25,7 +25,7 @@ def kv_allocators(scale: str) -> dict:
     suite's most malloc-bound cell), under the seed's four allocators, "equivalent" meaning
     within ±4 %, each allocator's 6 s window measured in turns of 0.5 s with the others
     (slice_s, interleave.py). Turns of 0.1 s spread the ratios about half as much, but may read
-    tcmalloc about 5 % higher than runs alone (docs/results.md). Measured here: this
+    tcmalloc about 4-5 % higher than runs alone (docs/results.md). Measured here: this
     machine's speed drifts by up to half for seconds at a time, which put ±8-35 % on ratios of
     runs measured one after another (three write cells, 10 minutes) and ±5-7 % on the best
     single write cell; TidesDB's write windows also vary 8-15 % from process to process under
