@@ -38,6 +38,7 @@ What it drew (each pseudo-study's rounds, each estimand's value and interval) is
 
 from __future__ import annotations
 
+import csv
 import datetime
 import itertools
 import json
@@ -80,7 +81,6 @@ def study_rounds() -> dict[tuple, list[list[dict]]]:
     """(machine, its studies' design) -> the replication store's default studies of it, each its rounds
     in order (of whichever commit each ran): a design is its turns' length; the studies whose runs
     carry drift factors (answers.drift) are read twice, as measured and with the drift taken out."""
-    import csv
     out: dict[tuple, list[list[dict]]] = defaultdict(list)
     for entry in sorted(p for p in REPLICATION.iterdir() if (p / "runs.csv").is_file()):
         m = json.loads((entry / "machine.json").read_text())

@@ -37,9 +37,9 @@ with its t interval; over machines, a DerSimonian-Laird random-effects pool (tau
 machines, 95 % interval mean +- 1.96 se; a machine of fewer than 3 rounds takes the pooled
 within-machine variance). Slices: per round, the slope of the log ratio on log10(slice) over
 t0.1, t0.5 and t3, pooled the same way (% per tenfold slice; a trend toward long slices is a
-bias), and turns of 0.1 s against turns of 0.5 s, paired. Participants: p2 and p13 each against t0.5 (4),
-paired. A machine is alloclab's fingerprint
-of it without alloclab's commit, and its boot: a fresh VM of the same kind is another machine.
+bias), and turns of 0.1 s against turns of 0.5 s, paired. Participants: p2 and p13 each against
+t0.5 (4), paired. A machine is alloclab's fingerprint of it without alloclab's commit, and its
+boot: a fresh VM of the same kind is another machine.
 
     .venv/bin/python bench/turns_bias.py [--store DIR] [--append] [--cells default,write,tpcc]
         [--designs alone,t0.1,t0.5,t3,p2[,p13]] [--rounds 10] [--seed S]
@@ -200,7 +200,8 @@ def runs_from_csv(path: Path, metric: str, cores: int | None) -> list[dict]:
                    "cpu_sys_s": _num(r.get("cpu_sys_s"), 0.0), "client_cpu_s": client,
                    "other_busy_cores": _num(r.get("other_busy_cores"), 0.0), "wall_s": _num(r.get("wall_s"), 0.0),
                    "started_at": r.get("started_at", ""), "machine_fingerprint": r.get("machine_fingerprint", ""),
-                   # in turns: the host's drift between its turns taken out (answers.drift); absent before
+                   # in turns: how much the host's drift between its turns moved it (answers.drift);
+                   # absent before
                    "drift_factor": _num(r.get("drift_factor"), 0.0) or None}
             share = cpu_share(run, cores)
             run["cpu_share"] = None if share is None else round(share, 4)

@@ -29,8 +29,8 @@ def kv_allocators(scale: str) -> dict:
     machine's speed drifts by up to half for seconds at a time, which put ±8-35 % on ratios of
     runs measured one after another (three write cells, 10 minutes) and ±5-7 % on the best
     single write cell; TidesDB's write windows also vary 8-15 % from process to process under
-    any allocator. Reads from memory in turns
-    differ between allocators by 5-25 %, and decide in 10 minutes. `smoke` is for tests.
+    any allocator. Reads from memory in turns differ between allocators by 5-25 %, and decide in
+    10 minutes. `smoke` is for tests.
     """
     n = {"smoke": 2_000, "quick": 50_000, "full": 5_000_000}[scale]
     threads = [1, 4, 8, 16]
@@ -207,7 +207,7 @@ def allocator_shootout(scale: str) -> dict:
         "engines": ["tidesdb"] if scale != "full" else ["tidesdb", "mariadb-innodb"],
         "allocators": list(SHOOTOUT),
         **rounds(scale, "30m"),
-        **({"margin_pct": 4.0, "slice_s": 0.5} if scale != "smoke" else {}),
+        **({"margin_pct": 4.0, "slice_s": 0.1} if scale != "smoke" else {}),
         "warmup_s": {"smoke": 0.0, "quick": 1.0, "full": 2.0}[scale],
         "engine_options": {"memtable_bytes": "64MiB", "block_cache_bytes": "64MiB", "sync": "none",
                            "compression": "none"},

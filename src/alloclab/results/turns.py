@@ -8,27 +8,28 @@ import json
 import math
 from pathlib import Path
 
+from alloclab.core import events
+from alloclab.core.errors import AlloclabError
+
 
 def of_run(run_dir: Path) -> tuple[list[int], list[float]] | None:
     """(places, log throughput of each turn) of a run in turns; None for a run not in turns, one
-    whose folder lacks either file, or whose intervals are not one a place."""
+    whose folder lacks either file or holds an event the driver's schema refuses, or whose
+    intervals are not one a place."""
     try:
         places = json.loads((run_dir / "run.json").read_text()).get("turn_places")
-        lines = (run_dir / "events.jsonl").read_text().splitlines()
-    except (OSError, ValueError):
+        stored = list(events.parse_lines((run_dir / "events.jsonl").read_text().splitlines()))
+    except (OSError, ValueError, AlloclabError):
         return None
     if not places:
         return None
     logs, before = [], 0.0
-    for line in lines:
-        try:
-            e = json.loads(line)
-        except ValueError:
-            return None
-        if e.get("type") != "interval" or e.get("phase") != "measure":
+    for e in stored:
+        if e.type != "interval" or e.data.get("phase") != "measure":
             continue
-        ops = sum(int(v.get("ops") or 0) for v in (e.get("ops") or {}).values())
-        took, before = float(e.get("elapsed_s") or 0.0) - before, float(e.get("elapsed_s") or 0.0)
+        ops = sum(int(v.get("ops") or 0) for v in (e.data.get("ops") or {}).values())
+        elapsed = float(e.data.get("elapsed_s") or 0.0)
+        took, before = elapsed - before, elapsed
         if ops <= 0 or took <= 0:
             return None
         logs.append(math.log(ops / took))
