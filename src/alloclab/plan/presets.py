@@ -186,7 +186,8 @@ def allocator_shootout(scale: str) -> dict:
     for memory (peak RSS), on the default study's read cell (TidesDB point reads from a 100,000-key
     memtable, 2 threads), all of a cell's allocators measured in turns of 0.1 s (13 in turns of
     0.5 s cycle every 6.5 s, slower than this guest's drift: the ratios' spread per round was 0.056
-    against 0.043 in turns of 0.1 s). `quick` asks the read cell alone, with the whole budget
+    against 0.043 in turns of 0.1 s; turns of 0.1 s may read tcmalloc a few percent higher than
+    runs alone, docs/results.md). `quick` asks the read cell alone, with the whole budget
     (with the write cell beside it, 6 of 12 read comparisons decided in 30 minutes here, and the
     write cell's ratios moved with the host's state in 9 of 12); `full` adds a write cell (random
     100-row batches, 2 threads) and TPC-C on InnoDB (the host's MariaDB)."""
