@@ -10,7 +10,7 @@ import pytest
 
 from alloclab import cli
 from alloclab.alloc.tuning import split_list
-from alloclab.answers import analysis, decide, sentences, wording
+from alloclab.answers import analyse, analysis, decide, sentences, wording
 from alloclab.answers.analyse import Study
 from alloclab.results.store import RunRow
 
@@ -98,3 +98,20 @@ def test_a_tuning_has_a_short_name_in_answers_defined_beside_its_version(tmp_pat
     assert {v.variant for v in ans.verdicts} == {"glibc+arenas2"}
     assert any(line.startswith("allocator glibc+arenas2 (glibc+MALLOC_ARENA_MAX=2): 2.36")
                for line in provenance.environment(s))
+
+
+def test_more_rounds_in_turns_cost_one_window_a_round(tmp_path):
+    """The time more rounds would take, in turns: a round is one window that the cell's allocators
+    share, so it costs the longest of their runs, never their sum (machine-c's 50 more rounds at
+    about 27 s a round are about 22 minutes; before turns were counted, it said 1h07m)."""
+    import re
+
+    folder = tmp_path / "machine-c"
+    shutil.copytree(ROOT / "bench/data/replication/machine-c", folder)
+    a = analysis.build(folder)
+    m = re.search(r"About (\d+) more round\(s\) would decide the rest \(≈ (\d+)m(\d+)s more", a.answers.to_decide)
+    assert m, a.answers.to_decide
+    rounds, seconds = int(m.group(1)), 60 * int(m.group(2)) + int(m.group(3))
+    walls = analyse.load(folder).unit_walls()
+    assert seconds / rounds == pytest.approx(max(walls.values()), rel=0.05)
+    assert seconds / rounds < sum(walls.values()) / 2

@@ -116,3 +116,28 @@ def test_an_old_folder_with_every_column_reads_each_row_as_its_workloads():
     header = (ROOT / "tests/fixtures/replication/machine-a/runs.csv").read_text().splitlines()[0].split(",")
     assert "nopm" in header and "warehouses" in header  # written when every row had every column
     assert rows and all(r.value("nopm") is None and r.value("warehouses") is None for r in rows)
+
+
+def test_a_workloads_own_metric_that_is_not_a_lifes_memory_is_said_beside_its_throughput(monkeypatch):
+    """Only a life's memory metrics (Metric.life) make a life's answer (leanest, price, limit);
+    another workload's own verdict metric gets its line under its cell, beside throughput."""
+    from alloclab.answers import decide, metrics, sentences
+    from alloclab.catalog import metrics as cm
+
+    rows_per_s = cm.Metric("rows_per_s", "Rows scanned a second", "rows/s", 1, True, "scan_rows",
+                           "rows scanned a second")
+    monkeypatch.setattr(cm, "_OWN", [*cm.own(), rows_per_s])
+    assert rows_per_s not in metrics.life() and {m.name for m in metrics.life()} == {"creep", "given_back",
+                                                                                     "overhead"}
+
+    def v(metric: str) -> decide.Verdict:
+        return decide.Verdict("allocators", "rocksdb", "scan", 1, "scan r50", metric, "glibc", "jemalloc", 8, 8, 8,
+                              1.10, 1.05, 1.15, "faster" if metric == "throughput" else "higher", None, 0.95, "",
+                              ("c", "glibc"), ("c", "jemalloc"), margin=0.04)
+
+    vs = [v("throughput"), v("scan_rows")]
+    out = sentences._cells(vs, vs[:1], {}, [], 4.0, set(), {})
+    assert not out.lives and [label for label, _ in out.groups] == ["rocksdb scan (scan r50, 1 thread)"]
+    lines = out.groups[0][1]
+    assert lines[0].startswith("throughput vs glibc: jemalloc +10.0 %")
+    assert lines[1].startswith("rows scanned a second vs glibc: jemalloc +10.0 %")

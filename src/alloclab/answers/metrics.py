@@ -23,6 +23,11 @@ def own() -> tuple[Metric, ...]:
     return cm.own()
 
 
+def life() -> tuple[Metric, ...]:
+    """The workloads' own metrics of memory over a server's life (creep, given back, overhead)."""
+    return tuple(m for m in cm.own() if m.life)
+
+
 def by_name(name: str) -> Metric | None:
     return cm.by_name().get(name)
 

@@ -208,12 +208,16 @@ def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: floa
     for v in primary:
         out.by_q[_question(v)].append(v)
     memory = defaultdict(list)  # the same questions on peak RSS: the memory answer beside the speed one
-    memories = {m.name for m in metrics.own()}  # a workload's own verdict metrics (a life's memory)
+    memories = {m.name for m in metrics.life()}  # a life's memory
+    others = {m.name for m in metrics.own()} - memories  # another workload's own: said beside its throughput
+    beside: dict = defaultdict(lambda: defaultdict(list))
     for v in vs:
         if v.metric == "peak_rss" and v.ratio is not None:
             memory[_question(v)].append(v)
         if v.metric in memories and v.ratio is not None:
             out.lives[_question(v)][v.metric].append(v)
+        if v.metric in others and v.ratio is not None:
+            beside[_question(v)][v.metric].append(v)
     alone = defaultdict(list)  # engine -> its steady load's verdicts in turns
     for v in primary:
         if v.base_unit[0] in turns:
@@ -235,6 +239,10 @@ def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: floa
                                  + "; ".join(phrase(v) + _why(by_unit, v) for v in items) + ".")
             own = [f"{what} vs {items[0].baseline}: " + "; ".join(short(v, margin_pct) + _quiet(found, v)
                                                                     for v in items)]
+            for name, got in beside.get(q, {}).items():
+                got, said = sorted(got, key=lambda v: -_effect(v)), metrics.words(name)
+                out.sentences.append(f"{_where(got[0])}, {said}: " + "; ".join(map(phrase, got)) + ".")
+                own.append(f"{said} vs {got[0].baseline}: " + "; ".join(short(v, margin_pct) for v in got))
         mem = sorted(memory.get(q, []), key=lambda v: -_effect(v))
         if lived:
             first = next(iter(lived.values()))[0]
@@ -258,7 +266,7 @@ def _life_lines(lived: dict, price: list, by_unit: dict, margin_pct: float, chec
     (`price`: throughput verdicts), the memory it needs (with the lives that checked it), and its
     kills."""
     own = []
-    for m in metrics.own():
+    for m in metrics.life():
         got = sorted(lived.get(m.name, []), key=lambda v: -_effect(v))
         if got:
             own.append(f"{m.words} vs {got[0].baseline}: " + "; ".join(short(v, margin_pct) for v in got))

@@ -35,6 +35,10 @@ class Metric:
     # interval past deciding and left its 95 % unkept (tests/test_stats.py measures both)
     points: bool = False
     margin: float | None = None  # its own equivalence margin (in its unit), else the study's
+    # memory over a server's life (creep, given back, overhead): the answer says its leanest setting,
+    # its price in speed and the memory it needs; any other workload's own metric is said beside its
+    # throughput
+    life: bool = False
 
     def fmt(self, v: float | None) -> str:
         if v is None:

@@ -88,11 +88,11 @@ class LifeColumns:
 # points: none), RSS over the engine's own account at the last idle end (none where the account is
 # larger: it counts what it reserved)
 CREEP = Metric("creep_mib_per_cycle", "Creep (settled RSS per cycle)", "MiB/cycle", 1, False, "creep",
-               "creep of settled RSS", floor=1.0)
+               "creep of settled RSS", floor=1.0, life=True)
 GIVEN_BACK = Metric("given_back_share", "Given back after a burst", "share", 1, True, "given_back",
-                    "share of a burst given back", points=True, margin=0.05)
+                    "share of a burst given back", points=True, margin=0.05, life=True)
 OVERHEAD = Metric("overhead_bytes", "RSS over the engine's account", "MiB", 2**20, False, "overhead",
-                  "RSS over the engine's own account")
+                  "RSS over the engine's own account", life=True)
 LIFE_METRICS = (CREEP, GIVEN_BACK, OVERHEAD)
 
 
