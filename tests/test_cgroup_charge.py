@@ -1,6 +1,6 @@
 """The memory a server needs, read where the kernel counts it: a cgroup's unreclaimable charge
-(anonymous and shared memory, from memory.stat under cgroup v1 and v2) and its peak; a planted
-allocation moves both by its size."""
+(anonymous, shared and kernel memory: memory.stat, and v1's kmem counter, under cgroup v1 and v2)
+and its peak; a planted allocation moves both by its size."""
 
 from __future__ import annotations
 
@@ -34,9 +34,15 @@ total_shmem 8388608
 """
 
 
-def test_unreclaimable_is_anonymous_and_shared_memory_on_both_cgroup_versions():
-    assert unreclaimable(V2_STAT, 2) == 104857600 + 8388608  # page cache (file) left out
-    assert unreclaimable(V1_STAT, 1) == 104857600 + 8388608  # total_rss (huge pages within) + total_shmem
+def test_unreclaimable_is_anonymous_shared_and_kernel_memory_on_both_cgroup_versions():
+    assert unreclaimable(V2_STAT, 2) == 104857600 + 8388608 + 2097152  # page cache (file) left out
+    # v2 before 5.18 has no `kernel`: its unreclaimable parts
+    parts = V2_STAT.replace("kernel 2097152\n", "kernel_stack 16384\npagetables 65536\nslab_reclaimable 4096\n"
+                            "slab_unreclaimable 8192\npercpu 1024\nsock 0\n")
+    assert unreclaimable(parts, 2) == 104857600 + 8388608 + 16384 + 65536 + 8192 + 1024
+    # v1: total_rss (huge pages within) + total_shmem, and the kernel memory of memory.kmem.usage_in_bytes
+    assert unreclaimable(V1_STAT, 1) == 104857600 + 8388608
+    assert unreclaimable(V1_STAT, 1, kmem=3145728) == 104857600 + 8388608 + 3145728
     own = "\n".join(line for line in V1_STAT.splitlines() if not line.startswith("total_"))
     assert unreclaimable(own, 1) == 100663296 + 8388608
     assert unreclaimable("", 2) == 0

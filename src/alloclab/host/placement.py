@@ -34,20 +34,29 @@ def parse_cpus(text: str, key: str = "cpus") -> set[int]:
     return cpus
 
 
-def unreclaimable(stat: str, version: int) -> int:
+# v2's memory.stat before `kernel` (kernel 5.18): the kernel memory it charges that cannot be
+# reclaimed (stacks, page tables, unreclaimable slab, per-CPU data, socket buffers)
+V2_KERNEL_PARTS = ("kernel_stack", "pagetables", "slab_unreclaimable", "percpu", "sock")
+
+
+def unreclaimable(stat: str, version: int, kmem: int = 0) -> int:
     """What of a cgroup's charge the kernel cannot reclaim without swap, from its memory.stat:
-    anonymous memory and shared memory (PostgreSQL's shared buffers). The page cache it also
-    charges (a datadir's files) goes under a limit before anything is killed, so a limit that fits
-    this fits the server. v2: `anon` + `shmem`; v1: `rss` (anonymous, huge pages included) +
-    `shmem` (total_* where the hierarchy sums them)."""
+    anonymous memory, shared memory (PostgreSQL's shared buffers) and the kernel's own memory
+    charged to it (a backend's page tables and stack: a storm of 60 forked backends charges tens of
+    MiB of it at once). The page cache it also charges (a datadir's files) goes under a limit
+    before anything is killed, so a limit that fits this fits the server. v2: `anon` + `shmem` +
+    `kernel` (its parts before 5.18); v1: `rss` (anonymous, huge pages included) + `shmem`
+    (total_* where the hierarchy sums them) + `kmem`, memory.kmem.usage_in_bytes, which v1's
+    memory.stat leaves out."""
     got = {}
     for line in stat.splitlines():
         k, _, v = line.partition(" ")
         if v.strip().isdigit():
             got[k] = int(v)
     if version == 2:
-        return got.get("anon", 0) + got.get("shmem", 0)
-    return got.get("total_rss", got.get("rss", 0)) + got.get("total_shmem", got.get("shmem", 0))
+        kernel = got["kernel"] if "kernel" in got else sum(got.get(k, 0) for k in V2_KERNEL_PARTS)
+        return got.get("anon", 0) + got.get("shmem", 0) + kernel
+    return got.get("total_rss", got.get("rss", 0)) + got.get("total_shmem", got.get("shmem", 0)) + kmem
 
 
 class MemoryLimit:
@@ -75,8 +84,14 @@ class MemoryLimit:
                                 "memory limits need root and a writable cgroup tree") from e
 
     def unreclaimable(self) -> int:
-        """Its anonymous and shared memory now (module function `unreclaimable`)."""
-        return unreclaimable((self.dir / "memory.stat").read_text(), self.version)
+        """Its anonymous, shared and kernel memory now (module function `unreclaimable`)."""
+        kmem = 0
+        if self.version == 1:
+            try:
+                kmem = int((self.dir / "memory.kmem.usage_in_bytes").read_text().split()[0])
+            except (OSError, ValueError, IndexError):  # a kernel without v1's kmem files
+                kmem = 0
+        return unreclaimable((self.dir / "memory.stat").read_text(), self.version, kmem)
 
     def peak(self) -> int | None:
         """The kernel's own high-water mark of the cgroup's whole charge (page cache included):
@@ -103,8 +118,8 @@ class MemoryLimit:
 
 
 class ChargeWatch:
-    """The kernel's charge of a cgroup over a run: its unreclaimable part (anonymous and shared
-    memory, `unreclaimable`) sampled at `hz` in a thread of its own, its high-water mark, and at
+    """The kernel's charge of a cgroup over a run: its unreclaimable part (anonymous, shared and
+    kernel memory, `unreclaimable`) sampled at `hz` in a thread of its own, its high-water mark, and at
     the end the kernel's own peak of the whole charge (MemoryLimit.peak). What a server needs
     under a container's limit, read where the kernel counts it."""
 

@@ -77,7 +77,7 @@ class LifeColumns:
     alloc_kept_bytes: int | None = None
     alloc_kept_growth_mib_per_cycle: float | None = None
     # the kernel's charge of the life's own cgroup: its peak (page cache included), and the
-    # high-water mark of what it cannot reclaim (anonymous and shared memory, sampled at 20 Hz)
+    # high-water mark of what it cannot reclaim (anonymous, shared and kernel memory, sampled at 20 Hz)
     cgroup_peak_bytes: int | None = None
     unreclaimable_peak_bytes: int | None = None
     engine_peak_bytes: int | None = None  # the engine's own account at its highest reading
