@@ -268,8 +268,8 @@ def life_table(study: analyse.Study, rows: list) -> Table:
 def needs(by_unit: dict[tuple, list], lived: dict[str, list[decide.Verdict]], checks: dict | None = None) -> str:
     """"memory it needs (...): glibc 412 MiB, 1.7× the engine's account; ..." of a life whose runs
     read their cgroup's charge: per allocator, the highest unreclaimable charge (anonymous,
-    shared and kernel memory) of its lives, the least a container's limit may be, and its multiple of the
-    engine's own account at its highest; with what the lives that checked it did (`checks`,
+    shared and kernel memory) of its lives, the least a container's limit may be, and its
+    multiple of the engine's own account at its highest; with what the lives that checked it did (`checks`,
     Study.checks): at the limit, and below it; "" where no life read it."""
     vs = max(lived.values(), key=len)
     units = [tuple(vs[0].base_unit)] + [tuple(v.var_unit) for v in vs]
@@ -351,15 +351,15 @@ def limit_table(rows: list, checks: dict | None = None) -> Table:
                            "ci_high_mib", "times_account", "kernel_peak_bytes", "oom_killed", "at_limit_killed",
                            "below_limit_bytes", "below_limit_killed"],
               note="Unreclaimable: anonymous, shared and kernel memory charged to the cgroup (v1: memory.stat's rss "
-                   "+ shmem + memory.kmem.usage_in_bytes; v2: anon + shmem + kernel; lives measured before "
-                   "2026-12-02 read anonymous and shared memory only), sampled at 20 Hz over the whole life; its "
-                   "highest over the lives is the least limit a container may set (page cache, which the kernel "
-                   "reclaims under a limit before it kills, left out). Kernel's peak: memory.max_usage_in_bytes (v1)"
-                   " or memory.peak (v2), page cache included. × the engine's account: the highest unreclaimable "
-                   "charge over the engine's own account at its highest (MariaDB's Memory_used, RocksDB's caches and"
-                   " memtables, PostgreSQL's memory contexts; PostgreSQL's shared buffers are charged but not in its"
-                   " account). At and below the limit: lives run again under a cgroup limit of the memory they need "
-                   "and of less (alloclab limits), killed of how many.")
+                   "+ shmem + memory.kmem.usage_in_bytes; v2: anon + shmem + kernel; lives measured by alloclab "
+                   "before its commit 381fe40 read anonymous and shared memory only), sampled at 20 Hz over the "
+                   "whole life; its highest over the lives is the least limit a container may set (page cache, which"
+                   " the kernel reclaims under a limit before it kills, left out). Kernel's peak: "
+                   "memory.max_usage_in_bytes (v1) or memory.peak (v2), page cache included. × the engine's account:"
+                   " the highest unreclaimable charge over the engine's own account at its highest (MariaDB's "
+                   "Memory_used, RocksDB's caches and memtables, PostgreSQL's memory contexts; PostgreSQL's shared "
+                   "buffers are charged but not in its account). At and below the limit: lives run again under a "
+                   "cgroup limit of the memory they need and of less (alloclab limits), killed of how many.")
     groups: dict[tuple, list] = defaultdict(list)
     killed_in: dict[tuple, int] = defaultdict(int)  # lives killed under a limit: they reached it, not their need
     for r in rows:

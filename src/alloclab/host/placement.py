@@ -83,24 +83,23 @@ class MemoryLimit:
             raise AlloclabError(f"cannot create the cgroup {self.dir}: {e.strerror}",
                                 "memory limits need root and a writable cgroup tree") from e
 
+    def _number(self, name: str) -> int | None:
+        """A counter file of the cgroup as a number; None where this kernel has no such file."""
+        try:
+            return int((self.dir / name).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def unreclaimable(self) -> int:
-        """Its anonymous, shared and kernel memory now (module function `unreclaimable`)."""
-        kmem = 0
-        if self.version == 1:
-            try:
-                kmem = int((self.dir / "memory.kmem.usage_in_bytes").read_text().split()[0])
-            except (OSError, ValueError, IndexError):  # a kernel without v1's kmem files
-                kmem = 0
+        """Its anonymous, shared and kernel memory now (module function `unreclaimable`; v1 keeps
+        the kernel's memory in a file of its own, absent on a kernel without v1's kmem files)."""
+        kmem = (self._number("memory.kmem.usage_in_bytes") or 0) if self.version == 1 else 0
         return unreclaimable((self.dir / "memory.stat").read_text(), self.version, kmem)
 
     def peak(self) -> int | None:
         """The kernel's own high-water mark of the cgroup's whole charge (page cache included):
         memory.peak (v2, kernel 5.19 and later; None before) or memory.max_usage_in_bytes (v1)."""
-        f = self.dir / ("memory.peak" if self.version == 2 else "memory.max_usage_in_bytes")
-        try:
-            return int(f.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
+        return self._number("memory.peak" if self.version == 2 else "memory.max_usage_in_bytes")
 
     def attach(self) -> None:
         (self.dir / self.procs).write_text(str(os.getpid()))
