@@ -19,7 +19,6 @@ from helpers import kill_servers_mid_run
 from alloclab import plan, study, workloads
 from alloclab.catalog import targets
 from alloclab.core.errors import AlloclabError
-from alloclab.host import noise
 from alloclab.results.store import Store
 from alloclab.servers.server import Server, check_reachable
 from alloclab.servers.stack import check_available
@@ -72,11 +71,15 @@ def test_server_runs_prove_the_allocator_and_leave_nothing(target, found, tmp_pa
             assert proof["backends"] and all(b["verified"] for b in proof["backends"])
         if r.allocator == "jemalloc":
             assert "libjemalloc" in proof["server"]["reason"]
-    # the client is alloclab's own child: its CPU is not "other processes" (a busy machine).
-    # One run may still see others busy (the kernel's writeback of MyRocks' files runs in
-    # kworkers, not in the server); were the client counted, every run would be
+    # the server and its client are alloclab's own children: their CPU is not "other processes"
+    # (a busy machine). Others still count what the kernel does for them (writeback runs in
+    # kworkers) and whatever else the machine runs (a CI host's own load, the hypervisor's steal:
+    # 0.1 to 0.6 cores there, 0.01 on a quiet host), so the check is against what counting them
+    # would add: at least their CPU over the measured window (a child's exclusion alone is
+    # test_stats' test of noise.CpuWatch)
     busy = sorted(r.other_busy_cores for r in rows)
-    assert busy[len(busy) // 2] < noise.BUSY_OTHER_CORES, busy
+    ours = sorted((r.cpu_user_s + r.cpu_sys_s + r.client_cpu_user_s + r.client_cpu_sys_s) / r.wall_s for r in rows)
+    assert busy[len(busy) // 2] < ours[len(ours) // 2] / 2, (busy, ours)
     assert Store(out).verify() == []
     time.sleep(0.5)
     pids_before, sockets_before = before
