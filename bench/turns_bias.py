@@ -319,12 +319,25 @@ def measure_round(cell: str, designs: list[str], seed: int) -> dict:
 
 # --- analysis (on stored records alone) ------------------------------------------------------------
 
-def log_ratios(rec: dict, design: str) -> dict[str, float]:
-    """Per allocator, the log of its throughput over glibc's in the same study of the design."""
+def per_cpu(run: dict) -> float | None:
+    """Operations per CPU-second over the run's window: its throughput × window over the CPU it
+    took there (the server's and its client's; an embedded engine: the driver's whole process)."""
+    cpu = _num(run.get("cpu_user_s"), 0.0) + _num(run.get("cpu_sys_s"), 0.0) + _num(run.get("client_cpu_s"), 0.0)
+    dur = _num(run.get("duration_s"), 0.0)
+    return run["throughput"] * dur / cpu if cpu > 0 and dur > 0 and (run.get("throughput") or 0) > 0 else None
+
+
+READINGS = {"throughput": lambda r: r.get("throughput") or None, "per_cpu": per_cpu}
+
+
+def log_ratios(rec: dict, design: str, reading: str = "throughput") -> dict[str, float]:
+    """Per allocator, the log of its throughput (or another of READINGS) over glibc's in the same
+    study of the design."""
     out = {}
+    read = READINGS[reading]
     for study in rec.get("results", {}).get(design, []):
-        tp = {r["allocator"]: r["throughput"] for r in study.get("runs", [])
-              if r.get("status") == "ok" and (r.get("throughput") or 0) > 0}
+        tp = {r["allocator"]: read(r) for r in study.get("runs", []) if r.get("status") == "ok"}
+        tp = {x: v for x, v in tp.items() if v and v > 0}
         if BASELINE not in tp:
             continue
         for x, v in tp.items():
@@ -427,11 +440,13 @@ def pool(by_machine: dict[str, list[float]]) -> Estimate | None:
     return Estimate(mean, mean - z * se, mean + z * se, n, len(groups), math.sqrt(tau2))
 
 
-def paired(records: list[dict], design: str, ref: str) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """(cell, allocator) -> machine -> the round's log ratio in `design` minus in `ref`."""
+def paired(records: list[dict], design: str, ref: str, reading: str = "throughput",
+           ref_reading: str = "throughput") -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(cell, allocator) -> machine -> the round's log ratio in `design` minus in `ref` (each in its
+    reading: throughput, or ops per CPU-second)."""
     out: dict[tuple[str, str], dict[str, list[float]]] = {}
     for rec in records:
-        a, b = log_ratios(rec, design), log_ratios(rec, ref)
+        a, b = log_ratios(rec, design, reading), log_ratios(rec, ref, ref_reading)
         for x in COMPARED:
             if x in a and x in b:
                 out.setdefault((rec["cell"], x), {}).setdefault(machine_key(rec), []).append(a[x] - b[x])
@@ -532,6 +547,7 @@ def report(records: list[dict], bad_lines: int = 0) -> str:
         for x in COMPARED:
             row = [pool(d.get((c, x), {})) for d in (t01, t3, slopes, t01_t05, p2, p13)]
             lines.append(f"| {c} | {x} | " + " | ".join(fmt(e, with_n=True) for e in row) + " |")
+    lines += per_cpu_table(drawn, kept, cells)
     lines += ["", "Per machine (turns of 0.5 s vs alone, mean [t interval] (rounds), rounds in a drawn order):", "",
               "| machine | rounds (drawn) | gate removed | "
               + " | ".join(f"{c}: {x}" for c in cells for x in COMPARED) + " |",
@@ -542,6 +558,46 @@ def report(records: list[dict], bad_lines: int = 0) -> str:
         lines.append(f"| {m['words']} ({key}) | {m['rounds']} | {m['removed']}" + (f" ({why})" if why else "")
                      + " | " + " | ".join(cols) + " |")
     return "\n".join(lines)
+
+
+def spread(records: list[dict], design: str, reading: str) -> dict[tuple[str, str], float]:
+    """(cell, allocator) -> the SD over rounds of the log ratio, pooled within machines."""
+    groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for rec in records:
+        for x, v in log_ratios(rec, design, reading).items():
+            if x in COMPARED:
+                groups.setdefault((rec["cell"], x), {}).setdefault(machine_key(rec), []).append(v)
+    out = {}
+    for key, by in groups.items():
+        within = [(len(v) - 1, _var(v)) for v in by.values() if len(v) >= 2]
+        df = sum(d for d, _ in within)
+        if df:
+            out[key] = math.sqrt(sum(d * s2 for d, s2 in within) / df)
+    return out
+
+
+def per_cpu_table(drawn: list[dict], kept: list[dict], cells: list[str]) -> list[str]:
+    """Ops per CPU-second as the reading of a cell's speed: its bias against throughput of runs
+    alone (what a verdict on it would have to match) and its spread beside throughput's."""
+    cells = [c for c in cells if any(rec["cell"] == c and "t0.5" in rec.get("results", {}) for rec in kept)]
+    if not cells:
+        return []
+    in_turns = paired(drawn, "t0.5", "alone", "per_cpu", "throughput")
+    alone = paired(drawn, "alone", "alone", "per_cpu", "throughput")
+    sd_tp, sd_cpu = spread(kept, "t0.5", "throughput"), spread(kept, "t0.5", "per_cpu")
+    lines = ["", "Ops per CPU-second (throughput × window ÷ the CPU of the process under test and its client over "
+             "it) as the reading of speed, % [95 % CI] (rounds): in turns of 0.5 s against throughput of runs "
+             "alone, and alone against throughput alone (paired in the round, drawn order); beside them the SD "
+             "over rounds of the log ratio vs glibc in turns of 0.5 s, throughput's and this reading's (within "
+             "machines, every counted round).", "",
+             "| cell | allocator | per CPU-s in turns vs throughput alone | per CPU-s alone vs throughput alone "
+             "| SD throughput | SD per CPU-s |", "|---|---|---|---|---|---|"]
+    for c in cells:
+        for x in COMPARED:
+            a, b = pool(in_turns.get((c, x), {})), pool(alone.get((c, x), {}))
+            sds = [f"{100 * d[(c, x)]:.1f} %" if (c, x) in d else "–" for d in (sd_tp, sd_cpu)]
+            lines.append(f"| {c} | {x} | {fmt(a, with_n=True)} | {fmt(b, with_n=True)} | {sds[0]} | {sds[1]} |")
+    return lines
 
 
 # --- the command --------------------------------------------------------------------------------------

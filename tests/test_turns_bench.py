@@ -206,3 +206,30 @@ def test_report_of_an_empty_store_is_one_sentence(tmp_path, capsys):
     assert tb.main(["--store", str(tmp_path / "none"), "--report"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert tb.main(["--store", str(tmp_path), "--designs", "alone,t7", "--rounds", "1"]) == 2
+
+
+def test_ops_per_cpu_second_is_read_beside_throughput_and_paired_against_throughput_alone():
+    """A server cell whose variant does 10 % fewer operations per CPU-second and, alone, loses 10 %
+    of its throughput: in turns its throughput is moved by the others' turns (here +5 % over
+    alone) while its ops per CPU-second still read the −10 % of runs alone; the table shows both."""
+    def server_run(allocator, tp, cpu_per_op):
+        r = run(allocator, tp, threads=16)
+        r.update(cpu_user_s=tp * 6.0 * cpu_per_op * 0.7, cpu_sys_s=0.0, client_cpu_s=tp * 6.0 * cpu_per_op * 0.3)
+        return r
+
+    recs = []
+    for i in range(6):
+        rec = record("a", {"alone": {"jemalloc": 1.0}, "t0.5": {"jemalloc": 1.0}}, seed=i, cell="life-mariadb")
+        base = 500.0 * (1 + 0.05 * i)
+        rec["results"]["alone"][0]["runs"] = [server_run("glibc", base, 4e-3),
+                                              server_run("jemalloc", base * 0.9, 4e-3 / 0.9)]
+        rec["results"]["t0.5"][0]["runs"] = [server_run("glibc", base, 4e-3),
+                                             server_run("jemalloc", base * 0.9 * 1.05, 4e-3 / 0.9)]
+        recs.append(rec)
+    assert tb.per_cpu(rec["results"]["alone"][0]["runs"][0]) == pytest.approx(250.0)
+    tp = tb.pool(tb.paired(recs, "t0.5", "alone")[("life-mariadb", "jemalloc")])
+    cpu = tb.pool(tb.paired(recs, "t0.5", "alone", "per_cpu", "throughput")[("life-mariadb", "jemalloc")])
+    assert tb.pct(tp.mean) == pytest.approx(5.0, abs=1e-6)  # throughput in turns: the others moved it
+    assert tb.pct(cpu.mean) == pytest.approx(0.0, abs=1e-6)  # ops per CPU-second: what runs alone read
+    table = tb.report(recs)
+    assert "Ops per CPU-second" in table and "| life-mariadb | jemalloc |" in table
