@@ -179,6 +179,9 @@ def _points(metric: str) -> str:
     return " points" if metrics.delta_unit(metric) == "points" else ""
 
 
+ONE = {"machines": "machine", "studies": "study"}  # where()'s unit, one of it
+
+
 def where(studies: list[analyse.Study]) -> tuple[str, str]:
     """Where a prediction over these folders holds, and what each folder is: a new machine where
     their machines differ, another study where they ran on one machine."""
@@ -225,6 +228,6 @@ def new_machine_of(studies: list[analyse.Study]) -> tuple[list[str], Table]:
     t = new_machine_table(preds, [s.root.name for s in studies], margin, on, unit)
     if sh:  # the lines read τ shared by the comparisons; the table each comparison alone
         t.note += (f". The lines above take τ shared by the {len(sh.preds)} throughput comparisons ({100 * sh.tau:.1f} "
-                   f"%, t with {sh.df} degrees of freedom), each {unit[:-1]} left out in turn to calibrate it; this "
+                   f"%, t with {sh.df} degrees of freedom), each {ONE[unit]} left out in turn to calibrate it; this "
                    "table each comparison alone")
     return head + [f"- {x}" for x in lines], t
