@@ -173,15 +173,20 @@ def _num(x, default=None):
         return default
 
 
+def window_cpu_s(run: dict) -> float:
+    """The CPU a run took over its window: the process under test's, and a server's client's
+    (absent for an embedded engine, whose driver is the process under test)."""
+    return (_num(run.get("cpu_user_s"), 0.0) + _num(run.get("cpu_sys_s"), 0.0)
+            + _num(run.get("client_cpu_s"), 0.0))
+
+
 def cpu_share(run: dict, cores: int | None) -> float | None:
-    """The gate's (1): the run's CPU over its window per thread it could have used."""
+    """The gate's (1): the run's CPU over its window per thread it could have used (a server's
+    client shares the threads' cores)."""
     dur, threads = _num(run.get("duration_s"), 0.0), int(_num(run.get("threads"), 0) or 0)
     if dur <= 0 or threads <= 0:
         return None
-    cpu = _num(run.get("cpu_user_s"), 0.0) + _num(run.get("cpu_sys_s"), 0.0)
-    if run.get("client_cpu_s") is not None:  # a server: its client shares the threads' cores
-        cpu += _num(run.get("client_cpu_s"), 0.0)
-    return cpu / (min(threads, cores or threads) * dur)
+    return window_cpu_s(run) / (min(threads, cores or threads) * dur)
 
 
 def runs_from_csv(path: Path, metric: str, cores: int | None) -> list[dict]:
@@ -322,8 +327,7 @@ def measure_round(cell: str, designs: list[str], seed: int) -> dict:
 def per_cpu(run: dict) -> float | None:
     """Operations per CPU-second over the run's window: its throughput × window over the CPU it
     took there (the server's and its client's; an embedded engine: the driver's whole process)."""
-    cpu = _num(run.get("cpu_user_s"), 0.0) + _num(run.get("cpu_sys_s"), 0.0) + _num(run.get("client_cpu_s"), 0.0)
-    dur = _num(run.get("duration_s"), 0.0)
+    cpu, dur = window_cpu_s(run), _num(run.get("duration_s"), 0.0)
     return run["throughput"] * dur / cpu if cpu > 0 and dur > 0 and (run.get("throughput") or 0) > 0 else None
 
 
@@ -418,6 +422,13 @@ def dersimonian_laird(ys: list[float], vs: list[float]) -> tuple[float, float, f
     return mean, math.sqrt(1 / sum(ws)), tau2
 
 
+def within_var(by_machine: dict[str, list[float]]) -> float | None:
+    """The variance within machines, pooled over those of two values or more (None: no such)."""
+    within = [(len(v) - 1, _var(v)) for v in by_machine.values() if len(v) >= 2]
+    df = sum(d for d, _ in within)
+    return sum(d * s2 for d, s2 in within) / df if df else None
+
+
 def pool(by_machine: dict[str, list[float]]) -> Estimate | None:
     """Per machine first, then over machines (DerSimonian-Laird); one machine: its t interval."""
     groups = {m: v for m, v in by_machine.items() if v}
@@ -426,11 +437,11 @@ def pool(by_machine: dict[str, list[float]]) -> Estimate | None:
         return None
     if len(groups) == 1:
         return t_interval(next(iter(groups.values())))
-    within = [(len(v) - 1, _var(v)) for v in groups.values() if len(v) >= 2]
-    if not within or sum(df for df, _ in within) == 0:  # one round per machine: t over all of them
+    within = within_var(groups)
+    if within is None:  # one round per machine: t over all of them
         e = t_interval([y for v in groups.values() for y in v])
         return Estimate(e.mean, e.lo, e.hi, n, len(groups), None)
-    pooled_var = max(sum(df * s2 for df, s2 in within) / sum(df for df, _ in within), 1e-12)
+    pooled_var = max(within, 1e-12)
     ys, vs = [], []
     for v in groups.values():
         ys.append(sum(v) / len(v))
@@ -567,13 +578,7 @@ def spread(records: list[dict], design: str, reading: str) -> dict[tuple[str, st
         for x, v in log_ratios(rec, design, reading).items():
             if x in COMPARED:
                 groups.setdefault((rec["cell"], x), {}).setdefault(machine_key(rec), []).append(v)
-    out = {}
-    for key, by in groups.items():
-        within = [(len(v) - 1, _var(v)) for v in by.values() if len(v) >= 2]
-        df = sum(d for d, _ in within)
-        if df:
-            out[key] = math.sqrt(sum(d * s2 for d, s2 in within) / df)
-    return out
+    return {key: math.sqrt(v) for key, by in groups.items() if (v := within_var(by)) is not None}
 
 
 def per_cpu_table(drawn: list[dict], kept: list[dict], cells: list[str]) -> list[str]:
