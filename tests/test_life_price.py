@@ -174,6 +174,21 @@ def test_the_cliffs_preset_puts_each_public_cliff_on_the_frontier():
     assert q.engines == ["mariadb-innodb", "rocksdb"] and q.budget == 90 * 60 and q.whole_round
     assert [len(g) for g in interleave.groups(q.round_specs(1, None, 1))] == [22, 11, 11]
     assert q.told() == frozenset(c.key for c in q.beside())
+    assert q.design.max_looks == 0  # its looks as plan_looks plans them (90 minutes afford several)
+
+
+def test_memory_life_quick_looks_once_at_the_plain_95_percent():
+    """memory-life quick decides at one look, after the last round its budget affords; `looks` must
+    be a whole number of at least 1, and a fixed number of runs has no looks to set."""
+    p = _quick()
+    assert p.design.max_looks == 1 and p.design.planned_looks == (30,) and p.design.confidence == 0.95
+    raw = preset("memory-life", "quick")
+    with pytest.raises(AlloclabError, match="looks: must be >= 1, got 0"):
+        plan.load({**raw, "looks": 0}, default_seed=1, found_allocators=_every_allocator())
+    with pytest.raises(AlloclabError, match="runs = 2 fixes the number of runs; looks only apply"):
+        plan.load({**raw, "runs": 2}, default_seed=1, found_allocators=_every_allocator())
+    a = cli.parser().parse_args(["run", "--preset", "memory-life", "--runs", "1"])
+    assert "looks" not in flags.plan_dict(a)
 
 
 def test_a_tables_rows_have_as_many_cells_and_numbers_as_its_headings():

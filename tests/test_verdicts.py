@@ -116,7 +116,10 @@ def simulate(base, var, policy=POLICY):
     return verdict, stopped_at
 
 
-CASES = [(policy, diff, cv) for policy in ("budgeted", "max_rounds", "default20", "default9")
+# memory-life's quick design: one look, after the last round its budget affords (about 9)
+ONCE = design.Design(**{**POLICY.__dict__, "max_looks": 1, "looks": design.plan_looks(9, max_looks=1)})
+
+CASES = [(policy, diff, cv) for policy in ("budgeted", "max_rounds", "default20", "default9", "once9")
          for diff in (0.0, 0.05) for cv in (0.02, 0.03, 0.06, 0.10)]
 
 
@@ -144,16 +147,19 @@ def test_study_1_verdicts_are_calibrated(rounds, diff, cv):
 
 @pytest.mark.parametrize("which, diff, cv", CASES)
 def test_adaptive_verdicts_are_calibrated(which, diff, cv):
-    policy = {"budgeted": BUDGETED, "max_rounds": POLICY, "default20": DEFAULT[20], "default9": DEFAULT[9]}[which]
+    policy = {"budgeted": BUDGETED, "max_rounds": POLICY, "default20": DEFAULT[20], "default9": DEFAULT[9],
+              "once9": ONCE}[which]
     rng = np.random.default_rng(int(1000 * diff + 100 * cv) + {"budgeted": 7, "max_rounds": 0, "default20": 11,
-                                                                "default9": 13}[which])
+                                                                "default9": 13, "once9": 17}[which])
     seeds = 4000
     base, var = _samples(rng, seeds, diff, cv, policy.planned_looks[-1])
     verdict, stopped = simulate(base, var, policy)
     wrong = {"faster", "slower"} if diff == 0 else {"slower"}
     wrong_rate = np.isin(verdict, list(wrong)).mean()
     equiv_rate = (verdict == "equivalent").mean()
-    assert wrong_rate <= 0.05, f"wrong-direction verdicts in {wrong_rate:.1%} of seeds"
+    # one look at the plain 95 % spends the whole 5 % (the sequential designs spend 3.5 %): held to
+    # coverage of at least 94 % for a stated 95 %, as the planted ratios' bench holds intervals
+    assert wrong_rate <= (0.06 if which == "once9" else 0.05), f"wrong-direction verdicts in {wrong_rate:.1%} of seeds"
     if diff == 0.05:
         assert equiv_rate <= 0.01, f"'equivalent' for a true 5 % difference in {equiv_rate:.1%} of seeds"
     if diff == 0.05 and cv <= 0.03:
@@ -166,6 +172,19 @@ def test_fewer_looks_give_narrower_intervals_than_looking_after_every_round():
     assert BUDGETED.confidence < POLICY.confidence < every_round
     t = [sps.t.ppf(1 - (1 - c) / 2, 8) for c in (BUDGETED.confidence, every_round)]
     assert t[0] < 0.8 * t[1]  # at 9 rounds, a fifth narrower than the old look-every-round rule
+
+
+def test_one_look_is_the_plain_95_percent_at_the_last_round_and_a_resumed_one_looks_twice():
+    """looks = 1: the one look at the last round the budget affords, at 95 % (nothing is decided
+    before it, so nothing is spent on earlier looks); at most N looks keep the last; a study
+    resumed after its one look has taken two, and its level is two looks'."""
+    assert ONCE.planned_looks == (9,) and ONCE.confidence == 0.95
+    assert design.plan_looks(30, max_looks=1) == (30,) and design.plan_looks(30, max_looks=2) == (4, 30)
+    assert design.plan_looks(14, 3, (9,), max_looks=1) == (9, 14)
+    resumed = design.Design(**{**ONCE.__dict__, "looks": design.plan_looks(14, 3, (9,), max_looks=1)})
+    assert resumed.confidence == 1 - design.look_alpha(2, overall=design.OVERALL_ALPHA)
+    t = [sps.t.ppf(1 - (1 - c) / 2, 8) for c in (ONCE.confidence, BUDGETED.confidence)]
+    assert t[0] < 0.8 * t[1]  # at 9 rounds, a fifth narrower than looking after rounds 4, 6 and 9
 
 
 def test_a_plain_95_percent_interval_looked_at_every_round_would_not_be_calibrated():

@@ -338,10 +338,11 @@ def _method_note(study: analyse.Study, vs: list) -> str:
     margins, what the rounds went on for, and the places decided allocators gave to open ones."""
     pol = study.design
     looks = pol.planned_looks
-    look = (f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
-            f"round{'s' if len(looks) > 1 else ''} {', '.join(map(str, looks))}), so that over all of them the "
-            "intervals hold together with about 95 % probability" if pol.adaptive
-            else "one look after a fixed number of runs")
+    look = ("one look after a fixed number of runs" if not pol.adaptive
+            else f"one look, after round {looks[0]}: nothing was decided before it" if len(looks) == 1
+            else f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
+            f"rounds {', '.join(map(str, looks))}), so that over all of them the intervals hold together with about "
+            "95 % probability")
     turn = float(study.plan.get("slice_s") or 0)
     side = study.side_by_side
     paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn

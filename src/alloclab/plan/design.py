@@ -31,16 +31,22 @@ LOOK_RATIO = 1.5
 OVERALL_ALPHA = 0.035  # Pocock's per-look level for this overall error keeps t intervals under 5 % (simulated)
 
 
-def plan_looks(last: int, min_runs: int = DEFAULT_MIN_RUNS, done: tuple[int, ...] = ()) -> tuple[int, ...]:
+def plan_looks(last: int, min_runs: int = DEFAULT_MIN_RUNS, done: tuple[int, ...] = (),
+               max_looks: int = 0) -> tuple[int, ...]:
     """The rounds a study looks at, ending at `last`: the looks `done` already (a study resumed
-    with more budget keeps them), then from max(min_runs, 4) on, each about 1.5 times the last."""
+    with more budget keeps them), then from max(min_runs, 4) on, each about 1.5 times the last;
+    at most `max_looks` of them (0: no limit), the last always among them, and never fewer than the
+    looks taken (a study resumed after its one look has looked twice)."""
     out = [x for x in done if x < last]
+    kept = len(out)
     nxt = max(min_runs, FIRST_LOOK) if not out else max(out[-1] + 1, math.ceil(out[-1] * LOOK_RATIO))
     while nxt < last:
         out.append(nxt)
         nxt = max(nxt + 1, math.ceil(nxt * LOOK_RATIO))
     if out and out[-1] not in done and last < out[-1] * 1.25:
         out.pop()  # the last planned look would come right before the end: the end is the look
+    if max_looks:
+        out = out[:max(max_looks - 1, kept)]
     return tuple(out) + (max(last, 1),)
 
 
@@ -114,6 +120,9 @@ class Design:
     adaptive: bool = True
     profiles: tuple[str, ...] = ()
     looks: tuple[int, ...] = ()  # the rounds after which comparisons may be decided (adaptive)
+    # the most looks the study takes (plan key `looks`; 0: plan_looks' own); 1: one look, at its last
+    # round, at the plain 95 % (nothing is decided, and nothing stops, before it)
+    max_looks: int = 0
     # the metrics (catalog.names.GOALS) whose undecided comparisons keep a (cell, allocator) running;
     # (): throughput and, where the rows are a life's, its memory metrics
     decide_on: tuple[str, ...] = ()
@@ -128,12 +137,13 @@ class Design:
 
     @property
     def planned_looks(self) -> tuple[int, ...]:
-        return self.looks or plan_looks(self.max_rounds, self.min_runs)
+        return self.looks or plan_looks(self.max_rounds, self.min_runs, max_looks=self.max_looks)
 
     @property
     def confidence(self) -> float:
-        """Per-look confidence: Pocock's level for the study's number of looks, overall 3.5 %."""
-        if not self.adaptive:
+        """Per-look confidence: Pocock's level for the study's number of looks, overall 3.5 %; a
+        study that looks once (a fixed number of runs, or looks = 1) has the plain 95 %."""
+        if not self.adaptive or len(self.planned_looks) == 1:
             return 0.95
         return 1 - look_alpha(len(self.planned_looks), overall=OVERALL_ALPHA)
 

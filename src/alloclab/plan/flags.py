@@ -52,7 +52,7 @@ def plan_dict(a) -> dict:
     if a.ray is not None:
         raw["executor"], raw["ray_address"] = "ray", a.ray
     if a.runs is not None:  # exactly N runs: the preset's adaptive settings do not apply
-        for k in ("budget", "min_runs", "max_rounds", "target_ci_pct"):
+        for k in ("budget", "min_runs", "max_rounds", "target_ci_pct", "looks"):
             raw.pop(k, None)
     for flag, key in (("target_ci", "target_ci_pct"), ("margin", "margin_pct"), ("budget", "budget"),
                       ("max_rounds", "max_rounds")):

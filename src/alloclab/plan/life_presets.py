@@ -33,8 +33,9 @@ def memory_life(scale: str) -> dict:
     `smoke` (CI): 3 short cycles, glibc and jemalloc, one life after another. `quick` (60 minutes):
     the seeds' four allocators and the two most deployed tunings, the round's lives all side by
     side, two RocksDB lives of each allocator a round, equivalent within ±5 % (±10 points given
-    back). `full`: the first hand-measured MariaDB life (5 cycles of 25 s load at 64 connections,
-    150-connection storms, 15 s idle), a longer RocksDB life on more data, and every tuning the
+    back), one look at the comparisons, after the last round its budget affords. `full`: the first
+    hand-measured MariaDB life (5 cycles of 25 s load at 64 connections, 150-connection storms, 15 s
+    idle), a longer RocksDB life on more data, and every tuning the
     public reports name, a cell's lives side by side. Why each number: DESIGN.md, "memory-life's
     design"."""
     steady = {"smoke": 3.0, "quick": 6.0, "full": 25.0}[scale]
@@ -88,6 +89,9 @@ def memory_life(scale: str) -> dict:
         "engines": engines,
         "allocators": allocators,
         **rounds(scale, "60m"),
+        # quick: one look, after the last round its budget affords (about 9), at the plain 95 %: its
+        # memory verdicts need about that many rounds anyway, and looks before it decided few
+        **({"looks": 1} if scale == "quick" else {}),
         "warmup_s": {"smoke": 0.5, "quick": 1.0, "full": 2.0}[scale],  # the speed runs' (a life has its own)
         # the round's lives all at once (quick), a cell's (full): see the docstring
         **({"side_by_side": len(allocators) * (2 + rocks_per_round if scale == "quick" else 1)}
@@ -127,7 +131,7 @@ def memory_cliffs(scale: str) -> dict:
     (catalog.allocators.CLIFF_TUNINGS: one arena, purging at once, decommitting at once), each on
     the frontier of memory saved against speed lost. One RocksDB life of each a round (22 lives
     side by side), then each steady load alone in turns; smoke: glibc and one arena."""
-    plan = memory_life(scale)
+    plan = {k: v for k, v in memory_life(scale).items() if k != "looks"}  # its looks: plan_looks' own
     allocators = ["glibc", "glibc+MALLOC_ARENA_MAX=1"] if scale == "smoke" else [
         "glibc", "jemalloc", "tcmalloc", "mimalloc", *CLIFF_TUNINGS]
     engines = ["mariadb-innodb", "rocksdb"]

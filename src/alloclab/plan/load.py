@@ -123,8 +123,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
     if "baseline_engine" in d and d["baseline_engine"] not in engines_all:
         raise AlloclabError(f"baseline_engine: '{d['baseline_engine']}' is not among the plan's engines",
                             "allowed values: " + ", ".join(engines_all))
-    if "runs" in d and {"target_ci_pct", "min_runs", "max_rounds"} & set(d):
-        given = ", ".join(sorted({"target_ci_pct", "min_runs", "max_rounds"} & set(d)))
+    if "runs" in d and {"target_ci_pct", "min_runs", "max_rounds", "looks"} & set(d):
+        given = ", ".join(sorted({"target_ci_pct", "min_runs", "max_rounds", "looks"} & set(d)))
         raise AlloclabError(f"runs = {d['runs']} fixes the number of runs; {given} only apply to a study that runs "
                             "rounds until it is decided", "drop runs (or --runs) for adaptive rounds, or drop " + given)
     _check_goals(d)
@@ -146,7 +146,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             margin=d["margin_pct"] / 100 if "margin_pct" in d else design.DEFAULT_MARGIN,  # the plan's keys are %
             target_ci=d["target_ci_pct"] / 100 if "target_ci_pct" in d else design.DEFAULT_TARGET_CI,
             min_runs=d.get("min_runs", design.DEFAULT_MIN_RUNS),
-            max_rounds=d.get("max_rounds", design.DEFAULT_MAX_ROUNDS),
+            max_rounds=d.get("max_rounds", design.DEFAULT_MAX_ROUNDS), max_looks=d.get("looks", 0),
             adaptive="runs" not in d, profiles=tuple(d.get("profiles", {})),
             decide_on=tuple(d.get("decide_on", ())),
             margins=tuple(sorted((k, v / 100) for k, v in d.get("margins_pct", {}).items()))),

@@ -231,6 +231,9 @@ TOP_SCHEMA = {
     "budget": seconds(0.0, strict=True),
     "min_runs": whole(2, 1000),
     "max_rounds": whole(2, 1000),
+    # the most times the study looks at its comparisons (default: from round 4, each look about 1.5
+    # times the last); 1: once, at its last round, at the plain 95 % (design.py)
+    "looks": whole(1, 100),
     "min_window_s": seconds(0.0),
     "questions": list_of(choice(design.QUESTIONS)),
     # the metrics whose undecided comparisons keep a (cell, allocator) running; default: throughput

@@ -218,7 +218,7 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
             basis = (f"a budget of {fmt_duration(plan.budget)} at about {fmt_duration(per_round)} a round affords "
                      f"{last} round(s)")
-    looks = plan_looks(last, plan.design.min_runs, looks_done)
+    looks = plan_looks(last, plan.design.min_runs, looks_done, plan.design.max_looks)
     return {"planned_rounds": looks[-1], "looks": list(looks), "basis": basis}
 
 
