@@ -89,8 +89,11 @@ def cmd_run(a: argparse.Namespace) -> int:
         on = "".join(f"of {', '.join(map(metrics.words, g))} " for g in [plan.design.decide_on] if g)
         within = metrics.margin_words(plan.design.decide_on, plan.design.margin, {c.workload for c in plan.cells()},
                                       plan.design.margins)
-        how = (f"rounds until every comparison {on}is decided (a direction, or equivalent within {within}), "
-               f"at least {plan.design.min_runs} and at most {plan.design.max_rounds} rounds"
+        how = ((f"as many rounds as its budget affords, then every comparison {on}decided once (a direction, or "
+                f"equivalent within {within}), at most {plan.design.max_rounds} rounds"
+                if plan.design.max_looks == 1 and plan.budget else
+                f"rounds until every comparison {on}is decided (a direction, or equivalent within {within}), "
+                f"at least {plan.design.min_runs} and at most {plan.design.max_rounds} rounds")
                + (f", budget {fmt_duration(plan.budget)}" if plan.budget else ", no time budget"))
     else:
         how = f"exactly {plan.runs} round(s) = {units * (plan.runs or 0)} runs"

@@ -44,8 +44,13 @@ class Study:
 
     @property
     def design(self) -> Design:
-        """How the study decided (plan.json's design, with the looks rounds.json took)."""
-        return Design.from_plan(self.plan, self.schedule)
+        """How the study decided (plan.json's design, with the looks rounds.json took). A round the
+        budget stopped before any of its runs began is not one: the last look is the last round run."""
+        ran = max((r.repeat for r in self.rows), default=0)
+        sched = self.schedule
+        if sched and ran and len(sched.get("rounds") or ()) > ran:
+            sched = {**sched, "rounds": sched["rounds"][:ran]}
+        return Design.from_plan(self.plan, sched)
 
     def verdicts(self) -> list[decide.Verdict]:
         """Every comparison the study asks, decided as the study decided while it ran. On machines

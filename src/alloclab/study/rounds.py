@@ -289,7 +289,8 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
         measured = [r for r in rows if r.purpose == "measure"]
         if sched.design is None and rnd >= 2:  # the first round's pace plans the looks
             sched.design = plan_design(plan, measured, sched.elapsed_s, rnd - 1)
-            progress.message(f"looks at the comparisons after rounds {', '.join(map(str, sched.design['looks']))} "
+            progress.message(f"looks at the comparisons after round{'s' if len(sched.design['looks']) > 1 else ''} "
+                             f"{', '.join(map(str, sched.design['looks']))} "
                              f"({sched.design['basis']})")
         elif sched.design is not None:
             grown = extend_design(plan, sched.design, measured, sched.elapsed_s, rnd - 1)
