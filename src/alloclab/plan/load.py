@@ -123,8 +123,9 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
     if "baseline_engine" in d and d["baseline_engine"] not in engines_all:
         raise AlloclabError(f"baseline_engine: '{d['baseline_engine']}' is not among the plan's engines",
                             "allowed values: " + ", ".join(engines_all))
-    if "runs" in d and {"target_ci_pct", "min_runs", "max_rounds", "looks"} & set(d):
-        given = ", ".join(sorted({"target_ci_pct", "min_runs", "max_rounds", "looks"} & set(d)))
+    rounds_only = sorted({"target_ci_pct", "min_runs", "max_rounds", "looks"} & set(d))
+    if "runs" in d and rounds_only:
+        given = ", ".join(rounds_only)
         raise AlloclabError(f"runs = {d['runs']} fixes the number of runs; {given} only apply to a study that runs "
                             "rounds until it is decided", "drop runs (or --runs) for adaptive rounds, or drop " + given)
     _check_goals(d)
