@@ -93,21 +93,30 @@ fi
 say "building the driver (first build takes about 2 minutes on 2 cores)"
 # link Debian's RocksDB (.cargo/config.toml says so too; building RocksDB takes ~27 min)
 export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/x86_64-linux-gnu}
-# link-time allocators (jemalloc@link, ...): the same driver with the allocator linked in,
-# one binary each; the plain driver is built last so that target/release/alloclab-driver is it
+# cargo's build products are cached outside the checkout, so that a fresh clone (CI's) compiles
+# the driver's own crates again but not its dependencies (TidesDB's bundled C, the allocators'
+# -sys crates); the binaries alloclab runs are copied into the checkout's driver/target/release
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/alloclab/cargo-target}
+BUILT=$CARGO_TARGET_DIR/release
 REL=driver/target/release
+mkdir -p "$REL"
+put() { cp "$BUILT/$1" "$REL/$2.tmp" && mv "$REL/$2.tmp" "$REL/$2"; }
+# link-time allocators (jemalloc@link, ...): the same driver with the allocator linked in, one
+# binary each
 LINKED=$(catalog 'print(" ".join(c.LINKABLE))')
 [ "$MODE" = demo ] && LINKED=""  # built on first use (alloclab run --allocators jemalloc@link)
 for a in $LINKED; do
   cargo build --release --quiet --manifest-path driver/Cargo.toml --features "link-$a"
-  cp "$REL/alloclab-driver" "$REL/alloclab-driver-$a.tmp" && mv "$REL/alloclab-driver-$a.tmp" "$REL/alloclab-driver-$a"
+  put alloclab-driver "alloclab-driver-$a"
 done
 cargo build --release --quiet --manifest-path driver/Cargo.toml
+put alloclab-driver alloclab-driver
 ln -sf "$ROOT/driver/target/release/alloclab-driver" .venv/bin/alloclab-driver
 # the demo stops here; alloclab builds each of the rest on its first use, with a progress line
 if [ "$MODE" != demo ]; then
   # the memory-account helper preloaded into servers (liballoclab_account.so, beside the driver)
-  cargo build --release --quiet --manifest-path driver/account/Cargo.toml --target-dir driver/target
+  cargo build --release --quiet --manifest-path driver/account/Cargo.toml
+  put liballoclab_account.so liballoclab_account.so
   # flame graphs (inferno), cached outside the checkout
   TOOLS=${XDG_CACHE_HOME:-$HOME/.cache}/alloclab/tools
   if [ ! -x "$TOOLS/bin/inferno-flamegraph" ] || [ ! -x "$TOOLS/bin/inferno-diff-folded" ]; then
@@ -146,7 +155,7 @@ case "$MODE" in
     cargo fmt --manifest-path driver/Cargo.toml --check
     cargo fmt --manifest-path driver/account/Cargo.toml --check
     cargo clippy --release --quiet --manifest-path driver/Cargo.toml -- -D warnings
-    cargo clippy --release --quiet --manifest-path driver/account/Cargo.toml --target-dir driver/target -- -D warnings
+    cargo clippy --release --quiet --manifest-path driver/account/Cargo.toml -- -D warnings
     .venv/bin/ruff check src tests
     .venv/bin/lint-imports
     say "driver unit tests"
