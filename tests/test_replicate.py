@@ -334,5 +334,8 @@ def test_machines_that_differ_widely_get_the_reason_and_the_machines_it_would_ta
     (line,) = replicate.shared_sentences(sh)
     assert line.startswith("on a new machine of this kind: no usable interval from 3 machines (τ ")
     assert f"about {sh.needed} machines would make it ±8 %" in line and "calibration: " in line
+    # the half-width it gives, to a tenth: one just over the limit must not read as the limit itself
+    gives = float(line.split("gives ±")[1].split(" %")[0])
+    assert gives > 8.0 and f"{gives:.1f}" == line.split("gives ±")[1].split(" %")[0], line
     wide = replicate.shared(machines(0.2), "throughput", 0.04)
     assert wide.needed is None and "no number of machines would" in replicate.shared_sentences(wide)[0]

@@ -284,7 +284,7 @@ def shared_sentences(sh: Shared, on: str = "on a new machine of this kind", unit
                 if sh.needed else f"no number of {unit} would: they differ by τ {100 * sh.tau:.1f} %, too much for "
                 "the margin")
         return [f"{on}: no usable interval from {max(p.k for p in sh.preds)} {unit} (τ {100 * sh.tau:.1f} %, shared "
-                f"by {len(sh.preds)} comparisons, gives ±{100 * (widest - 1):.0f} %); {need} ({loo})"]
+                f"by {len(sh.preds)} comparisons, gives ±{100 * (widest - 1):.1f} %); {need} ({loo})"]
     out = []
     for p in sh.preds:
         m, comparison, engine, workload, threads, settings, baseline, variant = p.key
