@@ -95,7 +95,8 @@ say "building the driver (first build takes about 2 minutes on 2 cores)"
 export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/x86_64-linux-gnu}
 # cargo's build products are cached outside the checkout, so that a fresh clone (CI's) compiles
 # the driver's own crates again but not its dependencies (TidesDB's bundled C, the allocators'
-# -sys crates); the binaries alloclab runs are copied into the checkout's driver/target/release
+# -sys crates); the binaries alloclab runs are copied into the checkout's driver/target/release; alloclab
+# builds on first use there too (core/cache.py, the same rule)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/alloclab/cargo-target}
 BUILT=$CARGO_TARGET_DIR/release
 REL=driver/target/release

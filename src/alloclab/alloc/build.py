@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from alloclab.catalog.allocators import SOURCE_BUILT, Entry
+from alloclab.core.cache import cache_dir
 from alloclab.core.digest import sha256_file
 from alloclab.core.errors import AlloclabError
 
@@ -45,7 +46,7 @@ def home() -> Path:
     env = os.environ.get("ALLOCLAB_ALLOCATORS")
     if env:
         return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "alloclab" / "allocators"
+    return cache_dir("allocators")
 
 
 def folder(name: str) -> Path:

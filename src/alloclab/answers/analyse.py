@@ -178,6 +178,9 @@ class Study:
         allocators (3 allocators with side_by_side = 6 ran 3 at a time) times its runs of each in a
         round (runs_per_round), or where cells ran together (whole_round) at most the round's runs."""
         n, per_cell = int(self.plan.get("side_by_side") or 1), len(self.allocators) or 1
+        ran = self._ran()
+        if ran:  # what the rounds recorded: a study of only the cells that take turns ran none side by side
+            n = min(n, max(r["side_by_side"] for r in ran.values()))
         places = decide.places(self.rows)
         if self.whole_round:
             return max(1, min(n, per_cell * sum(places.get(c, 1) for c in {r.cell for r in self.rows})))

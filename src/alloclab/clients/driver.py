@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from alloclab.alloc import allocators
+from alloclab.core.cache import cargo_target
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import RunSpec, workload
 
@@ -41,9 +42,8 @@ def locate_link(base: str) -> Path:
     main = locate().resolve()
     exe = main.parent / f"{BINARY}-{base}"
     if not (exe.is_file() and os.access(exe, os.X_OK)) and main.parent == REPO_ROOT / "driver" / "target" / "release":
-        # a target folder of its own: the plain driver, which other studies may be starting, stays as it is
-        _build(f"the driver with {base} linked in", ["--features", f"link-{base}"],
-               REPO_ROOT / "driver" / "target" / f"link-{base}", exe)
+        # built in cargo's cache and copied: the plain driver, which other studies may be starting, stays as it is
+        _build(f"the driver with {base} linked in", ["--features", f"link-{base}"], BINARY, exe)
     if not (exe.is_file() and os.access(exe, os.X_OK)):
         raise AlloclabError(f"the driver with {base} linked in ({exe}) is not built",
                             f"run ./setup.sh test (it builds them), or: cargo build --release --manifest-path "
@@ -51,24 +51,25 @@ def locate_link(base: str) -> Path:
     return exe
 
 
-def _build(what: str, features: list[str], target_dir: Path, copy_to: Path | None,
-           manifest: str = "driver/Cargo.toml") -> None:
+def _build(what: str, features: list[str], built: str, copy_to: Path, manifest: str = "driver/Cargo.toml") -> None:
     """Build a part of the driver from this checkout with cargo, on its first use, with a progress
-    line; a checkout without the driver's sources or a machine without cargo builds nothing (the
-    caller then says what to do)."""
+    line, in cargo's target outside the checkout (core.cache.cargo_target, as setup.sh does), and
+    copy what it built (`built`, in its release folder) to `copy_to`; a checkout without the
+    driver's sources or a machine without cargo builds nothing (the caller then says what to do)."""
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     if not (REPO_ROOT / manifest).is_file() or not os.access(cargo, os.X_OK):
         return
     print(f"alloclab: building {what} on its first use (a few minutes)", file=sys.stderr, flush=True)
+    target = cargo_target()
     p = subprocess.run([cargo, "build", "--release", "--quiet", "--manifest-path", str(REPO_ROOT / manifest),
-                        "--target-dir", str(target_dir), *features], capture_output=True, text=True,
+                        "--target-dir", str(target), *features], capture_output=True, text=True,
                        env={"ROCKSDB_LIB_DIR": "/usr/lib/x86_64-linux-gnu", **os.environ})
     if p.returncode != 0:
         raise AlloclabError(f"building {what} failed: {p.stderr.strip()[-600:]}", "run ./setup.sh test, then try again")
-    if copy_to is not None:
-        tmp = copy_to.with_name(copy_to.name + ".tmp")
-        shutil.copy2(target_dir / "release" / BINARY, tmp)
-        os.replace(tmp, copy_to)
+    copy_to.parent.mkdir(parents=True, exist_ok=True)
+    tmp = copy_to.with_name(copy_to.name + ".tmp")
+    shutil.copy2(target / "release" / built, tmp)
+    os.replace(tmp, copy_to)
 
 
 ACCOUNT_LIBRARY = "liballoclab_account.so"
@@ -90,8 +91,8 @@ def ensure_account() -> str | None:
     why it could not be, or None (the servers then run without the allocator's own account)."""
     if account_library() is None:
         try:
-            _build("the allocator-account helper for servers", [], REPO_ROOT / "driver" / "target", None,
-                   "driver/account/Cargo.toml")
+            _build("the allocator-account helper for servers", [], ACCOUNT_LIBRARY,
+                   REPO_ROOT / "driver" / "target" / "release" / ACCOUNT_LIBRARY, "driver/account/Cargo.toml")
         except AlloclabError as e:
             return str(e)
     return None if account_library() else "the allocator-account helper (liballoclab_account.so) is not built"

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from alloclab.catalog.names import HAMMERDB_VERSION
 from alloclab.core import events
+from alloclab.core.cache import cache_dir
 from alloclab.core.errors import AlloclabError
 from alloclab.host.vendor import Vendored, find
 
@@ -56,8 +57,7 @@ STEP_S = 6  # HammerDB counts its ramp-up and test time in steps of 6 s (0.1 min
 def home() -> Path:
     if os.environ.get("ALLOCLAB_HAMMERDB"):
         return Path(os.environ["ALLOCLAB_HAMMERDB"]).resolve()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "alloclab" / "tools" / f"hammerdb-{VERSION}"
+    return cache_dir("tools") / f"hammerdb-{VERSION}"
 
 
 def installed() -> dict | None:

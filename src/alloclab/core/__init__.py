@@ -4,4 +4,5 @@
     units        durations, sizes, rates and latencies, read and written as people do
     events       the driver's versioned JSON-lines events, read
     gate         the words of the turn protocol (the driver's gate.rs)
+    cache        where alloclab keeps what it builds once per machine (~/.cache/alloclab), cargo's too
 """

@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from alloclab.core.cache import cache_dir
 from alloclab.core.errors import AlloclabError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -34,7 +35,7 @@ def cache() -> Path:
     """Where vendored files are kept once found: beside the stack (ALLOCLAB_STACK's parent)."""
     if os.environ.get("ALLOCLAB_STACK"):
         return Path(os.environ["ALLOCLAB_STACK"]).resolve().parent / "vendor"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "alloclab" / "vendor"
+    return cache_dir("vendor")
 
 
 def dirs() -> list[Path]:

@@ -16,11 +16,12 @@ from collections import Counter
 from pathlib import Path
 
 from alloclab.answers.table import Table, params
+from alloclab.core.cache import cache_dir
 
 
 def tools_dir() -> Path:
     """Where ./setup.sh installs inferno (read when asked: the environment may change)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "alloclab" / "tools"
+    return cache_dir("tools")
 
 
 def tool(name: str) -> str | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from alloclab.catalog.allocators import KNOWN, SOURCE_BUILT
 from alloclab.catalog.tidesql import BUILDS, build
+from alloclab.core.cache import cache_dir
 from alloclab.core.errors import AlloclabError
 from alloclab.host.processes import kill_group
 
@@ -27,8 +28,7 @@ MARIADB_VERSION = "11.8.6"  # Debian's MariaDB for trixie, the seeds' server (..
 def home() -> Path:
     if os.environ.get("ALLOCLAB_STACK"):
         return Path(os.environ["ALLOCLAB_STACK"]).resolve()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "alloclab" / "stack"
+    return cache_dir("stack")
 
 
 def root() -> Path:
