@@ -112,19 +112,26 @@ class Study:
         nodes = [n.get("machine") or {} for n in self.machine.get("nodes") or []] or [self.machine]
         words = sorted({machine.in_words(n) for n in nodes})
         on = words[0] if len(words) == 1 else f"{len(words)} machines ({'; '.join(words)})"
-        turn = float(self.plan.get("slice_s") or 0)
+        turn, own = self.turns_taken()
         side = self.side_by_side
         together = (f"a round's runs {side} at a time, side by side (a cell's together)" if self.whole_round
                     else f"a cell's runs {side} at a time, side by side")
         places = decide.places(self.rows)  # runs_per_round
         more = {r.engine: n for r in self.rows if (n := places.get(r.cell, 1)) > 1}
-        own = sorted(set(self.turns().values())) if not turn else []  # a workload's own turns beside them
-        if own and side <= 1:
-            turn, own = own[0], []
         return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else together if side > 1
                             else "runs one after another") + "".join(
             f", {n} runs of each allocator a round on {e}" for e, n in more.items()) + (
-            f", the steady loads alone in turns of {'/'.join(f'{t:g}' for t in own)} s" if own and side > 1 else "")
+            f", the steady loads alone in turns of {own} s" if own else "")
+
+    def turns_taken(self) -> tuple[float, str]:
+        """How the measured runs took turns: (the turn every cell took, 0 for none; the workloads' own
+        turns, as "0.5" or "0.5/3", taken beside runs side by side, "" for none). A study whose only
+        cells took their workload's own turns took those."""
+        turn = float(self.plan.get("slice_s") or 0)
+        own = sorted(set(self.turns().values())) if not turn else []
+        if own and self.side_by_side <= 1:
+            return own[0], ""
+        return turn, "/".join(f"{t:g}" for t in own)
 
     def on(self) -> str:
         """The machine(s) in the fewest words a headline can carry: CPU model and cores."""

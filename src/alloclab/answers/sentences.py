@@ -343,17 +343,14 @@ def _method_note(study: analyse.Study, vs: list) -> str:
             else f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
             f"rounds {', '.join(map(str, looks))}), so that over all of them the intervals hold together with about "
             "95 % probability")
-    turn = float(study.plan.get("slice_s") or 0)
+    turn, own = study.turns_taken()
     side = study.side_by_side
-    own = sorted(set(study.turns().values())) if not turn else []  # the workloads' own turns
-    if own and side <= 1:
-        turn = own[0]
     paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn
               else f"the runs of one round run {side} at a time, side by side, sharing the machine, a cell's together"
               if side > 1 and study.whole_round
               else f"the runs of a cell in one round run {side} at a time, side by side, sharing the machine"
               if side > 1 else "runs of one round are interleaved") + (
-        f"; the steady loads alone, in turns of {'/'.join(f'{t:g}' for t in own)} s" if own and side > 1 else "")
+        f"; the steady loads alone, in turns of {own} s" if own else "")
     return (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
