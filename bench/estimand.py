@@ -10,6 +10,16 @@ of a round in turns. The ratio can be read three ways (answers.dependence):
             its spread the state explains removed (CUPED's adjustment, the covariate one the
             allocator compared does not cause)
   quiet     the same line read at the quiet state (the quietest tenth of the study's rounds)
+  between   the average, its standard error widened by the variant's spread between studies on one
+            machine (Design.between, plan key between_studies_pct), that spread estimated from the
+            OTHER machines' pseudo-studies alone (each machine left out in turn): what a study
+            claims when its interval must cover the ratio a study an hour later reads
+
+THE SPREAD BETWEEN STUDIES (τ). Per variant, DerSimonian–Laird's moments summed over every group
+of pseudo-studies of one machine (and commit or design; the replication store's studies of one
+machine within a day of each other: its claim is an hour later, not after days and new code):
+τ² = (ΣQ − Σdf) / Σc. The script prints τ over all machines (what the default preset carries,
+plan key between_studies_pct) and left out machine by machine (what the "between" row used).
 
 THE DATA. The turns bench's stored rounds (bench/data/turns-bias, design t0.5 of the default
 cell: the default study's design, 6 s windows in turns of 0.5 s) and the replication store's
@@ -30,15 +40,27 @@ WHAT IS COUNTED, per estimand, over every pseudo-study of a (machine, commit) wi
   decided    the share of comparisons decided at the quick study's last look (its per-look level,
              the ±4 % margin), and the share of pseudo-studies that decide all three
 
+THE LOOKS. A study stops a comparison at the first look that decides it; what it claims then is the
+interval of that look, at the per-look level. Each design of --looks (rounds, `;` between designs)
+is replayed on every pseudo-study of at least its last look's rounds, on the "between" reading:
+  coverage   its interval at the look it stopped holds the average of all the other rounds of its
+             machine and commit (as above)
+  decided    the share of comparisons decided by the last look, and of pseudo-studies all three
+  stopped    the mean round at which a comparison stopped
+Early looks decide on few rounds, which cover a few minutes of the host's states: a comparison that
+stops there carries the luck of those minutes (its estimate is the one that crossed the line).
+
 What it drew (each pseudo-study's rounds, each estimand's value and interval) is appended to
 --store as one JSON line per run of this script.
 
     .venv/bin/python bench/estimand.py [--block 20] [--store bench/data/estimand] [--plant 0.96,1.04]
+        [--looks "4,6,9,14,20;12,20"]
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 import itertools
 import json
@@ -49,7 +71,7 @@ from pathlib import Path
 import numpy as np
 from _common import ROOT, arguments
 
-from alloclab.answers import dependence
+from alloclab.answers import dependence, stats
 from alloclab.answers.replicate import DIFFERS, ratio_of_ratios
 from alloclab.plan import design
 
@@ -57,7 +79,8 @@ TURNS = ROOT / "bench" / "data" / "turns-bias" / "rounds.jsonl"
 REPLICATION = ROOT / "bench" / "data" / "replication"
 BASE, VARIANTS = "glibc", ("jemalloc", "mimalloc", "tcmalloc")
 ALLOCATORS = (BASE, *VARIANTS)
-ESTIMANDS = ("average", "adjusted", "quiet")
+ESTIMANDS = ("average", "adjusted", "quiet", "between")
+DAY_S = 24 * 3600  # the replication store's studies of one machine further apart than this: another group
 MARGIN = 0.04  # the default study's
 
 
@@ -82,11 +105,16 @@ def study_rounds() -> dict[tuple, list[list[dict]]]:
     in order (of whichever commit each ran): a design is its turns' length; the studies whose runs
     carry drift factors (answers.drift) are read twice, as measured and with the drift taken out."""
     out: dict[tuple, list[list[dict]]] = defaultdict(list)
-    for entry in sorted(p for p in REPLICATION.iterdir() if (p / "runs.csv").is_file()):
+    first: dict[str, datetime.datetime] = {}  # a machine's first study
+    entries = [p for p in REPLICATION.iterdir() if (p / "runs.csv").is_file()]
+    for entry in sorted(entries, key=lambda p: next(csv.DictReader((p / "runs.csv").open()))["started_at"]):
         m = json.loads((entry / "machine.json").read_text())
         rows = [r for r in csv.DictReader((entry / "runs.csv").open()) if r["status"] == "ok"
                 and r.get("purpose", "measure") in ("", "measure")]
         design = f"default studies, turns of {json.loads((entry / 'plan.json').read_text()).get('slice_s')} s"
+        at = min(datetime.datetime.fromisoformat(r["started_at"]) for r in rows)
+        day = int((at - first.setdefault(m.get("kernel"), at)).total_seconds() // DAY_S)
+        design += f", day {day + 1}" if day else ""
         drifted = any(r.get("drift_factor") for r in rows)
         for adjusted in (False, True) if drifted else (False,):
             by: dict[int, dict] = defaultdict(dict)
@@ -99,7 +127,35 @@ def study_rounds() -> dict[tuple, list[list[dict]]]:
     return out
 
 
-def read(rounds: list[dict], variant: str, estimand: str, confidence: float = 0.95, plant: float = 1.0):
+def spread(groups: dict[tuple, list[list[dict]]], variant: str, leave_out: str | None = None) -> float:
+    """τ of the variant's log ratio between pseudo-studies of one group, DerSimonian–Laird's moments
+    summed over the groups (but those of machine `leave_out`, and the drift-taken-out second reading
+    of studies already counted as measured)."""
+    q = df = c = 0.0
+    for key, blocks in groups.items():
+        if key[0] == leave_out or "drift taken out" in key[1]:
+            continue
+        vs = [v for v in (read(b, variant, "average") for b in blocks) if v is not None]
+        if len(vs) < 2:
+            continue
+        m, w = np.array([v.mean_log for v in vs]), np.array([1 / v.se_log ** 2 for v in vs])
+        q += float(np.sum(w * (m - np.sum(w * m) / np.sum(w)) ** 2))
+        df += len(vs) - 1
+        c += float(np.sum(w) - np.sum(w ** 2) / np.sum(w))
+    return math.sqrt(max(0.0, (q - df) / c)) if c else 0.0
+
+
+def widened(v, tau: float, confidence: float):
+    """An average's interval with the spread between studies τ added to its standard error (as
+    stats.ratio_interval adds Design.between): Satterthwaite's degrees of freedom."""
+    se, df = math.hypot(v.se_log, tau), stats.between_df(v.se_log, tau, v.df)
+    half = stats._t(confidence, df) * se
+    return dataclasses.replace(v, ci_low=math.exp(v.mean_log - half), ci_high=math.exp(v.mean_log + half),
+                               se_log=se, df=df, confidence=confidence)
+
+
+def read(rounds: list[dict], variant: str, estimand: str, confidence: float = 0.95, plant: float = 1.0,
+         tau: float = 0.0):
     """One estimand of variant vs glibc over the rounds where both ran (a study stops a decided
     allocator's runs): a dependence.RatioAtState. The state of a round is the mean of its other
     runs' log speed against their own medians, as answers.dependence reads it."""
@@ -111,8 +167,9 @@ def read(rounds: list[dict], variant: str, estimand: str, confidence: float = 0.
         if BASE in r and variant in r and others:
             x.append(float(np.mean(others)))
             y.append(math.log(r[variant] / r[BASE] * plant))
-    if estimand == "average":
-        return dependence.average_ratio(y, x, dependence.SPEED, confidence)
+    if estimand in ("average", "between"):
+        v = dependence.average_ratio(y, x, dependence.SPEED, confidence)
+        return widened(v, tau, confidence) if v is not None and estimand == "between" else v
     x0 = float(np.mean(x)) if estimand == "adjusted" else dependence.quiet_state_value(x, dependence.SPEED)
     return dependence.ratio_at_state(y, x, x0, dependence.SPEED, confidence)
 
@@ -122,7 +179,8 @@ def decided(v) -> bool:
 
 
 def main() -> None:
-    ap = arguments(__doc__, block=20, store=str(ROOT / "bench" / "data" / "estimand"), plant="0.96,1.04")
+    ap = arguments(__doc__, block=20, store=str(ROOT / "bench" / "data" / "estimand"), plant="0.96,1.04",
+                   looks="4,6,9,14,20;12,20")
     a = ap.parse_args()
     plants = [1.0] + [float(p) for p in a.plant.split(",") if p]
     looks = design.plan_looks(a.block)
@@ -135,6 +193,13 @@ def main() -> None:
     for key, ss in studies.items():
         groups[key] += [s for s in ss if len(s) >= 6]
     groups = {k: v for k, v in groups.items() if len(v) >= 2}
+    machines = sorted({k[0] for k in groups})
+    taus = {var: spread(groups, var) for var in VARIANTS}
+    left_out = {(mach, var): spread(groups, var, mach) for mach in machines for var in VARIANTS}
+    print("spread between studies of one machine (τ, SD of the log ratio), over all machines: "
+          + ", ".join(f"{var} {100 * t:.2f} %" for var, t in taus.items()) + "; each machine left out: "
+          + "; ".join(f"{var} {100 * min(left_out[(m, var)] for m in machines):.2f}–"
+                      f"{100 * max(left_out[(m, var)] for m in machines):.2f} %" for var in VARIANTS))
     drawn, by_group = [], []
     print(f"pseudo-studies of {a.block} rounds (the replication store's studies as they ran), per (machine, commit) "
           f"with two or more: {sum(len(v) for v in groups.values())} in {len(groups)} groups; quick level "
@@ -149,15 +214,16 @@ def main() -> None:
                 rest = list(itertools.chain.from_iterable(bb for j, bb in enumerate(blocks) if j != bi))
                 ok = 0
                 for var in VARIANTS:
+                    tau = left_out[(key[0], var)] if est == "between" else 0.0
                     for k in plants:
-                        v, truth = read(b, var, est, plant=k), read(rest, var, est, plant=k)
+                        v, truth = read(b, var, est, plant=k, tau=tau), read(rest, var, est, plant=k)
                         if v is None or truth is None:  # too few rounds of it (a study stopped its runs)
                             continue
                         (cov if k == 1.0 else planted).append(v.ci_low <= truth.ratio <= v.ci_high)
                         if k == 1.0:
                             width.append(100 * (v.ci_high - v.ci_low) / 2 / v.ratio)
                             per_variant[var].append(v)
-                            q = read(b, var, est, confidence=quick)
+                            q = read(b, var, est, confidence=quick, tau=tau)
                             if q is None:
                                 continue
                             ok += decided(q)
@@ -183,11 +249,44 @@ def main() -> None:
         inside = sum(d["ci_low"] <= d["rest_ratio"] <= d["ci_high"] for d in mine)
         print(f"  {est:<9} {key[1]} ({key[0].split('|')[0]}): {inside} of {len(mine)} inside; quick decided "
               f"{sum(d['quick_decided'] for d in mine)} of {len(mine)}")
+    print("\nthe looks, replayed on the \"between\" reading (τ from the other machines):")
+    print(f"{'looks':<16} {'level':>7} {'coverage':>9} {'decided':>8} {'all three':>10} {'stopped':>8}")
+    replays = []
+    for plan in (tuple(int(x) for x in d.split(",")) for d in a.looks.split(";") if d):
+        level = 1 - design.look_alpha(len(plan), overall=design.OVERALL_ALPHA) if len(plan) > 1 else 0.95
+        cov, dec, all3, stop = [], [], [], []
+        for key, blocks in groups.items():
+            for bi, b in enumerate(blocks):
+                if len(b) < plan[-1]:
+                    continue
+                rest = list(itertools.chain.from_iterable(bb for j, bb in enumerate(blocks) if j != bi))
+                ok = 0
+                for var in VARIANTS:
+                    truth = read(rest, var, "average")
+                    if truth is None:
+                        continue
+                    for look in plan:
+                        q = read(b[:look], var, "between", confidence=level, tau=left_out[(key[0], var)])
+                        if q is not None and decided(q):
+                            break
+                    if q is None:
+                        continue
+                    cov.append(q.ci_low <= truth.ratio <= q.ci_high)
+                    dec.append(decided(q))
+                    stop.append(look)
+                    ok += decided(q)
+                    replays.append({"looks": plan, "machine": key[0], "commit": key[1], "block": bi, "variant": var,
+                                    "look": look, "ratio": q.ratio, "ci_low": q.ci_low, "ci_high": q.ci_high,
+                                    "rest_ratio": truth.ratio, "decided": decided(q)})
+                all3.append(ok == 3)
+        print(f"{','.join(map(str, plan)):<16} {100 * level:>6.1f}% {np.mean(cov):>8.1%} {np.mean(dec):>8.0%} "
+              f"{np.mean(all3):>9.0%} {np.mean(stop):>8.1f}   (n {len(cov)})")
     store = Path(a.store)
     store.mkdir(parents=True, exist_ok=True)
     with (store / "draws.jsonl").open("a") as f:
         f.write(json.dumps({"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                            "block": a.block, "plants": plants, "quick_confidence": quick, "drawn": drawn}) + "\n")
+                            "block": a.block, "plants": plants, "quick_confidence": quick, "drawn": drawn,
+                            "taus": taus, "replays": replays}) + "\n")
 
 
 if __name__ == "__main__":

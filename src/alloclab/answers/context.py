@@ -103,6 +103,11 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     rounds = need[-1]
     per_round = cost(rounds) / rounds if rounds else 0.0
     if rounds >= 1000:
+        floored = [v.variant for v in todo if v.rounds_to_decide >= 1000 and study.design.between_sd(v.var_unit[1])]
+        if floored:
+            return (lead + f"{', '.join(floored)} would stay undecided however many rounds ran: each ratio's spread "
+                    "between studies on one machine (plan key between_studies_pct) alone leaves its interval too "
+                    "wide to tell it from the margin.")
         return (lead + "the smallest differences are too small for this noise: more than 1,000 further rounds "
                 "would be needed; a quieter machine or longer windows would help more than rounds.")
     text = lead + f"{'all' if lead else 'About'} {rounds} more round(s) would decide the rest"

@@ -231,16 +231,17 @@ def _pairs_to_compare(policy: Design, cells: Iterable[tuple], allocators_of: dic
 
 
 def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design,
-                  metric: Metric | None = None) -> tuple[stats.RatioInterval, str]:
+                  metric: Metric | None = None, between_sd: float = 0.0) -> tuple[stats.RatioInterval, str]:
     """The one rule for a comparison: variant / baseline, paired by round, at the policy's
     confidence, and its verdict word (faster, slower, equivalent or undecided), within the
     metric's own margin where it has one. A share compared in points (metric.points) runs on
     exp(share): the log ratio is then the difference, equivalent within ±margin points, and its
-    paired differences take the signed-rank interval (metrics.Metric.points says why)."""
+    paired differences take the signed-rank interval (metrics.Metric.points says why).
+    `between_sd`: the ratio's spread between studies on one machine (Design.between_sd)."""
     points = metric is not None and metric.points
     if points:
         base, var = ({k: math.exp(v) for k, v in d.items()} for d in (base, var))
-    iv = stats.ratio_interval(base, var, confidence=policy.confidence, robust=points)
+    iv = stats.ratio_interval(base, var, confidence=policy.confidence, robust=points, between_sd=between_sd)
     if iv.ci_low is None:
         return iv, UNDECIDED
     if metric is None:
@@ -278,11 +279,14 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
         groups = _groups(rows, m)
         allocators_of = {c: list(g) for c, g in groups.items()}
         for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
-            iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy, m)
+            # an allocator's throughput against the baseline's carries the spread between studies
+            # the plan gives it (the other metrics' intervals are of this study's rounds)
+            between = policy.between_sd(va) if kind == "allocators" and m is THROUGHPUT else 0.0
+            iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy, m, between)
             todo, margin = None, margin_of(m.name, policy.margin, policy.margins)
             if word == UNDECIDED:
                 todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf,
-                                              margin=math.expm1(margin) if m.points else margin)
+                                              margin=math.expm1(margin) if m.points else margin, between_sd=between)
             c = cell_dict(vc)
             base_label = {"allocators": short_name(ba), "engines": bc[0], "profiles": bc[CELL.index("profile")]}[kind]
             var_label = {"allocators": short_name(va), "engines": vc[0], "profiles": c["profile"]}[kind]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -230,6 +230,9 @@ class RatioInterval:
     # paired log ratios with its signed-rank interval (robust=True), mean_log then the shift and
     # sd_log the spread a t interval of the same width would have (what replications combine)
     rule: str = "t"
+    # the spread of this ratio between studies on one machine (SD of the log ratio; Design.between),
+    # added to the rounds' own error: the interval then covers the ratio another study would read
+    between_sd: float = 0.0
 
     @property
     def n(self) -> int:
@@ -239,11 +242,26 @@ class RatioInterval:
     @property
     def se_log(self) -> float | None:
         """The standard error of the mean log ratio (what replications combine)."""
-        return self.sd_log / math.sqrt(self.n) if self.sd_log is not None and self.n > 1 else None
+        if self.sd_log is None or self.n <= 1:
+            return None
+        return math.hypot(self.sd_log / math.sqrt(self.n), self.between_sd)
 
     @property
-    def df(self) -> int:
-        return self.n - 1
+    def df(self) -> float:
+        """n − 1; with a spread between studies, Satterthwaite's: the rounds' part carries n − 1,
+        the spread (a figure known from stored studies) is taken as exact."""
+        within = self.sd_log / math.sqrt(self.n) if self.sd_log is not None and self.n > 1 else 0.0
+        if not self.between_sd or not within:
+            return self.n - 1
+        return between_df(within, self.between_sd, self.n - 1)
+
+
+def between_df(within_se: float, between_sd: float, df: float) -> float:
+    """Satterthwaite's degrees of freedom of √(within_se² + between_sd²) where only within_se is
+    estimated (on df), the spread between studies taken as known."""
+    if within_se <= 0:
+        return float("inf")
+    return df * (1 + (between_sd / within_se) ** 2) ** 2
 
 
 def _t(confidence: float, df: float) -> float:
@@ -277,16 +295,21 @@ def signed_rank_min_pairs(confidence: float) -> int:
 
 
 def ratio_interval(baseline: Mapping[int, float], variant: Mapping[int, float], *,
-                   confidence: float = 0.95, robust: bool = False) -> RatioInterval:
+                   confidence: float = 0.95, robust: bool = False, between_sd: float = 0.0) -> RatioInterval:
     """Interval of variant/baseline from runs keyed by round. With 3 rounds or more in which both
     ran, a paired t interval on the log ratios (each round's runs are interleaved, so the round's
     machine state cancels); otherwise Welch's interval on the logs of each group (n >= 2 each);
     otherwise no interval. Values must be positive. `robust`: paired log ratios whose spread has
     a heavy tail (a share that now and then jumps) take the signed-rank interval of their
     Hodges-Lehmann shift wherever there are pairs enough for it at this level, the t interval
-    below that (which of the two depends on the number of pairs alone, never on their values)."""
+    below that (which of the two depends on the number of pairs alone, never on their values).
+    `between_sd`: the ratio's spread between studies on one machine (SD of the log ratio), added to
+    the paired t interval's standard error (its degrees of freedom then Satterthwaite's): the interval of
+    the ratio another study on this machine would read, not only of these rounds' mean."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    if not (between_sd >= 0 and math.isfinite(between_sd)):
+        raise ValueError(f"between_sd must be a finite spread of at least 0, got {between_sd!r}")
     b = {k: float(v) for k, v in baseline.items()}
     v = {k: float(x) for k, x in variant.items()}
     for name, g in (("baseline", b), ("variant", v)):
@@ -307,9 +330,9 @@ def ratio_interval(baseline: Mapping[int, float], variant: Mapping[int, float], 
             return RatioInterval(float(np.exp(shift)), float(np.exp(lo)), float(np.exp(hi)), nb, nv, n, True, shift,
                                  float(sd), confidence, "signed-rank")
         m, sd = float(d.mean()), float(d.std(ddof=1))
-        half = _t(confidence, n - 1) * sd / np.sqrt(n)
-        return RatioInterval(float(np.exp(m)), float(np.exp(m - half)), float(np.exp(m + half)), nb, nv, n, True, m,
-                             sd, confidence)
+        iv = RatioInterval(None, None, None, nb, nv, n, True, m, sd, confidence, between_sd=between_sd)
+        half = _t(confidence, iv.df) * iv.se_log
+        return replace(iv, ratio=float(np.exp(m)), ci_low=float(np.exp(m - half)), ci_high=float(np.exp(m + half)))
     lb, lv = np.log(list(b.values())), np.log(list(v.values()))
     m = float(lv.mean() - lb.mean())
     if nb < 2 or nv < 2:
@@ -327,13 +350,14 @@ def ratio_interval(baseline: Mapping[int, float], variant: Mapping[int, float], 
 
 
 def rounds_to_decide(mean_log: float | None, sd_log: float | None, n: int, *, confidence: float,
-                     margin: float = DEFAULT_MARGIN, limit: int = 10_000) -> int | None:
+                     margin: float = DEFAULT_MARGIN, limit: int = 10_000, between_sd: float = 0.0) -> int | None:
     """Further rounds after which an interval of this spread would be expected to decide: exclude
     1 (when the estimate is outside the margin) or sit inside the margin (when it is inside).
-    None when nothing is known about the spread; `limit` when it would take longer than that."""
+    None when nothing is known about the spread; `limit` when it would take longer than that (a
+    spread between studies, `between_sd`, is a floor no number of rounds goes below)."""
     if mean_log is None or sd_log is None:
         return None
-    if sd_log == 0:
+    if sd_log == 0 and not between_sd:
         return 0 if n >= MIN_RUNS else MIN_RUNS - n
     lm = float(np.log1p(margin))
     effect = abs(mean_log)
@@ -343,7 +367,8 @@ def rounds_to_decide(mean_log: float | None, sd_log: float | None, n: int, *, co
     if need_half <= 0:
         return limit
     def decides(total: int) -> bool:
-        return _t(confidence, total - 1) * sd_log / np.sqrt(total) < need_half
+        within = sd_log / np.sqrt(total)
+        return _t(confidence, between_df(within, between_sd, total - 1)) * math.hypot(within, between_sd) < need_half
 
     lo, hi = max(n, MIN_RUNS), n + limit
     if not decides(hi):

@@ -19,6 +19,7 @@ DEFAULT_TARGET_CI = 0.02
 DEFAULT_MIN_RUNS = 3
 DEFAULT_MAX_ROUNDS = 30
 DEFAULT_MARGIN = 0.02  # "equivalent" when the whole interval sits inside 1 +- this
+OTHER = "other"  # Design.between's entry for a variant it does not name
 
 
 # A study that runs rounds until its comparisons are decided looks at them only at a few
@@ -129,6 +130,15 @@ class Design:
     # a metric's own margin (name, fraction; a share compared in points: points / 100), over the
     # metric's default (answers.metrics) and `margin`: plan key margins_pct
     margins: tuple[tuple[str, float], ...] = ()
+    # how far a variant's throughput ratio moves between studies on one machine an hour apart (SD of
+    # the log ratio, a fraction; "other": any variant not named), added to each verdict's own error
+    # so that its interval covers what a study an hour later reads: plan key between_studies_pct
+    between: tuple[tuple[str, float], ...] = ()
+
+    def between_sd(self, variant: str) -> float:
+        """The spread between studies a throughput verdict of this variant carries (0: none)."""
+        table = dict(self.between)
+        return table.get(variant, table.get(OTHER, 0.0))
 
     @property
     def margin_pct(self) -> float:
@@ -168,7 +178,8 @@ class Design:
             d = plan["design"]
             return cls(**{**d, "questions": tuple(d["questions"]), "profiles": tuple(d["profiles"]),
                           "decide_on": tuple(d.get("decide_on") or ()),
-                          "margins": tuple((str(k), float(v)) for k, v in d.get("margins") or ()), "looks": looks})
+                          "margins": tuple((str(k), float(v)) for k, v in d.get("margins") or ()),
+                          "between": tuple((str(k), float(v)) for k, v in d.get("between") or ()), "looks": looks})
         allocs = [a["name"] if isinstance(a, dict) else a.name for a in plan.get("allocators", [])]
         engines = list(plan.get("engines", []))
         return cls(questions=tuple(plan.get("questions") or default_questions(allocs, engines)),

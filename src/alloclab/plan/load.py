@@ -9,7 +9,7 @@ import random
 
 from alloclab.alloc import allocators as alloc_mod
 from alloclab.catalog import targets, tidesql
-from alloclab.catalog.allocators import DEFAULT_SET
+from alloclab.catalog.allocators import BY_NAME, DEFAULT_SET
 from alloclab.catalog.names import (
     DEFAULT_ENGINES,
     ENGINES,
@@ -110,6 +110,10 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             raise AlloclabError(f"workloads[{i}].engines: {', '.join(alien)} is not among the plan's engines",
                                 "allowed values: " + ", ".join(plan_engines))
         workload.check(i, w, w.get("engines") or plan_engines)
+    alien = sorted(set(d.get("between_studies_pct", {})) - set(labels) - set(BY_NAME) - {design.OTHER})
+    if alien:
+        raise AlloclabError(f"between_studies_pct: {', '.join(alien)} is neither one of the plan's allocators nor "
+                            "in the catalog", "allowed keys: " + ", ".join([*labels, design.OTHER]))
     scale = d.get("scale", "quick")
     floor = d.get("min_window_s", MIN_WINDOW_S[scale])
     for i, w in enumerate(d["workloads"]):
@@ -150,7 +154,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             max_rounds=d.get("max_rounds", design.DEFAULT_MAX_ROUNDS), max_looks=d.get("looks", 0),
             adaptive="runs" not in d, profiles=tuple(d.get("profiles", {})),
             decide_on=tuple(d.get("decide_on", ())),
-            margins=tuple(sorted((k, v / 100) for k, v in d.get("margins_pct", {}).items()))),
+            margins=tuple(sorted((k, v / 100) for k, v in d.get("margins_pct", {}).items())),
+            between=tuple(sorted((k, v / 100) for k, v in d.get("between_studies_pct", {}).items()))),
         workloads=d["workloads"],
         engine_options=d.get("engine_options", {}),
         profiles=d.get("profiles", {}),

@@ -81,6 +81,19 @@ def percent(lo: float, hi: float) -> Callable[[str, Any], float]:
     return check
 
 
+def spread_pct(key, v) -> float:
+    """A spread in percent: 0 (none) up to 100."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 100:
+        raise AlloclabError(f"{key}: expected a percentage from 0 to 100, got {v!r}")
+    return float(v)
+
+
+def spreads(key, v) -> dict[str, float]:
+    if not isinstance(v, dict):
+        raise AlloclabError(f"{key}: expected a table of allocator = percent, got {v!r}")
+    return {str(k): spread_pct(f"{key}.{k}", x) for k, x in v.items()}
+
+
 def boolean(key, v):
     if not isinstance(v, bool):
         raise AlloclabError(f"{key}: expected true or false, got {v!r}")
@@ -228,6 +241,9 @@ TOP_SCHEMA = {
     # a metric's own equivalence margin, over margin_pct and the metric's default: {overhead = 5,
     # given_back = 10}; a share compared in percentage points (given_back) takes points
     "margins_pct": lambda key, v: check_table(key, v, {m.name: percent(0, 100) for m in metrics.verdicts()}),
+    # a variant's throughput ratio's spread between studies on one machine, an hour apart (SD of the
+    # log ratio, %), added to its verdict's own error: {jemalloc = 0.6, other = 2.0} (design.py)
+    "between_studies_pct": spreads,
     "budget": seconds(0.0, strict=True),
     "min_runs": whole(2, 1000),
     "max_rounds": whole(2, 1000),
