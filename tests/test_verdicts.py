@@ -324,3 +324,12 @@ def test_a_negative_answer_keeps_the_hyphens_of_the_allocators_name():
     assert sentences.short(slow) == "tcmalloc-google −3.1 % [−5.1, −1.1] slower"
     fast = verdict("tcmalloc-minimal", 0.96, 0.94, 0.98, "lower")
     assert sentences.best([slow], [fast]).count("tcmalloc-minimal −4.0 % [−6.0, −2.0]") == 1
+
+
+def test_the_verdict_note_names_each_spread_between_studies_it_carried():
+    from alloclab.answers import metrics
+    pol = design.Design(between=(("jemalloc", 0.008), ("other", 0.022)))
+    said = metrics.between_words(pol.between_sd, [("jemalloc", "jemalloc"), ("mimalloc+reset0",
+                                                                              "mimalloc+MIMALLOC_RESET_DELAY=0")])
+    assert "(SD of the log ratio: jemalloc 0.8 %, mimalloc+reset0 2.2 %;" in said
+    assert metrics.between_words(design.Design().between_sd, [("jemalloc", "jemalloc")]) == ""

@@ -7,7 +7,7 @@ back, overhead) are compared only in studies whose rows have them (`for_rows`)."
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from alloclab.catalog import metrics as cm
 from alloclab.catalog.metrics import Metric
@@ -126,3 +126,16 @@ def words(name: str) -> str:
     """A verdict's metric as a sentence names it."""
     m = by_name(name)
     return m.words if m is not None else name
+
+
+def between_words(spread_of: Callable[[str], float], compared: Iterable[tuple[str, str]]) -> str:
+    """What a verdict note says of the spread between studies the allocators' throughput intervals
+    carry (plan.design.Design.between_sd, by the plan's name of each variant; `compared`: each
+    throughput comparison's variant as said and as the plan names it); "" where none carries any."""
+    carried = sorted({(said, spread_of(name)) for said, name in compared if spread_of(name) > 0})
+    if not carried:
+        return ""
+    each = ", ".join(f"{said} {100 * sd:.1f} %" for said, sd in carried)
+    return (f" The allocators' throughput intervals also carry how far each ratio moves between studies on one "
+            f"machine an hour apart (SD of the log ratio: {each}; the plan's between_studies_pct, from stored "
+            "studies), so that they cover what another study here would read, not only this study's rounds.")

@@ -356,7 +356,8 @@ def _method_note(study: analyse.Study, vs: list) -> str:
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
             + metrics.own_margins([v.metric for v in vs], pol.margin, pol.margins,
                                   stats.signed_rank_min_pairs(pol.confidence))
-            + _between_note(pol, vs)
+            + metrics.between_words(pol.between_sd, [(v.variant, v.var_unit[1]) for v in vs
+                                                     if v.metric == "throughput" and v.comparison == "allocators"])
             + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
                "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
                else "")
@@ -364,18 +365,6 @@ def _method_note(study: analyse.Study, vs: list) -> str:
                f"{more} more run(s) of its undecided ones, as many lives at once (a round's value of an allocator: "
                "the mean of its runs)."
                if (more := decide.more_runs(study.rows)) else ""))
-
-
-def _between_note(pol, vs: list) -> str:
-    """What the throughput intervals carry beyond this study's rounds (Design.between), if anything."""
-    carried = sorted({(v.variant, pol.between_sd(v.var_unit[1])) for v in vs if v.metric == "throughput"
-                      and v.comparison == "allocators" and pol.between_sd(v.var_unit[1]) > 0})
-    if not carried:
-        return ""
-    each = ", ".join(f"{name} {100 * sd:.1f} %" for name, sd in carried)
-    return (f" The allocators' throughput intervals also carry how far each ratio moves between studies on one "
-            f"machine an hour apart (SD of the log ratio: {each}; the plan's between_studies_pct, from stored "
-            "studies), so that they cover what another study here would read, not only this study's rounds.")
 
 
 def _verdict_order(study: analyse.Study, vs: list) -> tuple[list, list]:
