@@ -148,8 +148,8 @@ def spread(groups: dict[tuple, list[list[dict]]], variant: str, leave_out: str |
 def widened(v, tau: float, confidence: float):
     """An average's interval with the spread between studies τ added to its standard error (as
     stats.ratio_interval adds Design.between): Satterthwaite's degrees of freedom."""
-    se, df = math.hypot(v.se_log, tau), stats.between_df(v.se_log, tau, v.df)
-    half = stats._t(confidence, df) * se
+    se, df = stats.with_between(v.se_log, tau, v.df)
+    half = dependence.t_quantile(confidence, df) * se
     return dataclasses.replace(v, ci_low=math.exp(v.mean_log - half), ci_high=math.exp(v.mean_log + half),
                                se_log=se, df=df, confidence=confidence)
 

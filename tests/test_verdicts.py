@@ -81,6 +81,7 @@ def test_only_an_allocators_throughput_carries_the_spread_between_studies():
     by = {(p, v.metric): v for p in (plain, wide) for v in decide.verdicts(rows, p)}
     t0, t1 = by[(plain, "throughput")], by[(wide, "throughput")]
     assert t1.se_log == pytest.approx(math.hypot(t0.se_log, 0.01)) and t1.ci_high - t1.ci_low > t0.ci_high - t0.ci_low
+    assert (t0.between_sd, t1.between_sd, by[(wide, "peak_rss")].between_sd) == (0, 0.01, 0)
     assert by[(plain, "peak_rss")].ci_low == by[(wide, "peak_rss")].ci_low
 
 
@@ -328,8 +329,8 @@ def test_a_negative_answer_keeps_the_hyphens_of_the_allocators_name():
 
 def test_the_verdict_note_names_each_spread_between_studies_it_carried():
     from alloclab.answers import metrics
-    pol = design.Design(between=(("jemalloc", 0.008), ("other", 0.022)))
-    said = metrics.between_words(pol.between_sd, [("jemalloc", "jemalloc"), ("mimalloc+reset0",
-                                                                              "mimalloc+MIMALLOC_RESET_DELAY=0")])
+    carried = [SimpleNamespace(variant="jemalloc", between_sd=0.008),
+               SimpleNamespace(variant="mimalloc+reset0", between_sd=0.022), SimpleNamespace(variant="x", between_sd=0)]
+    said = metrics.between_words(carried)
     assert "(SD of the log ratio: jemalloc 0.8 %, mimalloc+reset0 2.2 %;" in said
-    assert metrics.between_words(design.Design().between_sd, [("jemalloc", "jemalloc")]) == ""
+    assert metrics.between_words(carried[2:]) == ""

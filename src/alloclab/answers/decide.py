@@ -99,6 +99,7 @@ class Verdict:
     df: int = 0
     machine: str = ""  # the machine in a few words where it holds on one machine of several ("": all of them)
     margin: float | None = None  # the equivalence margin its word was decided at (metrics.margin_of)
+    between_sd: float = 0.0  # the spread between studies its interval carries (Design.between_sd; 0: none)
 
     def margin_or(self, study_margin: float) -> float:
         """The margin its word was decided at; for a verdict made without one (built by hand), the
@@ -297,7 +298,7 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
                 ci_low=iv.ci_low, ci_high=iv.ci_high, verdict=word, rounds_to_decide=todo, confidence=conf,
                 allocator=short_name(va), base_unit=(keys.get(bc, ""), ba), var_unit=(keys.get(vc, ""), va),
                 machine_fingerprint="+".join(sorted(machines[bc] | machines[vc])), mean_log=iv.mean_log,
-                se_log=iv.se_log, df=iv.df, margin=margin))
+                se_log=iv.se_log, df=iv.df, margin=margin, between_sd=between))
     return out
 
 

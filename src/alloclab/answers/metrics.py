@@ -7,7 +7,7 @@ back, overhead) are compared only in studies whose rows have them (`for_rows`)."
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from alloclab.catalog import metrics as cm
 from alloclab.catalog.metrics import Metric
@@ -128,11 +128,11 @@ def words(name: str) -> str:
     return m.words if m is not None else name
 
 
-def between_words(spread_of: Callable[[str], float], compared: Iterable[tuple[str, str]]) -> str:
-    """What a verdict note says of the spread between studies the allocators' throughput intervals
-    carry (plan.design.Design.between_sd, by the plan's name of each variant; `compared`: each
-    throughput comparison's variant as said and as the plan names it); "" where none carries any."""
-    carried = sorted({(said, spread_of(name)) for said, name in compared if spread_of(name) > 0})
+def between_words(verdicts: Iterable) -> str:
+    """What a verdict note says of the spread between studies the verdicts' intervals carried
+    (Verdict.between_sd: the plan's between_studies_pct, on the allocators' throughput); "" where
+    none carried any."""
+    carried = sorted({(v.variant, v.between_sd) for v in verdicts if v.between_sd})
     if not carried:
         return ""
     each = ", ".join(f"{said} {100 * sd:.1f} %" for said, sd in carried)

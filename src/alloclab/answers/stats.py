@@ -241,27 +241,29 @@ class RatioInterval:
 
     @property
     def se_log(self) -> float | None:
-        """The standard error of the mean log ratio (what replications combine)."""
+        """The standard error of the mean log ratio (what replications combine), with the spread
+        between studies where it carries one."""
         if self.sd_log is None or self.n <= 1:
             return None
-        return math.hypot(self.sd_log / math.sqrt(self.n), self.between_sd)
+        return with_between(self.sd_log / math.sqrt(self.n), self.between_sd, self.n - 1)[0]
 
     @property
     def df(self) -> float:
-        """n − 1; with a spread between studies, Satterthwaite's: the rounds' part carries n − 1,
-        the spread (a figure known from stored studies) is taken as exact."""
-        within = self.sd_log / math.sqrt(self.n) if self.sd_log is not None and self.n > 1 else 0.0
-        if not self.between_sd or not within:
+        """n − 1; with a spread between studies, Satterthwaite's (with_between)."""
+        if self.sd_log is None or self.n <= 1:
             return self.n - 1
-        return between_df(within, self.between_sd, self.n - 1)
+        return with_between(self.sd_log / math.sqrt(self.n), self.between_sd, self.n - 1)[1]
 
 
-def between_df(within_se: float, between_sd: float, df: float) -> float:
-    """Satterthwaite's degrees of freedom of √(within_se² + between_sd²) where only within_se is
-    estimated (on df), the spread between studies taken as known."""
+def with_between(within_se: float, between_sd: float, df: float) -> tuple[float, float]:
+    """A standard error estimated on df degrees of freedom with the spread between studies added in
+    quadrature, and Satterthwaite's degrees of freedom for it (the spread, a figure known from stored
+    studies, taken as exact): (within_se, df) unchanged where there is no spread."""
+    if not between_sd:
+        return within_se, df
     if within_se <= 0:
-        return float("inf")
-    return df * (1 + (between_sd / within_se) ** 2) ** 2
+        return between_sd, float("inf")
+    return math.hypot(within_se, between_sd), df * (1 + (between_sd / within_se) ** 2) ** 2
 
 
 def _t(confidence: float, df: float) -> float:
@@ -367,8 +369,8 @@ def rounds_to_decide(mean_log: float | None, sd_log: float | None, n: int, *, co
     if need_half <= 0:
         return limit
     def decides(total: int) -> bool:
-        within = sd_log / np.sqrt(total)
-        return _t(confidence, between_df(within, between_sd, total - 1)) * math.hypot(within, between_sd) < need_half
+        se, df = with_between(sd_log / math.sqrt(total), between_sd, total - 1)
+        return _t(confidence, df) * se < need_half
 
     lo, hi = max(n, MIN_RUNS), n + limit
     if not decides(hi):
