@@ -36,6 +36,24 @@ def test_missing_proof_source_is_not_a_proof():
     assert not p.verified and "/proc/42/maps" in p.reason
 
 
+def test_a_reaped_client_s_pid_is_never_read_for_the_proof():
+    """Events read after the client was reaped name a PID another process may now hold: the
+    runner then reads no maps, and the proof falls back to the driver's own report."""
+    from alloclab.core import events
+    from alloclab.run.execute import Watch
+
+    start = events.Event("start", {"pid": os.getpid(), "mapped_files": ["/x/libc.so.6"]})
+    live = Watch(under_test=True)
+    live.handle(start)
+    assert live.maps_at_start and allocators.whole(live.maps_at_start)  # a live child is read
+    reaped = Watch(under_test=False)
+    reaped.handle(start)
+    assert reaped.maps_at_start is None and reaped.start["mapped_files"] == ["/x/libc.so.6"]
+    # a read of a process that does not map the driver's binary is another process's
+    assert allocators.whole(live.maps_at_start, os.path.realpath("/proc/self/exe"))
+    assert not allocators.whole(live.maps_at_start, "/usr/bin/env")
+
+
 def test_parse_forms(found):
     need(found, "jemalloc")
     assert allocators.parse("glibc", found).path is None

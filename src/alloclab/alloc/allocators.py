@@ -291,10 +291,12 @@ def read_maps(pid: int) -> list[str] | None:
 LIBC = re.compile(r"/libc(\.so\.6|-[0-9.]+\.so)$")
 
 
-def whole(files: list[str] | None) -> bool:
-    """True if a read of a process's maps shows the C library: a read without it caught the
-    process before its loader ran or while it exited."""
-    return bool(files) and any(LIBC.search(f) for f in files)
+def whole(files: list[str] | None, binary: str | os.PathLike | None = None) -> bool:
+    """True if a read of a process's maps shows the C library (a read without it caught the
+    process before its loader ran or while it exited) and, given `binary`, that program: a read
+    without it was of another process that came to hold the PID."""
+    return (bool(files) and any(LIBC.search(f) for f in files)
+            and (binary is None or any(_same_file(f, os.fspath(binary)) for f in files)))
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -334,7 +334,11 @@ def run(spec: RunSpec, run_dir: Path, node, data: Path | None, on_event: Callabl
                 failure = f"{target.client_name} sent no event for {spec.hang_timeout_s:g}s (hung) and was killed"
             if failure is not None:
                 target.kill()
-        watch.feed(tail.lines(), on_event)  # what came after the last look
+        # the client is reaped: its PID may already be another process's, so what came after
+        # the last look is read without reading that PID's maps (the proof falls back to the
+        # driver's own report)
+        watch.under_test = False
+        watch.feed(tail.lines(), on_event)
         if not account_read:  # a client that ended before its window's end was seen
             acc, rss_at_end = target.account(watch, tl)
     except AlloclabError as e:

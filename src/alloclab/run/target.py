@@ -170,10 +170,11 @@ class InProcess(Target):
         # the parent's own read of /proc/PID/maps; the driver's self-report only if the process
         # was gone before the parent could look
         # (a read that lacks libc caught the process while it exited, unmapping: a short run)
+        # (a read that does not map the driver's binary was of another process holding the PID)
         files, source = watch.maps_at_start, "parent read /proc/PID/maps at start"
-        if not allocators.whole(files) and allocators.whole(watch.maps_at_summary):
+        if not allocators.whole(files, self.exe) and allocators.whole(watch.maps_at_summary, self.exe):
             files, source = watch.maps_at_summary, "parent read /proc/PID/maps at summary"
-        if not allocators.whole(files) and watch.start and watch.start.get("mapped_files"):
+        if not allocators.whole(files, self.exe) and watch.start and watch.start.get("mapped_files"):
             files, source = watch.start["mapped_files"], "driver's own /proc/self/maps at start"
         pid = watch.pid or (self.client.pid if self.client else 0)
         p = allocators.prove(self.spec.allocator, files, pid)
