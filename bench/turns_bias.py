@@ -8,6 +8,9 @@ design one `alloclab run --runs 1` with the round's seed:
   alone  glibc, jemalloc, mimalloc, tcmalloc one after another (slice 0), in an order drawn per round
   t0.1   the same four in turns of 0.1 s      t0.5  ... of 0.5 s (the default study's design)
   t3     ... of 3 s
+  w0.2   ... of 0.5 s, each after 0.2 s unmeasured (`--turn-warmup`; the turns above take 20 ms):
+         a server stopped for the others' turns outlives an allocator's delay before it hands
+         freed pages back (mimalloc 2.0's 100 ms), and starts each turn faulting them in again
   p2     glibc with each other allocator, two at a time, in turns of 0.5 s
   p13    the whole catalog (13 allocators) in turns of 0.5 s: expensive, so not in the default set
 Every round is appended to a store (one JSON line per round, never rewritten), so that later
@@ -85,7 +88,9 @@ GATE_TEXT = (f"a round counts only if every run of its `alone` design got ≥ {1
              f"and saw other processes (steal included) busy on ≤ {GATE_MAX_OTHER_CORES:g} cores")
 TARGET_PCT = 3.0  # the issue's target: the pooled interval within ±3 %
 SLICES = {"t0.1": 0.1, "t0.5": 0.5, "t3": 3.0}
-DESIGNS = ("alone", *SLICES, "p2", "p13")
+TURN_WARMUP_S = 0.02  # each turn's unmeasured start in every design that takes turns, but...
+WARMED = {"w0.2": (0.5, 0.2)}  # ... these: (slice, the turn's unmeasured start)
+DESIGNS = ("alone", *SLICES, *WARMED, "p2", "p13")
 DEFAULT_DESIGNS = "alone,t0.1,t0.5,t3,p2"
 CELLS = {
     # the default study's cell: TidesDB memtable point reads, 2 threads, 6 s windows
@@ -242,17 +247,20 @@ def machine_block(described: dict) -> dict:
             **{k: described.get(k) for k in ("cpu_model", "kernel", "os", "memory_bytes", "label") if k in described}}
 
 
-def one_study(cell: str, allocators: Iterable[str], slice_s: float, seed: int, cores: int | None) -> tuple[dict, dict]:
+def one_study(cell: str, allocators: Iterable[str], slice_s: float, seed: int, cores: int | None,
+              warm_s: float = TURN_WARMUP_S) -> tuple[dict, dict]:
     """One design's study (one `alloclab run --runs 1`): its runs, and the machine it described."""
     allocators = list(allocators)
     tmp = Path(tempfile.mkdtemp(prefix="alloclab-turns-"))
     out = tmp / "res"
     t0 = time.monotonic()
-    study = {"allocators": allocators, "slice_s": slice_s, "rc": None, "error": None, "runs": []}
+    study = {"allocators": allocators, "slice_s": slice_s, "turn_warmup_s": warm_s if slice_s else None, "rc": None,
+             "error": None, "runs": []}
     described: dict = {}
     try:
         cmd = [str(ROOT / ".venv" / "bin" / "alloclab"), "run", *CELLS[cell], "--runs", "1", "--seed", str(seed),
-               "--allocators", ",".join(allocators), "--slice", f"{slice_s:g}s", "--out", str(out), "--quiet"]
+               "--allocators", ",".join(allocators), "--slice", f"{slice_s:g}s",
+               *(["--turn-warmup", f"{1000 * warm_s:g}ms"] if slice_s else []), "--out", str(out), "--quiet"]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=STUDY_TIMEOUT_S)
             study["rc"] = p.returncode
@@ -271,22 +279,24 @@ def one_study(cell: str, allocators: Iterable[str], slice_s: float, seed: int, c
     return study, described
 
 
-def design_studies(design: str, rng: random.Random) -> list[tuple[list[str], float]]:
-    """A design's studies: (allocators, slice) each."""
+def design_studies(design: str, rng: random.Random) -> list[tuple[list[str], float, float]]:
+    """A design's studies: (allocators, slice, each turn's unmeasured start) each."""
     def drawn(names) -> list[str]:  # the order the runs go in, or take turns in: drawn per round and design
         names = list(names)
         rng.shuffle(names)
         return names
     if design == "alone":
-        return [(drawn(FOUR), 0.0)]
+        return [(drawn(FOUR), 0.0, TURN_WARMUP_S)]
     if design in SLICES:
-        return [(drawn(FOUR), SLICES[design])]
+        return [(drawn(FOUR), SLICES[design], TURN_WARMUP_S)]
+    if design in WARMED:
+        return [(drawn(FOUR), *WARMED[design])]
     if design == "p2":
-        return [(drawn([BASELINE, x]), 0.5) for x in drawn(COMPARED)]
+        return [(drawn([BASELINE, x]), 0.5, TURN_WARMUP_S) for x in drawn(COMPARED)]
     if design == "p13":
         sys.path.insert(0, str(ROOT / "src"))
         from alloclab.catalog.allocators import SHOOTOUT  # noqa: E402
-        return [(drawn(SHOOTOUT), 0.5)]
+        return [(drawn(SHOOTOUT), 0.5, TURN_WARMUP_S)]
     raise ValueError(design)
 
 
@@ -300,8 +310,8 @@ def measure_round(cell: str, designs: list[str], seed: int) -> dict:
     described: dict = {}
     for d in order:
         results[d] = []
-        for allocators, slice_s in design_studies(d, rng):
-            study, desc = one_study(cell, allocators, slice_s, seed, described.get("cores"))
+        for allocators, slice_s, warm_s in design_studies(d, rng):
+            study, desc = one_study(cell, allocators, slice_s, seed, described.get("cores"), warm_s=warm_s)
             described = described or desc
             results[d].append(study)
             if study["error"]:
@@ -558,6 +568,7 @@ def report(records: list[dict], bad_lines: int = 0) -> str:
         for x in COMPARED:
             row = [pool(d.get((c, x), {})) for d in (t01, t3, slopes, t01_t05, p2, p13)]
             lines.append(f"| {c} | {x} | " + " | ".join(fmt(e, with_n=True) for e in row) + " |")
+    lines += warmed_table(drawn, kept, cells)
     lines += per_cpu_table(drawn, kept, cells)
     lines += ["", "Per machine (turns of 0.5 s vs alone, mean [t interval] (rounds), rounds in a drawn order):", "",
               "| machine | rounds (drawn) | gate removed | "
@@ -579,6 +590,30 @@ def spread(records: list[dict], design: str, reading: str) -> dict[tuple[str, st
             if x in COMPARED:
                 groups.setdefault((rec["cell"], x), {}).setdefault(machine_key(rec), []).append(v)
     return {key: math.sqrt(v) for key, by in groups.items() if (v := within_var(by)) is not None}
+
+
+def warmed_table(drawn: list[dict], kept: list[dict], cells: list[str]) -> list[str]:
+    """Turns whose start is longer unmeasured (WARMED) against runs alone and against turns of 0.5 s
+    after 20 ms, with the spread of each over rounds; only for cells that measured them."""
+    lines = []
+    for w in WARMED:
+        mine = [c for c in cells if any(rec["cell"] == c and w in rec.get("results", {}) for rec in kept)]
+        if not mine:
+            continue
+        slice_s, warm_s = WARMED[w]
+        vs_alone, vs_t05 = paired(drawn, w, "alone"), paired(kept, w, "t0.5")
+        sd_w, sd_t05 = spread(kept, w, "throughput"), spread(kept, "t0.5", "throughput")
+        lines += ["", f"Turns of {slice_s:g} s each after {1000 * warm_s:g} ms unmeasured ({w}), % [95 % CI] "
+                  "(rounds): against runs alone (drawn order) and against turns of 0.5 s after 20 ms (t0.5), "
+                  "paired in the round; the SD over rounds of the log ratio vs glibc, in each (within machines).",
+                  "", f"| cell | allocator | {w} vs alone | {w} vs t0.5 | SD {w} | SD t0.5 |",
+                  "|---|---|---|---|---|---|"]
+        for c in mine:
+            for x in COMPARED:
+                a, b = pool(vs_alone.get((c, x), {})), pool(vs_t05.get((c, x), {}))
+                sds = [f"{100 * d[(c, x)]:.1f} %" if (c, x) in d else "–" for d in (sd_w, sd_t05)]
+                lines.append(f"| {c} | {x} | {fmt(a, with_n=True)} | {fmt(b, with_n=True)} | {sds[0]} | {sds[1]} |")
+    return lines
 
 
 def per_cpu_table(drawn: list[dict], kept: list[dict], cells: list[str]) -> list[str]:

@@ -251,3 +251,6 @@ def test_a_conflict_given_up_now_and_then_is_counted_but_an_error_or_a_livelock_
     wrong = one_in_500 | {"total_gave_up": 0, "first_error": "neword error: ERROR 1146"}
     assert failed_calls(wrong, tpcc=True) == "1 failed transactions; first: neword error: ERROR 1146"
     assert failed_calls({"total_calls": 9, "total_errors": 0}, tpcc=False) is None
+    # a TPC-C window in which no transaction completed measured nothing: never a NOPM of 0
+    stalled = {"total_calls": 0, "total_errors": 0, "duration_s": 5.05}
+    assert failed_calls(stalled, tpcc=True).startswith("no transaction completed in the 5.0 s window")

@@ -102,7 +102,9 @@ def test_quick_kv_preset_asks_the_main_question_in_windows_of_at_least_5s():
     assert [(c.part, c.workload, c.threads, c.batch) for c in p.cells()] == [("read_random", "read", 2, 1)]
     assert all(c.duration_s >= 5 and c.ops is None for c in p.cells())
     assert p.adaptive and p.budget == 600 and p.min_window_s == 5 and p.design.margin == 0.04 and p.slice_s == 0.5
-    assert all(s.slice_s == 0.5 for s in p.round_specs(1, None, 1))
+    assert all(s.slice_s == 0.5 and s.turn_warmup_s == 0.02 for s in p.round_specs(1, None, 1))
+    warmed = load(preset("kv-allocators", "quick") | {"allocators": ["glibc", "jemalloc"], "turn_warmup_s": "250ms"})
+    assert all(s.turn_warmup_s == 0.25 for s in warmed.round_specs(1, None, 1))
     # one look, after the budget's rounds, at the plain 95 % (its intervals carry the spread between studies)
     assert p.design.max_looks == 1 and p.design.confidence == 0.95 and len(p.design.planned_looks) == 1
     assert preset("kv-allocators", "quick")["allocators"] == ["glibc", "jemalloc", "mimalloc", "tcmalloc"]

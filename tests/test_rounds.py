@@ -191,6 +191,22 @@ def test_turns_interleave_a_cells_allocators_and_each_run_stays_a_run(tmp_path, 
     assert p.returncode == 2 and "slice_s" in p.stderr and "--duration" in p.stderr
 
 
+def test_each_turn_starts_with_the_plans_unmeasured_warm_up(tmp_path, found):
+    """turn_warmup_s (--turn-warmup): before each turn is timed its run works unmeasured, so a
+    round of 2 runs x 4 turns of 250 ms after 300 ms each lasts at least 8 x 550 ms; the window
+    stays the sum of the timed turns."""
+    need(found, "jemalloc")
+    out = tmp_path / "res"
+    p = alloclab("run", "--engines", "tidesdb", "--workloads", "read", "--allocators", "glibc,jemalloc", "--runs",
+                 "1", "--duration", "1s", "--slice", "250ms", "--turn-warmup", "300ms", "--scale", "smoke",
+                 "--out", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    rows = sorted(Store(out).rows(), key=lambda r: r.index)
+    assert all(r.status == "ok" and abs(r.duration_s - 1.0) < 0.1 for r in rows)
+    assert rows[0].wall_s > 8 * 0.55, rows[0].wall_s
+    assert json.loads((out / "plan.json").read_text())["turn_warmup_s"] == 0.3
+
+
 def test_the_last_look_moves_later_when_decided_comparisons_stop_running():
     """Study 1 in 40 minutes: once InnoDB's comparisons are decided only TidesDB's runs go on and a
     round takes half as long; the budget left then affords more rounds than the first round's pace

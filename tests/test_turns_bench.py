@@ -111,7 +111,7 @@ def test_every_design_draws_its_order_and_the_record_says_so(monkeypatch):
     drawn from the round's seed, p2's pairs and p13's catalog too, and the record says order_drawn."""
     seen = []
 
-    def fake(cell, allocators, slice_s, seed, cores):
+    def fake(cell, allocators, slice_s, seed, cores, warm_s=tb.TURN_WARMUP_S):
         seen.append((tuple(allocators), slice_s))
         return {"allocators": list(allocators), "slice_s": slice_s, "rc": 0, "error": None, "runs": []}, {}
     monkeypatch.setattr(tb, "one_study", fake)

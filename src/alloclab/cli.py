@@ -29,8 +29,8 @@ EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE = 0, 3, 2
 
 
 PLAN_FLAGS = ("preset", "plan", "scale", "engines", "allocators", "workloads", "client", "threads", "batch", "runs",
-              "duration", "ops", "warmup", "slice", "seed", "baseline", "name", "out", "server_cpus", "client_cpus",
-              "server_memory", "target_ci", "margin", "max_rounds", "profile",
+              "duration", "ops", "warmup", "slice", "turn_warmup", "seed", "baseline", "name", "out", "server_cpus",
+              "client_cpus", "server_memory", "target_ci", "margin", "max_rounds", "profile",
               *(f for wl in workload_mod.every() for f in wl.flags))
 
 
@@ -254,6 +254,9 @@ def parser() -> argparse.ArgumentParser:
                    help="measure a cell's allocators in turns of DURATION, e.g. 500ms (0: one after another): "
                         "their drivers stay up and take turns, so that a machine whose speed drifts slows each "
                         "alike (embedded key-value cells; default in the default study)")
+    r.add_argument("--turn-warmup", metavar="DURATION",
+                   help="in turns, each turn's unmeasured start, e.g. 200ms (default 20ms): what the others' "
+                        "turns took (caches, pages handed back while stopped) is the run's own again")
     for wl in workloads.every():  # each workload's own flags (TPC-C's warehouses, ...)
         wl.add_flags(r)
     r.add_argument("--server-cpus", help="CPU set of the process under test (a server, or the driver), e.g. 0-3")

@@ -10,6 +10,9 @@ from alloclab.alloc import allocators as alloc_mod
 from alloclab.catalog.names import SYSBENCH
 from alloclab.plan import workload
 
+# each turn's unmeasured start, in seconds, unless a plan says (turn_warmup_s)
+TURN_WARMUP_S = 0.02
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -79,6 +82,10 @@ class RunSpec:
     # "warmup": an unmeasured first run of a cell (plan key warmup_round).
     purpose: str = "measure"
     slice_s: float = 0.0  # > 0: measured in turns with the cell's other allocators (interleave.py)
+    # each turn's unmeasured start: the caches and TLB the others' turns took are the run's own
+    # again (docs/results.md, "Turns against runs alone": a turn that followed its own run's last
+    # turn measured 1-4 % more than one after the others' turns, glibc the most, in turns of 0.1 s)
+    turn_warmup_s: float = TURN_WARMUP_S
     side_by_side: int = 1  # > 1: run at the same time as up to this many of the cell's runs (interleave.py)
     whole_round: bool = False  # side by side with every measured run of its round (Plan.whole_round)
     # > 0: another measured run of its (cell, allocator) in the same round, in the place of a decided

@@ -47,6 +47,8 @@ def plan_dict(a) -> dict:
         if isinstance(raw.get("workloads"), list):
             raw["workloads"] = [{k: v for k, v in w.items() if k != "slice_s"} if isinstance(w, dict) else w
                                 for w in raw["workloads"]]
+    if a.turn_warmup is not None:
+        raw["turn_warmup_s"] = a.turn_warmup
     if a.profile is not None:
         raw["perf"] = a.profile
     if a.ray is not None:

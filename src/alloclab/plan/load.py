@@ -16,6 +16,7 @@ from alloclab.catalog.names import (
 )
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import design, workload
+from alloclab.plan.cell import TURN_WARMUP_S
 from alloclab.plan.presets import MIN_WINDOW_S
 from alloclab.plan.schema import MAX_RUNS, TOP_SCHEMA, check_table
 from alloclab.plan.spec import MIN_SLICE_S, Plan
@@ -173,6 +174,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         profile_runs=d.get("profile_runs", 2),
         warmup_round=d.get("warmup_round", False),
         slice_s=d.get("slice_s", 0.0),
+        turn_warmup_s=d.get("turn_warmup_s", TURN_WARMUP_S),
         side_by_side=d.get("side_by_side", 1),
         executor=d.get("executor", "ray" if d.get("ray_address") else "local"),
         ray_address=d.get("ray_address", ""),

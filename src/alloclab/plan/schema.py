@@ -262,6 +262,9 @@ TOP_SCHEMA = {
     "warmup_s": seconds(0.0),
     # measure a cell's allocators in turns of this many seconds (interleave.py); 0: one after another
     "slice_s": seconds(0.0),
+    # before each turn is timed, its run works this long unmeasured (interleave.py: the caches the
+    # others' turns took, pages an allocator handed back while it was stopped, are its own again)
+    "turn_warmup_s": seconds(0.0),
     # run a cell's measured runs of a round this many at a time, side by side (interleave.py); at
     # least the round's runs: the whole round at once, every cell's together; 1: one after another.
     # For lives, whose memory is the question: each shares the machine alike

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from alloclab.alloc import allocators as alloc_mod
 from alloclab.core.errors import AlloclabError
 from alloclab.plan import design, workload
-from alloclab.plan.cell import Cell, RunSpec
+from alloclab.plan.cell import TURN_WARMUP_S, Cell, RunSpec
 from alloclab.plan.schema import WORKLOAD_DEFAULTS
 
 
@@ -64,6 +64,7 @@ class Plan:
     profile_runs: int = 2  # profiled runs of each cell x allocator (in the first rounds)
     warmup_round: bool = False  # one unmeasured run per cell before round 1
     slice_s: float = 0.0  # > 0: a cell's measured runs of a round take turns of this length
+    turn_warmup_s: float = TURN_WARMUP_S  # each turn's unmeasured start (interleave.py)
     side_by_side: int = 1  # > 1: a cell's measured runs of a round run this many at a time (side_by_side_groups)
     # side_by_side at least the round's runs, in a study of more than one cell: the whole round at
     # once, every cell's runs together (set by plan.load; False in plans stored before it existed)
@@ -194,6 +195,7 @@ class Plan:
                 engine_options={**self.engine_options, **self.profiles.get(cell.profile, {})},
                 timeout_s=self.run_timeout_s, hang_timeout_s=self.hang_timeout_s, study_seed=self.seed,
                 purpose=purpose, slice_s=self.slice_of(cell) if purpose == "measure" else 0.0,
+                turn_warmup_s=self.turn_warmup_s,
                 side_by_side=self.side_of(cell) if purpose == "measure" else 1,
                 whole_round=self.whole_round and purpose == "measure" and self.side_of(cell) > 1,
                 **{**self.placement(cell.shape), **({"server_memory_bytes": m} if (

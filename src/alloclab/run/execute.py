@@ -214,6 +214,11 @@ def failed_calls(summary: dict, tpcc: bool) -> str | None:
     """Why the calls fail the run, or None: any error that is not a conflict, or more conflicts
     given up than `GAVE_UP_SHARE` of the calls."""
     errors, gave_up = int(summary.get("total_errors", 0)), int(summary.get("total_gave_up", 0))
+    if tpcc and "total_calls" in summary and int(summary["total_calls"]) == 0:
+        # a NOPM of 0 is no measurement: every virtual user waited out the window in one call
+        return (f"no transaction completed in the {float(summary.get('duration_s') or 0):.1f} s window: every "
+                "virtual user waited in one call the whole window (a stall, or a deadlock retried each time "
+                "its lock wait timed out)")
     calls = int(summary.get("total_calls", 0)) or 1
     if errors == 0 or (errors == gave_up and gave_up <= GAVE_UP_SHARE * calls):
         return None

@@ -171,13 +171,6 @@ def groups(todo: list[RunSpec]) -> list[list[RunSpec]]:
     return out
 
 
-# Before each turn is timed, its run works this long unmeasured: the caches and TLB that the
-# others' turns took are its own again (docs/results.md, "Turns against runs alone": a turn that
-# followed its own run's last turn measured 1-4 % more than one after the others' turns, glibc
-# the most, in turns of 0.1 s).
-TURN_WARMUP_MS = 20
-
-
 def slices(duration_s: float, slice_s: float) -> tuple[int, int]:
     """(turns per run, milliseconds per turn): the window cut into turns of about slice_s."""
     n = max(1, round(duration_s / slice_s))
@@ -208,7 +201,7 @@ def run_group(specs: list[RunSpec], run_one: Callable[[RunSpec, Member], RunRow]
                 m.thaw()
                 m.places.append(group.turns)
                 group.turns += 1
-                said = m.hear() if m.say(gate.go(ms, TURN_WARMUP_MS)) else ""
+                said = m.hear() if m.say(gate.go(ms, round(1000 * first.turn_warmup_s))) else ""
                 if said in (gate.PAUSED, gate.FULL):
                     m.freeze()
                 if said != gate.PAUSED:  # its window is measured ("full"), its workers ended, or it died
