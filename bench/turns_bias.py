@@ -597,7 +597,7 @@ def warmed_table(drawn: list[dict], kept: list[dict], cells: list[str]) -> list[
     after 20 ms, with the spread of each over rounds; only for cells that measured them."""
     lines = []
     for w in WARMED:
-        mine = [c for c in cells if any(rec["cell"] == c and w in rec.get("results", {}) for rec in kept)]
+        mine = measured(cells, kept, w)
         if not mine:
             continue
         slice_s, warm_s = WARMED[w]
@@ -608,18 +608,30 @@ def warmed_table(drawn: list[dict], kept: list[dict], cells: list[str]) -> list[
                   "paired in the round; the SD over rounds of the log ratio vs glibc, in each (within machines).",
                   "", f"| cell | allocator | {w} vs alone | {w} vs t0.5 | SD {w} | SD t0.5 |",
                   "|---|---|---|---|---|---|"]
-        for c in mine:
-            for x in COMPARED:
-                a, b = pool(vs_alone.get((c, x), {})), pool(vs_t05.get((c, x), {}))
-                sds = [f"{100 * d[(c, x)]:.1f} %" if (c, x) in d else "–" for d in (sd_w, sd_t05)]
-                lines.append(f"| {c} | {x} | {fmt(a, with_n=True)} | {fmt(b, with_n=True)} | {sds[0]} | {sds[1]} |")
+        lines += pooled_and_spread_rows(mine, (vs_alone, vs_t05), (sd_w, sd_t05))
+    return lines
+
+
+def measured(cells: list[str], kept: list[dict], design: str) -> list[str]:
+    """The cells of `cells` with a counted round that measured `design`."""
+    return [c for c in cells if any(rec["cell"] == c and design in rec.get("results", {}) for rec in kept)]
+
+
+def pooled_and_spread_rows(cells: list[str], biases: tuple[dict, dict], sds: tuple[dict, dict]) -> list[str]:
+    """A table row per (cell, allocator): two pooled paired differences, then two spreads."""
+    lines = []
+    for c in cells:
+        for x in COMPARED:
+            a, b = (pool(d.get((c, x), {})) for d in biases)
+            sd = [f"{100 * d[(c, x)]:.1f} %" if (c, x) in d else "–" for d in sds]
+            lines.append(f"| {c} | {x} | {fmt(a, with_n=True)} | {fmt(b, with_n=True)} | {sd[0]} | {sd[1]} |")
     return lines
 
 
 def per_cpu_table(drawn: list[dict], kept: list[dict], cells: list[str]) -> list[str]:
     """Ops per CPU-second as the reading of a cell's speed: its bias against throughput of runs
     alone (what a verdict on it would have to match) and its spread beside throughput's."""
-    cells = [c for c in cells if any(rec["cell"] == c and "t0.5" in rec.get("results", {}) for rec in kept)]
+    cells = measured(cells, kept, "t0.5")
     if not cells:
         return []
     in_turns = paired(drawn, "t0.5", "alone", "per_cpu", "throughput")
@@ -632,12 +644,7 @@ def per_cpu_table(drawn: list[dict], kept: list[dict], cells: list[str]) -> list
              "machines, every counted round).", "",
              "| cell | allocator | per CPU-s in turns vs throughput alone | per CPU-s alone vs throughput alone "
              "| SD throughput | SD per CPU-s |", "|---|---|---|---|---|---|"]
-    for c in cells:
-        for x in COMPARED:
-            a, b = pool(in_turns.get((c, x), {})), pool(alone.get((c, x), {}))
-            sds = [f"{100 * d[(c, x)]:.1f} %" if (c, x) in d else "–" for d in (sd_tp, sd_cpu)]
-            lines.append(f"| {c} | {x} | {fmt(a, with_n=True)} | {fmt(b, with_n=True)} | {sds[0]} | {sds[1]} |")
-    return lines
+    return lines + pooled_and_spread_rows(cells, (in_turns, alone), (sd_tp, sd_cpu))
 
 
 # --- the command --------------------------------------------------------------------------------------
