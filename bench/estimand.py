@@ -14,6 +14,10 @@ of a round in turns. The ratio can be read three ways (answers.dependence):
             machine (Design.between, plan key between_studies_pct), that spread estimated from the
             OTHER machines' pseudo-studies alone (each machine left out in turn): what a study
             claims when its interval must cover the ratio a study an hour later reads
+  floored   the same, the spread the larger of the other machines' and this machine's own from its
+            OTHER pseudo-studies (where it has at least answers.spread.MIN_STUDIES of them): what the
+            default study carries (plan key between_studies_from, answers.spread), a machine whose
+            ratios move more than the others' having its own evidence of it
 
 THE SPREAD BETWEEN STUDIES (τ). Per variant, DerSimonian–Laird's moments summed over every group
 of pseudo-studies of one machine (and commit or design; the replication store's studies of one
@@ -73,13 +77,14 @@ from _common import ROOT, arguments
 
 from alloclab.answers import dependence, stats
 from alloclab.answers.replicate import DIFFERS, ratio_of_ratios
+from alloclab.answers.spread import MIN_STUDIES
 from alloclab.plan import design
 
 TURNS = ROOT / "bench" / "data" / "turns-bias" / "rounds.jsonl"
 REPLICATION = ROOT / "bench" / "data" / "replication"
 BASE, VARIANTS = "glibc", ("jemalloc", "mimalloc", "tcmalloc")
 ALLOCATORS = (BASE, *VARIANTS)
-ESTIMANDS = ("average", "adjusted", "quiet", "between")
+ESTIMANDS = ("average", "adjusted", "quiet", "between", "floored")
 DAY_S = 24 * 3600  # the replication store's studies of one machine further apart than this: another group
 MARGIN = 0.04  # the default study's
 
@@ -100,10 +105,11 @@ def turns_rounds() -> dict[tuple, list[dict]]:
     return out
 
 
-def study_rounds() -> dict[tuple, list[list[dict]]]:
+def study_rounds(column: str = "ops_per_s") -> dict[tuple, list[list[dict]]]:
     """(machine, its studies' design) -> the replication store's default studies of it, each its rounds
-    in order (of whichever commit each ran): a design is its turns' length; the studies whose runs
-    carry drift factors (answers.drift) are read twice, as measured and with the drift taken out."""
+    in order (of whichever commit each ran), {allocator: the column}: a design is its turns' length;
+    the studies whose runs carry drift factors (answers.drift) are read twice, as measured and with the
+    drift taken out."""
     out: dict[tuple, list[list[dict]]] = defaultdict(list)
     first: dict[str, datetime.datetime] = {}  # a machine's first study
     entries = [p for p in REPLICATION.iterdir() if (p / "runs.csv").is_file()]
@@ -120,21 +126,25 @@ def study_rounds() -> dict[tuple, list[list[dict]]]:
             by: dict[int, dict] = defaultdict(dict)
             for r in rows:
                 f = float(r.get("drift_factor") or 1.0) if adjusted else 1.0
-                by[int(r["repeat"])][r["allocator"]] = float(r["ops_per_s"]) * f
+                by[int(r["repeat"])][r["allocator"]] = float(r[column]) * (f if column == "ops_per_s" else 1.0)
             rounds = [by[k] for k in sorted(by) if BASE in by[k] and len(by[k]) >= 3]
             words = design + (", drift taken out" if adjusted else ", as measured" if drifted else "")
             out[(f"{m.get('kernel')}|{m.get('memory_bytes')}", words)].append(rounds)
     return out
 
 
-def spread(groups: dict[tuple, list[list[dict]]], variant: str, leave_out: str | None = None) -> float:
+def spread(groups: dict[tuple, list[list[dict]]], variant: str, leave_out: str | None = None,
+           only: str | None = None, without: tuple | None = None) -> float:
     """τ of the variant's log ratio between pseudo-studies of one group, DerSimonian–Laird's moments
-    summed over the groups (but those of machine `leave_out`, and the drift-taken-out second reading
-    of studies already counted as measured)."""
+    summed over the groups (but those of machine `leave_out`, or all but machine `only`; without the
+    pseudo-study `without` = (group, index); and without the drift-taken-out second reading of studies
+    already counted as measured)."""
     q = df = c = 0.0
     for key, blocks in groups.items():
-        if key[0] == leave_out or "drift taken out" in key[1]:
+        if key[0] == leave_out or (only and key[0] != only) or "drift taken out" in key[1]:
             continue
+        if without and without[0] == key:
+            blocks = [b for i, b in enumerate(blocks) if i != without[1]]
         vs = [v for v in (read(b, variant, "average") for b in blocks) if v is not None]
         if len(vs) < 2:
             continue
@@ -167,9 +177,9 @@ def read(rounds: list[dict], variant: str, estimand: str, confidence: float = 0.
         if BASE in r and variant in r and others:
             x.append(float(np.mean(others)))
             y.append(math.log(r[variant] / r[BASE] * plant))
-    if estimand in ("average", "between"):
+    if estimand in ("average", "between", "floored"):
         v = dependence.average_ratio(y, x, dependence.SPEED, confidence)
-        return widened(v, tau, confidence) if v is not None and estimand == "between" else v
+        return widened(v, tau, confidence) if v is not None and estimand != "average" else v
     x0 = float(np.mean(x)) if estimand == "adjusted" else dependence.quiet_state_value(x, dependence.SPEED)
     return dependence.ratio_at_state(y, x, x0, dependence.SPEED, confidence)
 
@@ -196,10 +206,24 @@ def main() -> None:
     machines = sorted({k[0] for k in groups})
     taus = {var: spread(groups, var) for var in VARIANTS}
     left_out = {(mach, var): spread(groups, var, mach) for mach in machines for var in VARIANTS}
+
+    def floored(key: tuple, bi: int, var: str) -> float:
+        """The other machines' τ, floored by this machine's own from its other pseudo-studies (where it
+        has answers.spread.MIN_STUDIES of them): what a default study carries (plan key
+        between_studies_from)."""
+        others = sum(len(b) for k, b in groups.items() if k[0] == key[0]) - 1
+        own = spread(groups, var, only=key[0], without=(key, bi)) if others >= MIN_STUDIES else 0.0
+        return max(left_out[(key[0], var)], own)
+
     print("spread between studies of one machine (τ, SD of the log ratio), over all machines: "
           + ", ".join(f"{var} {100 * t:.2f} %" for var, t in taus.items()) + "; each machine left out: "
           + "; ".join(f"{var} {100 * min(left_out[(m, var)] for m in machines):.2f}–"
                       f"{100 * max(left_out[(m, var)] for m in machines):.2f} %" for var in VARIANTS))
+    p99 = {k: [s for s in v if len(s) >= 6] for k, v in study_rounds("p99_ns").items()}
+    p99 = {k: v for k, v in p99.items() if len(v) >= 2}
+    print("p99 latency's spread between the replication store's studies of one machine: " + ", ".join(
+        f"{var} {100 * spread(p99, var):.2f} % (one machine's at most "
+        f"{100 * max(spread(p99, var, only=m) for m in {k[0] for k in p99}):.2f} %)" for var in VARIANTS))
     drawn, by_group = [], []
     print(f"pseudo-studies of {a.block} rounds (the replication store's studies as they ran), per (machine, commit) "
           f"with two or more: {sum(len(v) for v in groups.values())} in {len(groups)} groups; quick level "
@@ -214,7 +238,8 @@ def main() -> None:
                 rest = list(itertools.chain.from_iterable(bb for j, bb in enumerate(blocks) if j != bi))
                 ok = 0
                 for var in VARIANTS:
-                    tau = left_out[(key[0], var)] if est == "between" else 0.0
+                    tau = (left_out[(key[0], var)] if est == "between" else floored(key, bi, var) if est == "floored"
+                           else 0.0)
                     for k in plants:
                         v, truth = read(b, var, est, plant=k, tau=tau), read(rest, var, est, plant=k)
                         if v is None or truth is None:  # too few rounds of it (a study stopped its runs)
@@ -249,7 +274,7 @@ def main() -> None:
         inside = sum(d["ci_low"] <= d["rest_ratio"] <= d["ci_high"] for d in mine)
         print(f"  {est:<9} {key[1]} ({key[0].split('|')[0]}): {inside} of {len(mine)} inside; quick decided "
               f"{sum(d['quick_decided'] for d in mine)} of {len(mine)}")
-    print("\nthe looks, replayed on the \"between\" reading (τ from the other machines):")
+    print("\nthe looks, replayed on the \"floored\" reading (τ from the other machines, floored by this one's own):")
     print(f"{'looks':<16} {'level':>7} {'coverage':>9} {'decided':>8} {'all three':>10} {'stopped':>8}")
     replays = []
     for plan in (tuple(int(x) for x in d.split(",")) for d in a.looks.split(";") if d):
@@ -266,7 +291,7 @@ def main() -> None:
                     if truth is None:
                         continue
                     for look in plan:
-                        q = read(b[:look], var, "between", confidence=level, tau=left_out[(key[0], var)])
+                        q = read(b[:look], var, "floored", confidence=level, tau=floored(key, bi, var))
                         if q is not None and decided(q):
                             break
                     if q is None:

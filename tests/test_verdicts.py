@@ -69,20 +69,34 @@ def test_a_spread_between_studies_widens_the_interval_and_is_a_floor_rounds_cann
         stats.ratio_interval(b, v, between_sd=-0.01)
 
 
-def test_only_an_allocators_throughput_carries_the_spread_between_studies():
-    """The plan names each variant's spread (an unnamed one takes "other"); the throughput verdicts
-    of allocators against the baseline carry it, a memory verdict of the same runs does not."""
+def test_an_allocators_verdicts_carry_the_spread_between_studies_of_their_own_metric():
+    """The plan names each variant's spread per metric (a name alone: throughput's; an unnamed
+    variant takes its metric's "other"); the verdicts of allocators against the baseline carry
+    their metric's, a metric the plan gives none (peak RSS here) carries none."""
     base, var = [100.0 + (r % 3) for r in range(8)], [97.0 + (r % 3) for r in range(8)]
     rows = _rows(base, var, 8)
     plain = design.Design(questions=("allocators",), baseline="base", adaptive=False)
     wide = design.Design(questions=("allocators",), baseline="base", adaptive=False,
-                         between=(("other", 0.02), ("var", 0.01)))
+                         between=(("other", 0.02), ("var", 0.01), ("p99_latency.var", 0.03)))
     assert wide.between_sd("var") == 0.01 and wide.between_sd("else") == 0.02 and plain.between_sd("var") == 0
+    assert wide.between_sd("var", "p99_latency") == 0.03 and wide.between_sd("else", "p99_latency") == 0
     by = {(p, v.metric): v for p in (plain, wide) for v in decide.verdicts(rows, p)}
     t0, t1 = by[(plain, "throughput")], by[(wide, "throughput")]
     assert t1.se_log == pytest.approx(math.hypot(t0.se_log, 0.01)) and t1.ci_high - t1.ci_low > t0.ci_high - t0.ci_low
+    p0, p1 = by[(plain, "p99_latency")], by[(wide, "p99_latency")]
+    assert p1.se_log == pytest.approx(math.hypot(p0.se_log, 0.03)) and p1.between_sd == 0.03
     assert (t0.between_sd, t1.between_sd, by[(wide, "peak_rss")].between_sd) == (0, 0.01, 0)
     assert by[(plain, "peak_rss")].ci_low == by[(wide, "peak_rss")].ci_low
+
+
+def test_a_machines_own_spread_floors_the_plans_and_is_stored():
+    """Design.floored: each variant's spread becomes the larger of the plan's and the machine's own
+    (a variant the plan names only through "other" gets its own entry); plan.json keeps both."""
+    d = design.Design(between=(("other", 0.02), ("jemalloc", 0.008), ("p99_latency.tcmalloc", 0.018)))
+    f = d.floored({"jemalloc": (0.005, 4), "tcmalloc": (0.031, 4), "p99_latency.tcmalloc": (0.034, 4)})
+    assert f.between_sd("jemalloc") == 0.008 and f.between_sd("tcmalloc") == 0.031
+    assert f.between_sd("mimalloc") == 0.02 and f.between_sd("tcmalloc", "p99_latency") == 0.034
+    assert design.Design.from_plan({"design": f.to_json()}) == f
 
 
 def _found(raw: dict) -> dict:
@@ -93,6 +107,9 @@ def _found(raw: dict) -> dict:
     ({"jemalloc": -1}, "between_studies_pct.jemalloc: expected a percentage from 0 to 100"),
     ({"jemallc": 1.0}, "between_studies_pct: jemallc is neither one of the plan's allocators nor in the catalog"),
     (2.0, "between_studies_pct: expected a table of allocator = percent"),
+    ({"p99_latency": {"tcmalloc": 101}}, "between_studies_pct.p99_latency.tcmalloc: expected a percentage from 0"),
+    ({"p99": {"tcmalloc": 1}}, "between_studies_pct.p99: a table here must be a metric's"),
+    ({"p99_latency": {"tcmallc": 1}}, "between_studies_pct: tcmallc is neither one of the plan's allocators"),
 ])
 def test_a_plans_spread_between_studies_is_checked_before_any_work(bad, said):
     raw = {**presets.preset("kv-allocators", "quick"), "between_studies_pct": bad}
@@ -101,11 +118,20 @@ def test_a_plans_spread_between_studies_is_checked_before_any_work(bad, said):
     assert said in str(e.value), str(e.value)
 
 
+def test_a_folder_of_stored_studies_that_is_not_there_is_refused_before_any_work(tmp_path):
+    raw = {**presets.preset("kv-allocators", "quick"), "between_studies_from": str(tmp_path / "none")}
+    with pytest.raises(AlloclabError, match="between_studies_from: .*none is not a folder"):
+        load(raw, found_allocators=_found(raw))
+
+
 def test_the_default_study_carries_its_spread_between_studies_into_plan_json():
     raw = presets.preset("kv-allocators", "quick")
     p = load(raw, found_allocators=_found(raw))
-    expected = {"jemalloc": 0.008, "mimalloc": 0.012, "tcmalloc": 0.022, "other": 0.022}
+    expected = {"jemalloc": 0.008, "mimalloc": 0.012, "tcmalloc": 0.022, "other": 0.022,
+                "p99_latency.jemalloc": 0.0, "p99_latency.mimalloc": 0.002, "p99_latency.tcmalloc": 0.017,
+                "p99_latency.other": 0.017}
     assert dict(p.design.between) == pytest.approx(expected)
+    assert p.design.between_from == str(presets.STORE)  # a checkout's replication store
     again = design.Design.from_plan({"design": p.design.to_json()})
     assert again.between == p.design.between
 
@@ -329,8 +355,13 @@ def test_a_negative_answer_keeps_the_hyphens_of_the_allocators_name():
 
 def test_the_verdict_note_names_each_spread_between_studies_it_carried():
     from alloclab.answers import metrics
-    carried = [SimpleNamespace(variant="jemalloc", between_sd=0.008),
-               SimpleNamespace(variant="mimalloc+reset0", between_sd=0.022), SimpleNamespace(variant="x", between_sd=0)]
+    carried = [SimpleNamespace(variant="jemalloc", between_sd=0.008, metric="throughput"),
+               SimpleNamespace(variant="mimalloc+reset0", between_sd=0.022, metric="throughput"),
+               SimpleNamespace(variant="tcmalloc", between_sd=0.018, metric="p99_latency"),
+               SimpleNamespace(variant="x", between_sd=0, metric="throughput")]
     said = metrics.between_words(carried)
-    assert "(SD of the log ratio: jemalloc 0.8 %, mimalloc+reset0 2.2 %;" in said
-    assert metrics.between_words(carried[2:]) == ""
+    assert "(SD of the log ratio, throughput: jemalloc 0.8 %, mimalloc+reset0 2.2 %; p99 latency: tcmalloc 1.8 %;" \
+        in said, said
+    assert "this machine" not in said
+    assert "from 7 of its stored studies" in metrics.between_words(carried, [("tcmalloc", 0.03, 7)])
+    assert metrics.between_words(carried[3:]) == ""

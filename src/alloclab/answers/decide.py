@@ -280,9 +280,9 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
         groups = _groups(rows, m)
         allocators_of = {c: list(g) for c, g in groups.items()}
         for kind, bc, ba, vc, va in _pairs_to_compare(policy, groups, allocators_of):
-            # an allocator's throughput against the baseline's carries the spread between studies
-            # the plan gives it (the other metrics' intervals are of this study's rounds)
-            between = policy.between_sd(va) if kind == "allocators" and m is THROUGHPUT else 0.0
+            # an allocator against the baseline carries the spread between studies the plan gives
+            # its ratio on this metric (none given: the interval is of this study's rounds alone)
+            between = policy.between_sd(va, m.name) if kind == "allocators" else 0.0
             iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy, m, between)
             todo, margin = None, margin_of(m.name, policy.margin, policy.margins)
             if word == UNDECIDED:

@@ -128,14 +128,26 @@ def words(name: str) -> str:
     return m.words if m is not None else name
 
 
-def between_words(verdicts: Iterable) -> str:
+def spreads_words(spreads: Iterable[tuple[str, str, float]]) -> str:
+    """(metric, variant, SD) as a sentence lists them, throughput's first: "throughput: jemalloc
+    0.8 %, tcmalloc 2.2 %; p99 latency: tcmalloc 1.7 %"."""
+    per: dict[str, list[str]] = {}
+    for metric, said, sd in sorted(set(spreads), key=lambda c: (c[0] != THROUGHPUT.name, c)):
+        per.setdefault(metric, []).append(f"{said} {100 * sd:.1f} %")
+    return "; ".join(f"{words(m)}: {', '.join(x)}" for m, x in per.items())
+
+
+def between_words(verdicts: Iterable, own: Iterable = ()) -> str:
     """What a verdict note says of the spread between studies the verdicts' intervals carried
-    (Verdict.between_sd: the plan's between_studies_pct, on the allocators' throughput); "" where
-    none carried any."""
-    carried = sorted({(v.variant, v.between_sd) for v in verdicts if v.between_sd})
-    if not carried:
+    (Verdict.between_sd: the plan's between_studies_pct, per metric), and of this machine's own
+    spreads that floored it (Design.between_own: key, SD, studies); "" where none carried any."""
+    each = spreads_words((getattr(v, "metric", THROUGHPUT.name), v.variant, v.between_sd) for v in verdicts
+                         if v.between_sd)
+    if not each:
         return ""
-    each = ", ".join(f"{said} {100 * sd:.1f} %" for said, sd in carried)
-    return (f" The allocators' throughput intervals also carry how far each ratio moves between studies on one "
-            f"machine an hour apart (SD of the log ratio: {each}; the plan's between_studies_pct, from stored "
-            "studies), so that they cover what another study here would read, not only this study's rounds.")
+    own = list(own)
+    mine = (f"; on this machine at least its own, from {max(n for _, _, n in own)} of its stored studies "
+            "(plan key between_studies_from)") if own else ""
+    return (f" The allocators' intervals also carry how far each ratio moves between studies on one machine an "
+            f"hour apart (SD of the log ratio, {each}; the plan's between_studies_pct, from stored studies{mine}), "
+            "so that they cover what another study here would read, not only this study's rounds.")

@@ -140,7 +140,7 @@ def random_effects(means: list[float], ses: list[float]) -> tuple[float, float, 
     """DerSimonian–Laird: the pooled mean, its standard error and τ² from each study's mean and
     standard error (every standard error > 0)."""
     pairs = list(zip(means, ses))
-    tau2, _ = _moments([pairs])
+    tau2, _ = moments([pairs])
     return (*_pooled(pairs, tau2), tau2)
 
 
@@ -190,7 +190,7 @@ class Shared:
     limit: float  # the usable half-width (log)
 
 
-def _moments(groups: list[list[tuple[float, float]]]) -> tuple[float, int]:
+def moments(groups: list[list[tuple[float, float]]]) -> tuple[float, int]:
     """τ² of studies' (mean, standard error) pairs, shared by the groups (comparisons) they form:
     DerSimonian–Laird's moments (Q, its degrees of freedom and c) summed over the groups; and its
     degrees of freedom Σ(k − 1). One group: DerSimonian–Laird's own τ²."""
@@ -231,7 +231,7 @@ def shared(studies: list[list[Verdict]], metric: str, margin: float = DEFAULT_MA
     groups = [[v for v in r if v is not None and v.mean_log is not None and v.se_log] for r in rows]
     if len(studies) < 3 or not any(len(g) >= 2 for g in groups):
         return None
-    tau2, dfs = _moments([_pairs(g) for g in groups if len(g) >= 2])
+    tau2, dfs = moments([_pairs(g) for g in groups if len(g) >= 2])
     df = max(1, dfs - 1)
     preds = []
     for g in (g for g in groups if len(g) >= 2):
@@ -246,7 +246,7 @@ def shared(studies: list[list[Verdict]], metric: str, margin: float = DEFAULT_MA
     inside = total = 0
     for i in range(len(studies)):  # each machine left out: the others' interval for its ratio
         others = [[v for j, v in enumerate(r) if j != i and v in g] for r, g in zip(rows, groups)]
-        t2, d = _moments([_pairs(o) for o in others if len(o) >= 2])
+        t2, d = moments([_pairs(o) for o in others if len(o) >= 2])
         for r, o in zip(rows, others):
             left = r[i]
             if len(o) < 2 or left is None or left.mean_log is None or not left.se_log:

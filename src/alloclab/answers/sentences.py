@@ -356,7 +356,7 @@ def _method_note(study: analyse.Study, vs: list) -> str:
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
             + metrics.own_margins([v.metric for v in vs], pol.margin, pol.margins,
                                   stats.signed_rank_min_pairs(pol.confidence))
-            + metrics.between_words(vs)
+            + metrics.between_words(vs, pol.between_own)
             + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
                "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
                else "")

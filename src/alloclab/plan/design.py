@@ -4,9 +4,11 @@ looks at its comparisons. Plain numbers and rules: the verdicts that use them ar
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+
+from alloclab.catalog import metrics
 
 QUESTIONS = ("allocators", "engines", "profiles")
 
@@ -20,6 +22,18 @@ DEFAULT_MIN_RUNS = 3
 DEFAULT_MAX_ROUNDS = 30
 DEFAULT_MARGIN = 0.02  # "equivalent" when the whole interval sits inside 1 +- this
 OTHER = "other"  # Design.between's entry for a variant it does not name
+THROUGHPUT = metrics.THROUGHPUT.name  # the metric a name alone in Design.between is of
+
+
+def between_key(metric: str, variant: str) -> str:
+    """Design.between's key of a variant's spread on a metric: the name alone for throughput."""
+    return variant if metric == THROUGHPUT else f"{metric}.{variant}"
+
+
+def between_parts(key: str) -> tuple[str, str]:
+    """between_key's (metric, variant)."""
+    metric, _, variant = key.rpartition(".")
+    return metric or THROUGHPUT, variant
 
 
 # A study that runs rounds until its comparisons are decided looks at them only at a few
@@ -130,15 +144,32 @@ class Design:
     # a metric's own margin (name, fraction; a share compared in points: points / 100), over the
     # metric's default (answers.metrics) and `margin`: plan key margins_pct
     margins: tuple[tuple[str, float], ...] = ()
-    # how far a variant's throughput ratio moves between studies on one machine an hour apart (SD of
-    # the log ratio, a fraction; "other": any variant not named), added to each verdict's own error
-    # so that its interval covers what a study an hour later reads: plan key between_studies_pct
+    # how far a variant's ratio moves between studies on one machine an hour apart (SD of the log
+    # ratio, a fraction; "other": any variant not named), added to each verdict's own error so that
+    # its interval covers what a study an hour later reads: plan key between_studies_pct. A name
+    # alone is throughput's; "METRIC.name" another metric's (between_key)
     between: tuple[tuple[str, float], ...] = ()
+    # the folder of stored studies whose runs on this machine give it its own spreads (plan key
+    # between_studies_from; answers.spread), and what they gave: (key, SD, studies), each of which
+    # floors `between` (floored)
+    between_from: str = ""
+    between_own: tuple[tuple[str, float, int], ...] = ()
 
-    def between_sd(self, variant: str) -> float:
-        """The spread between studies a throughput verdict of this variant carries (0: none)."""
+    def between_sd(self, variant: str, metric: str = THROUGHPUT) -> float:
+        """The spread between studies a verdict of this variant on this metric carries (0: none)."""
         table = dict(self.between)
-        return table.get(variant, table.get(OTHER, 0.0))
+        return table.get(between_key(metric, variant), table.get(between_key(metric, OTHER), 0.0))
+
+    def floored(self, own: dict[str, tuple[float, int]]) -> Design:
+        """This design with the machine's own spreads (between_key -> (SD, studies)) under its
+        table's: each variant's entry becomes the larger of the two (a variant the table names
+        only through "other" gets its own entry)."""
+        table = dict(self.between)
+        for k, (sd, _) in own.items():
+            metric, variant = between_parts(k)
+            table[k] = max(sd, self.between_sd(variant, metric))
+        return replace(self, between=tuple(sorted(table.items())),
+                       between_own=tuple(sorted((k, sd, n) for k, (sd, n) in own.items())))
 
     @property
     def margin_pct(self) -> float:
@@ -179,7 +210,9 @@ class Design:
             return cls(**{**d, "questions": tuple(d["questions"]), "profiles": tuple(d["profiles"]),
                           "decide_on": tuple(d.get("decide_on") or ()),
                           "margins": tuple((str(k), float(v)) for k, v in d.get("margins") or ()),
-                          "between": tuple((str(k), float(v)) for k, v in d.get("between") or ()), "looks": looks})
+                          "between": tuple((str(k), float(v)) for k, v in d.get("between") or ()),
+                          "between_own": tuple((str(k), float(v), int(n)) for k, v, n in d.get("between_own") or ()),
+                          "looks": looks})
         allocs = [a["name"] if isinstance(a, dict) else a.name for a in plan.get("allocators", [])]
         engines = list(plan.get("engines", []))
         return cls(questions=tuple(plan.get("questions") or default_questions(allocs, engines)),

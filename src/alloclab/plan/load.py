@@ -6,6 +6,7 @@ preflight's, run.preflight)."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from alloclab.alloc import allocators as alloc_mod
 from alloclab.catalog import targets, tidesql
@@ -111,10 +112,14 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             raise AlloclabError(f"workloads[{i}].engines: {', '.join(alien)} is not among the plan's engines",
                                 "allowed values: " + ", ".join(plan_engines))
         workload.check(i, w, w.get("engines") or plan_engines)
-    alien = sorted(set(d.get("between_studies_pct", {})) - set(labels) - set(BY_NAME) - {design.OTHER})
+    alien = sorted({k.rpartition(".")[2] for k in d.get("between_studies_pct", {})} - set(labels) - set(BY_NAME)
+                   - {design.OTHER})
     if alien:
         raise AlloclabError(f"between_studies_pct: {', '.join(alien)} is neither one of the plan's allocators nor "
                             "in the catalog", "allowed keys: " + ", ".join([*labels, design.OTHER]))
+    if "between_studies_from" in d and not Path(d["between_studies_from"]).is_dir():
+        raise AlloclabError(f"between_studies_from: {d['between_studies_from']} is not a folder",
+                            "name a folder of stored studies (folders `alloclab run` wrote), or leave the key out")
     scale = d.get("scale", "quick")
     floor = d.get("min_window_s", MIN_WINDOW_S[scale])
     for i, w in enumerate(d["workloads"]):
@@ -156,7 +161,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             adaptive="runs" not in d, profiles=tuple(d.get("profiles", {})),
             decide_on=tuple(d.get("decide_on", ())),
             margins=tuple(sorted((k, v / 100) for k, v in d.get("margins_pct", {}).items())),
-            between=tuple(sorted((k, v / 100) for k, v in d.get("between_studies_pct", {}).items()))),
+            between=tuple(sorted((k, v / 100) for k, v in d.get("between_studies_pct", {}).items())),
+            between_from=d.get("between_studies_from", "")),
         workloads=d["workloads"],
         engine_options=d.get("engine_options", {}),
         profiles=d.get("profiles", {}),

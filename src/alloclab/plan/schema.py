@@ -89,9 +89,20 @@ def spread_pct(key, v) -> float:
 
 
 def spreads(key, v) -> dict[str, float]:
+    """Allocator = percent (throughput's), and a metric's own table of them ({p99_latency =
+    {tcmalloc = 1.8}}): flat, a metric's entries as design.between_key names them."""
     if not isinstance(v, dict):
         raise AlloclabError(f"{key}: expected a table of allocator = percent, got {v!r}")
-    return {str(k): spread_pct(f"{key}.{k}", x) for k, x in v.items()}
+    out = {}
+    for k, x in v.items():
+        if isinstance(x, dict):
+            if k not in {m.name for m in metrics.verdicts()}:
+                raise AlloclabError(f"{key}.{k}: a table here must be a metric's", "allowed metrics: " + ", ".join(
+                    m.name for m in metrics.verdicts()))
+            out |= {design.between_key(k, str(a)): spread_pct(f"{key}.{k}.{a}", y) for a, y in x.items()}
+        else:
+            out[str(k)] = spread_pct(f"{key}.{k}", x)
+    return out
 
 
 def boolean(key, v):
@@ -244,6 +255,9 @@ TOP_SCHEMA = {
     # a variant's throughput ratio's spread between studies on one machine, an hour apart (SD of the
     # log ratio, %), added to its verdict's own error: {jemalloc = 0.6, other = 2.0} (design.py)
     "between_studies_pct": spreads,
+    # a folder of stored studies (each a folder `alloclab run` wrote): those of this machine and
+    # cell give each variant's own spread between studies, which floors between_studies_pct
+    "between_studies_from": text,
     "budget": seconds(0.0, strict=True),
     "min_runs": whole(2, 1000),
     "max_rounds": whole(2, 1000),

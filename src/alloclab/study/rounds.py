@@ -19,11 +19,11 @@ import os
 import shutil
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alloclab.answers import decide, metrics, together
+from alloclab.answers import decide, metrics, spread, together
 from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration
 from alloclab.plan import Plan, RunSpec, side_by_side_groups
@@ -107,6 +107,10 @@ def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: P
     store = Store(out)
     executor = _executor(plan, store, progress, scratch_root)
     try:
+        floored, said = spread.floor(plan, executor.describe())
+        plan = replace(plan, design=floored)
+        if said:
+            progress.message(said)
         store.create(plan.to_json() | {"scratch_dir": str(executor.scratch or "")}, executor.describe())
         sched = Schedule()
         sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
