@@ -111,7 +111,8 @@ def study_rounds(column: str = "ops_per_s") -> dict[tuple, list[list[dict]]]:
     the studies whose runs carry drift factors (answers.drift) are read twice, as measured and with the
     drift taken out."""
     out: dict[tuple, list[list[dict]]] = defaultdict(list)
-    first: dict[str, datetime.datetime] = {}  # a machine's first study
+    first: dict[str, datetime.datetime] = {}  # a machine's group's first study (a group: within a day of it)
+    days: dict[str, int] = {}  # a machine's groups before this one
     entries = [p for p in REPLICATION.iterdir() if (p / "runs.csv").is_file()]
     for entry in sorted(entries, key=lambda p: next(csv.DictReader((p / "runs.csv").open()))["started_at"]):
         m = json.loads((entry / "machine.json").read_text())
@@ -119,7 +120,9 @@ def study_rounds(column: str = "ops_per_s") -> dict[tuple, list[list[dict]]]:
                 and r.get("purpose", "measure") in ("", "measure")]
         design = f"default studies, turns of {json.loads((entry / 'plan.json').read_text()).get('slice_s')} s"
         at = min(datetime.datetime.fromisoformat(r["started_at"]) for r in rows)
-        day = int((at - first.setdefault(m.get("kernel"), at)).total_seconds() // DAY_S)
+        if (at - first.setdefault(m.get("kernel"), at)).total_seconds() > DAY_S:  # a new group of a day
+            first[m.get("kernel")], days[m.get("kernel")] = at, days.get(m.get("kernel"), 0) + 1
+        day = days.get(m.get("kernel"), 0)
         design += f", day {day + 1}" if day else ""
         drifted = any(r.get("drift_factor") for r in rows)
         for adjusted in (False, True) if drifted else (False,):
@@ -136,14 +139,17 @@ def study_rounds(column: str = "ops_per_s") -> dict[tuple, list[list[dict]]]:
 def spread(groups: dict[tuple, list[list[dict]]], variant: str, leave_out: str | None = None,
            only: str | None = None, without: tuple | None = None) -> float:
     """τ of the variant's log ratio between pseudo-studies of one group, DerSimonian–Laird's moments
-    summed over the groups (but those of machine `leave_out`, or all but machine `only`; without the
-    pseudo-study `without` = (group, index); and without the drift-taken-out second reading of studies
+    summed over the groups (but those of machine `leave_out`; or only machine `only`'s default studies,
+    as a study reads its machine's stored ones; without the pseudo-study `without` = (group, index),
+    in whichever reading of it is counted; and without the drift-taken-out second reading of studies
     already counted as measured)."""
     q = df = c = 0.0
     for key, blocks in groups.items():
-        if key[0] == leave_out or (only and key[0] != only) or "drift taken out" in key[1]:
+        if key[0] == leave_out or "drift taken out" in key[1]:
             continue
-        if without and without[0] == key:
+        if only and (key[0] != only or not key[1].startswith("default studies")):
+            continue
+        if without and twin(without[0]) == key:
             blocks = [b for i, b in enumerate(blocks) if i != without[1]]
         vs = [v for v in (read(b, variant, "average") for b in blocks) if v is not None]
         if len(vs) < 2:
@@ -153,6 +159,12 @@ def spread(groups: dict[tuple, list[list[dict]]], variant: str, leave_out: str |
         df += len(vs) - 1
         c += float(np.sum(w) - np.sum(w ** 2) / np.sum(w))
     return math.sqrt(max(0.0, (q - df) / c)) if c else 0.0
+
+
+def twin(key: tuple) -> tuple:
+    """The group a pseudo-study is counted in: a drift-taken-out reading's as-measured twin (the same
+    studies in the same order), else itself."""
+    return (key[0], key[1].replace("drift taken out", "as measured")) if "drift taken out" in key[1] else key
 
 
 def widened(v, tau: float, confidence: float):
@@ -208,11 +220,13 @@ def main() -> None:
     left_out = {(mach, var): spread(groups, var, mach) for mach in machines for var in VARIANTS}
 
     def floored(key: tuple, bi: int, var: str) -> float:
-        """The other machines' τ, floored by this machine's own from its other pseudo-studies (where it
-        has answers.spread.MIN_STUDIES of them): what a default study carries (plan key
-        between_studies_from)."""
-        others = sum(len(b) for k, b in groups.items() if k[0] == key[0]) - 1
-        own = spread(groups, var, only=key[0], without=(key, bi)) if others >= MIN_STUDIES else 0.0
+        """The other machines' τ, floored by this machine's own from its stored default studies but this
+        pseudo-study (where they give τ at least answers.spread.MIN_STUDIES - 1 degrees of freedom): what a
+        default study carries (plan key between_studies_from, answers.spread)."""
+        counted = [(k, len(b) - (twin(key) == k)) for k, b in groups.items() if k[0] == key[0]
+                   and k[1].startswith("default studies") and "drift taken out" not in k[1]]
+        enough = sum(max(0, n - 1) for _, n in counted) >= MIN_STUDIES - 1
+        own = spread(groups, var, only=key[0], without=(key, bi)) if enough else 0.0
         return max(left_out[(key[0], var)], own)
 
     print("spread between studies of one machine (τ, SD of the log ratio), over all machines: "

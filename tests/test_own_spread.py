@@ -55,18 +55,21 @@ def test_another_machines_studies_say_nothing_nor_do_too_few(store):
     assert _own(store, _machine(store)) == {}  # two studies: under spread.MIN_STUDIES
 
 
-def test_a_planted_shift_in_one_study_raises_that_variants_spread_alone(store):
-    before = _own(store, _machine(store))
-    path = store / ONE_MACHINE[1] / "runs.csv"
+def _edit(path: Path, change) -> None:
     rows = list(csv.DictReader(path.open()))
     for r in rows:
-        if r["allocator"] == "tcmalloc" and r["status"] == "ok":
-            r["ops_per_s"] = str(float(r["ops_per_s"]) * 0.85)
+        change(r)
     out = io.StringIO()
     w = csv.DictWriter(out, fieldnames=list(rows[0]))
     w.writeheader()
     w.writerows(rows)
     path.write_text(out.getvalue())
+
+
+def test_a_planted_shift_in_one_study_raises_that_variants_spread_alone(store):
+    before = _own(store, _machine(store))
+    _edit(store / ONE_MACHINE[1] / "runs.csv", lambda r: r.update(ops_per_s=str(float(r["ops_per_s"]) * 0.85))
+          if r["allocator"] == "tcmalloc" and r["status"] == "ok" else None)
     after = _own(store, _machine(store))
     assert after["tcmalloc"][0] > before["tcmalloc"][0] + 0.04
     assert after["jemalloc"] == pytest.approx(before["jemalloc"])
@@ -83,3 +86,10 @@ def test_a_study_carries_its_machines_own_spread_where_larger_and_says_so(store)
     assert said.startswith(f"4 stored studies of this machine in {store}: its own spread between studies is larger "
                            "than the plan's for throughput: ")
     assert spread.floor(plan, {**_machine(store), "kernel": "x"}) == (plan.design, "")
+
+
+def test_a_study_more_than_a_day_after_the_others_is_not_counted_with_them(store):
+    """The claim is an hour later: a study two days on starts a group of its own (here of one, which
+    gives no spread), and the spread is the other three's."""
+    _edit(store / ONE_MACHINE[3] / "runs.csv", lambda r: r.update(started_at=r["started_at"].replace("-05T", "-07T")))
+    assert {n for _, n in _own(store, _machine(store)).values()} == {3}

@@ -98,6 +98,12 @@ def test_a_machines_own_spread_floors_the_plans_and_is_stored():
     assert f.between_sd("mimalloc") == 0.02 and f.between_sd("tcmalloc", "p99_latency") == 0.034
     assert design.Design.from_plan({"design": f.to_json()}) == f
 
+    # a name with a dot is an allocator's, not a metric's table
+    assert design.between_parts("jemalloc@5.3.1") == ("throughput", "jemalloc@5.3.1")
+    assert design.between_parts("p99_latency.jemalloc@5.3.1") == ("p99_latency", "jemalloc@5.3.1")
+    dotted = design.Design(between=(("other", 0.02),)).floored({"jemalloc@5.3.1": (0.01, 4)})
+    assert dotted.between_sd("jemalloc@5.3.1") == 0.02
+
 
 def _found(raw: dict) -> dict:
     return {n: Allocator(n, n, None if n == "glibc" else f"/usr/lib/lib{n}.so") for n in raw["allocators"]}
@@ -110,6 +116,7 @@ def _found(raw: dict) -> dict:
     ({"p99_latency": {"tcmalloc": 101}}, "between_studies_pct.p99_latency.tcmalloc: expected a percentage from 0"),
     ({"p99": {"tcmalloc": 1}}, "between_studies_pct.p99: a table here must be a metric's"),
     ({"p99_latency": {"tcmallc": 1}}, "between_studies_pct: tcmallc is neither one of the plan's allocators"),
+    ({"jemalloc@5.3.2": 1}, "between_studies_pct: jemalloc@5.3.2 is neither one of the plan's allocators"),
 ])
 def test_a_plans_spread_between_studies_is_checked_before_any_work(bad, said):
     raw = {**presets.preset("kv-allocators", "quick"), "between_studies_pct": bad}

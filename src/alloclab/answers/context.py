@@ -103,7 +103,7 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     rounds = need[-1]
     per_round = cost(rounds) / rounds if rounds else 0.0
     if rounds >= 1000:
-        floored = [v.variant for v in todo if v.rounds_to_decide >= 1000 and v.between_sd]
+        floored = list(dict.fromkeys(v.variant for v in todo if v.rounds_to_decide >= 1000 and v.between_sd))
         if floored:
             return (lead + f"{', '.join(floored)} would stay undecided however many rounds ran: each ratio's spread "
                     "between studies on one machine (plan key between_studies_pct) alone leaves its interval too "

@@ -11,8 +11,8 @@ The studies read: every folder under the given one (a study folder `alloclab run
 machine is this one (host.machine.MACHINE_KEYS, memory to the GiB) and whose plan took the same
 turns, each decided on its own rounds alone (no spread carried). Per variant and metric, the
 studies' mean log ratios against the baseline, of a cell this plan has, give τ by DerSimonian–
-Laird's moments summed over groups of studies within a day of each other (the claim is an hour
-later, not after days). At least MIN_STUDIES studies, or nothing is said."""
+Laird's moments summed over groups of studies within a day of the group's first (the claim is an
+hour later, not after days), with at least MIN_STUDIES - 1 degrees of freedom, or nothing is said."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ from pathlib import Path
 
 from alloclab.answers import analyse, decide, metrics
 from alloclab.answers.replicate import moments
+from alloclab.core.errors import AlloclabError
 from alloclab.host.machine import MACHINE_KEYS
 from alloclab.plan import Plan
 from alloclab.plan.design import Design, between_key, between_parts
 
-MIN_STUDIES = 3  # fewer: τ has under two degrees of freedom, and the plan's own spread stands
+MIN_STUDIES = 3  # of one group: fewer give τ under two degrees of freedom, and the plan's own spread stands
 DAY_S = 24 * 3600
 
 
@@ -52,26 +53,28 @@ def own(folder: Path, machine: dict, design: Design, cells: set[str], slice_s: f
             if not same_machine(json.loads((entry / "machine.json").read_text()), machine):
                 continue
             study = analyse.load(entry)
-        except (OSError, ValueError):  # not a study folder this version reads: not this machine's evidence
-            continue
-        rows = [r for r in study.rows if r.status == "ok" and r.cell in cells]
-        if rows and float(study.plan.get("slice_s") or 0) == float(slice_s or 0):
-            studies.append((min(datetime.datetime.fromisoformat(r.started_at) for r in rows), study, rows))
-    per: dict[tuple[str, str], dict[tuple, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
-    for at, study, rows in studies:
-        day = int((at - min(s[0] for s in studies)).total_seconds() // DAY_S)
-        for v in decide.verdicts(rows, replace(study.design, between=(), between_own=())):
-            if (v.comparison == "allocators" and v.baseline == design.baseline and v.mean_log is not None
-                    and v.se_log):
-                per[(v.metric, v.variant)][(day, v.engine, v.workload, v.threads, v.settings)].append(
-                    (v.mean_log, v.se_log))
+            policy = replace(study.design, between=(), between_own=())
+            rows = [r for r in study.rows if r.status == "ok" and r.cell in cells and r.started_at]
+            if rows and float(study.plan.get("slice_s") or 0) == float(slice_s or 0):
+                at = min(datetime.datetime.fromisoformat(r.started_at) for r in rows)
+                studies.append((at, entry.name, decide.verdicts(rows, policy)))
+        except (OSError, ValueError, KeyError, TypeError, AlloclabError):  # a folder this version cannot
+            continue  # read as a study: no evidence about this machine
+    per: dict[tuple[str, str], dict[tuple, list[tuple[str, float, float]]]] = defaultdict(lambda: defaultdict(list))
+    start = None  # the first study of the group of studies within a day of it
+    for at, name, verdicts in sorted(studies, key=lambda s: s[0]):
+        start = at if start is None or (at - start).total_seconds() > DAY_S else start
+        for v in verdicts:
+            base, variant = v.base_unit[1], v.var_unit[1]  # the allocators' names, as the plan's
+            if v.comparison == "allocators" and base == design.baseline and v.mean_log is not None and v.se_log:
+                per[(v.metric, variant)][(start, v.engine, v.workload, v.threads, v.settings)].append(
+                    (name, v.mean_log, v.se_log))
     out = {}
     for (metric, variant), groups in per.items():
         have = [g for g in groups.values() if len(g) >= 2]
-        n = sum(len(g) for g in groups.values())
-        if n >= MIN_STUDIES and have:
-            tau2, _ = moments(have)
-            out[between_key(metric, variant)] = (tau2 ** 0.5, n)
+        tau2, df = moments([[(m, se) for _, m, se in g] for g in have]) if have else (0.0, 0)
+        if df >= MIN_STUDIES - 1:
+            out[between_key(metric, variant)] = (tau2 ** 0.5, len({n for g in have for n, _, _ in g}))
     return out
 
 

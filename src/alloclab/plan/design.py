@@ -31,9 +31,10 @@ def between_key(metric: str, variant: str) -> str:
 
 
 def between_parts(key: str) -> tuple[str, str]:
-    """between_key's (metric, variant)."""
-    metric, _, variant = key.rpartition(".")
-    return metric or THROUGHPUT, variant
+    """between_key's (metric, variant): a key whose part before its first dot is no metric's is a
+    name alone (an allocator's name may hold a dot: mimalloc-2.0)."""
+    metric, dot, variant = key.partition(".")
+    return (metric, variant) if dot and metric in metrics.by_name() and metric != THROUGHPUT else (THROUGHPUT, key)
 
 
 # A study that runs rounds until its comparisons are decided looks at them only at a few

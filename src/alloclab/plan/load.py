@@ -112,8 +112,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             raise AlloclabError(f"workloads[{i}].engines: {', '.join(alien)} is not among the plan's engines",
                                 "allowed values: " + ", ".join(plan_engines))
         workload.check(i, w, w.get("engines") or plan_engines)
-    alien = sorted({k.rpartition(".")[2] for k in d.get("between_studies_pct", {})} - set(labels) - set(BY_NAME)
-                   - {design.OTHER})
+    alien = sorted({design.between_parts(k)[1] for k in d.get("between_studies_pct", {})} - set(labels)
+                   - set(BY_NAME) - {design.OTHER})
     if alien:
         raise AlloclabError(f"between_studies_pct: {', '.join(alien)} is neither one of the plan's allocators nor "
                             "in the catalog", "allowed keys: " + ", ".join([*labels, design.OTHER]))
