@@ -80,7 +80,7 @@ def kv_allocators(scale: str) -> dict:
         # it, so that they hold in the next study, not only in this one's rounds. A machine with stored
         # studies of its own (between_studies_from: a checkout's replication store) carries its own
         # spread where larger: with both, 96.5 % of intervals cover the other studies' ratio; with the
-        # other machines' alone 91.7 %, with none 85 %.
+        # other machines' alone 92.5 %, with none 85 %.
         # With that floor under every interval, early looks decide little and what they decide carries
         # a few minutes' luck: one look, after the budget's rounds, at the plain 95 % (replayed on
         # stored rounds, bench/estimand.py: 57 % of comparisons decided against 34 % with five looks)
