@@ -141,8 +141,7 @@ def between_words(verdicts: Iterable, own: Iterable = ()) -> str:
     """What a verdict note says of the spread between studies the verdicts' intervals carried
     (Verdict.between_sd: the plan's between_studies_pct, per metric), and of this machine's own
     spreads that floored it (Design.between_own: key, SD, studies); "" where none carried any."""
-    each = spreads_words((getattr(v, "metric", THROUGHPUT.name), v.variant, v.between_sd) for v in verdicts
-                         if v.between_sd)
+    each = spreads_words((v.metric, v.variant, v.between_sd) for v in verdicts if v.between_sd)
     if not each:
         return ""
     own = list(own)

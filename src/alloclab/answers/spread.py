@@ -8,7 +8,7 @@ machine whose tcmalloc moved most, 86 % of intervals held the other studies' rat
 was stated). Its own spread, once it has stored studies, closes that gap.
 
 The studies read: every folder under the given one (a study folder `alloclab run` wrote) whose
-machine is this one (host.machine.MACHINE_KEYS, memory to the GiB) and whose plan took the same
+machine is this one (host.machine.comparable) and whose plan took the same
 turns, each decided on its own rounds alone (no spread carried). Per variant and metric, the
 studies' mean log ratios against the baseline, of a cell this plan has, give τ by DerSimonian–
 Laird's moments summed over groups of studies within a day of the group's first (the claim is an
@@ -25,20 +25,12 @@ from pathlib import Path
 from alloclab.answers import analyse, decide, metrics
 from alloclab.answers.replicate import moments
 from alloclab.core.errors import AlloclabError
-from alloclab.host.machine import MACHINE_KEYS
+from alloclab.host.machine import comparable as machine_of
 from alloclab.plan import Plan
 from alloclab.plan.design import Design, between_key, between_parts
 
 MIN_STUDIES = 3  # of one group: fewer give τ under two degrees of freedom, and the plan's own spread stands
 DAY_S = 24 * 3600
-
-
-def same_machine(a: dict, b: dict) -> bool:
-    """Whether two machine.json descriptions are of one machine (memory to the GiB: the kernel's
-    reserve varies)."""
-    def ident(m: dict) -> tuple:
-        return tuple(round((m.get(k) or 0) / 2 ** 30) if k == "memory_bytes" else m.get(k) for k in MACHINE_KEYS)
-    return ident(a) == ident(b)
 
 
 def own(folder: Path, machine: dict, design: Design, cells: set[str], slice_s: float
@@ -50,7 +42,7 @@ def own(folder: Path, machine: dict, design: Design, cells: set[str], slice_s: f
     for entry in sorted(p for p in Path(folder).iterdir() if (p / "runs.csv").is_file()
                         and (p / "plan.json").is_file()):
         try:
-            if not same_machine(json.loads((entry / "machine.json").read_text()), machine):
+            if machine_of(json.loads((entry / "machine.json").read_text())) != machine_of(machine):
                 continue
             study = analyse.load(entry)
             policy = replace(study.design, between=(), between_own=())

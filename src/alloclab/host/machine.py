@@ -98,10 +98,17 @@ MACHINE_KEYS = ("cpu_model", "cores", "memory_bytes", "kernel", "os")
 FINGERPRINT_KEYS = MACHINE_KEYS + ("alloclab_commit",)
 
 
+def comparable(described: dict) -> dict:
+    """What of a machine's description two machines must share to be one machine (MACHINE_KEYS, its
+    memory to the GiB: the kernel's reserve varies)."""
+    ident = {k: described.get(k) for k in MACHINE_KEYS}
+    ident["memory_gib"] = round((ident.pop("memory_bytes") or 0) / 2**30)
+    return ident
+
+
 def fingerprint(described: dict) -> str:
     """A short digest of what makes this machine's figures comparable with another's."""
-    ident = {k: described.get(k) for k in FINGERPRINT_KEYS}
-    ident["memory_gib"] = round((ident.pop("memory_bytes") or 0) / 2**30)  # the kernel's reserve varies
+    ident = comparable(described) | {k: described.get(k) for k in FINGERPRINT_KEYS if k not in MACHINE_KEYS}
     ident["driver_version"] = (described.get("driver") or {}).get("driver_version")
     if described.get("label"):  # only where set: the fingerprints of unlabelled machines stay as they were
         ident["label"] = described["label"]

@@ -107,11 +107,12 @@ def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: P
     store = Store(out)
     executor = _executor(plan, store, progress, scratch_root)
     try:
-        floored, said = spread.floor(plan, executor.describe())
+        described = executor.describe()
+        floored, said = spread.floor(plan, described)
         plan = replace(plan, design=floored)
         if said:
             progress.message(said)
-        store.create(plan.to_json() | {"scratch_dir": str(executor.scratch or "")}, executor.describe())
+        store.create(plan.to_json() | {"scratch_dir": str(executor.scratch or "")}, described)
         sched = Schedule()
         sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
         sched.save(store)
