@@ -159,6 +159,11 @@ def test_the_study_reads_how_its_cells_ran_from_rounds_json():
                                   spec(SPEED, "mariadb-innodb", 0.5, 1)]}]}
     st = Study(root=SimpleNamespace(), rows=[], plan={"side_by_side": 24}, machine={}, schedule=sched)
     assert st.turns() == {SPEED: 0.5} and st.told() == frozenset({"life-m"})
+    assert st.side_rounds() == 0  # the lives ran in every round
+    sched = {"rounds": [{"round": 1, "runs": sched["rounds"][0]["runs"]},
+                        {"round": 2, "runs": [spec(SPEED, "mariadb-innodb", 0.5, 1)]}]}
+    st = Study(root=SimpleNamespace(), rows=[], plan={"side_by_side": 24}, machine={}, schedule=sched)
+    assert st.side_rounds() == 1 and "(the lives in round 1 only)" in st.where()
 
 
 def test_the_cliffs_preset_puts_each_public_cliff_on_the_frontier():
@@ -199,3 +204,43 @@ def test_a_tables_rows_have_as_many_cells_and_numbers_as_its_headings():
     t.add(["1", "2–3"], [1, 2, 3])
     with pytest.raises(ValueError, match="table t: a row of 2 cells and 2 numbers, for 2 headings and 3 raw ones"):
         t.add(["1", "2–3"], [1, 2])
+
+
+def test_memory_life_quick_ends_its_lives_after_seven_rounds_and_its_steady_loads_go_on(monkeypatch):
+    """quick's lives run in rounds 1-7 (side_by_side_rounds), every life together as before; the
+    steady loads alone go on in the rounds the budget then affords, planned at their own pace. A
+    study whose only open comparisons are the lives' stops there; the key needs runs side by side."""
+    from alloclab.study import rounds
+    from alloclab.study.progress import Progress
+    p = _quick()
+    assert p.side_by_side_rounds == 7
+    assert [len(g) for g in interleave.groups(p.round_specs(7, p.in_round(7), 1))] == [24, 6, 6, 6]
+    later = p.round_specs(8, p.in_round(8), 1)
+    assert {s.cell.part for s in later} == {"speed"} and len(later) == 18
+    # round 1: the lives 185 s, each steady load 50 s: 7 rounds at 1.1 x 335 s, then 165 s a round
+    life, speed = p.beside()[0].key, sorted(p.turns())
+    rows = [replace(_row("glibc", 1), cell=life, wall_s=185.0, run_id="l")]
+    rows += [replace(_row("glibc", 1), cell=k, wall_s=50.0, index=2 + i, run_id=f"s{i}") for i, k in enumerate(speed)]
+    budget = replace(p, budget=52 * 60.0)
+    d = rounds.plan_design(budget, rows, elapsed_s=335.0, rounds_done=1)
+    assert d["planned_rounds"] == 10 and d["looks"] == [10], d  # (3120 - 335 - 6 x 368.5) // 165 = 3 more
+    assert "for 7 (side_by_side_rounds), then 2m45s" in d["basis"]
+    assert rounds.plan_design(replace(budget, side_by_side_rounds=0), rows, 335.0, 1)["planned_rounds"] == 8
+    # after round 7 a round draws only the steady loads; lives alone open: the study stops
+    sched = rounds.Schedule(design={"planned_rounds": 12, "looks": [12], "basis": ""})
+    sched.rounds = [{"round": r, "runs": []} for r in range(1, 8)]
+    lives = {u for u in p.units() if u[0] == life}
+    monkeypatch.setattr(rounds.decide, "active_units", lambda *a: (set(lives), {}))
+    assert rounds._next_round(budget, sched, [], Progress(0)) is None
+    assert "of the runs side by side, which ran their 7 rounds" in sched.stop["text"]
+    monkeypatch.setattr(rounds.decide, "active_units", lambda *a: (set(p.units()), {}))
+    sched.stop = None
+    specs = rounds._next_round(budget, sched, [], Progress(0))
+    assert {s.cell.part for s in specs} == {"speed"} and len(specs) == 18
+    raw = preset("memory-life", "quick")
+    assert plan.load({**raw, "side_by_side": 1}, default_seed=1,  # nothing side by side: no effect
+                     found_allocators=_every_allocator()).side_by_side_rounds == 0
+    with pytest.raises(AlloclabError, match="side_by_side_rounds: must be >= 2, got 1"):
+        plan.load({**raw, "side_by_side_rounds": 1}, default_seed=1, found_allocators=_every_allocator())
+    a = cli.parser().parse_args(["run", "--preset", "memory-life", "--slice", "0.5"])
+    assert "side_by_side_rounds" not in flags.plan_dict(a)

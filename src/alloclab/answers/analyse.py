@@ -121,7 +121,8 @@ class Study:
         return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else together if side > 1
                             else "runs one after another") + "".join(
             f", {n} runs of each allocator a round on {e}" for e, n in more.items()) + (
-            f", the steady loads alone in turns of {own} s" if own else "")
+            f", the steady loads alone in turns of {own} s" if own else "") + (
+            f" (the lives in round{f's 1–{n}' if n > 1 else ' 1'} only)" if (n := self.side_rounds()) else "")
 
     def turns_taken(self) -> tuple[float, str]:
         """How the measured runs took turns: (the turn every cell took, 0 for none; the workloads' own
@@ -149,7 +150,15 @@ class Study:
                     out.setdefault(s["cell_key"], {"engine": (s.get("cell") or {}).get("engine", ""),
                                                    "slice_s": float(s.get("slice_s") or 0),
                                                    "side_by_side": int(s.get("side_by_side") or 1)})
+                    out[s["cell_key"]]["last"] = int(rnd.get("round") or 0)
         return out
+
+    def side_rounds(self) -> int:
+        """The rounds the runs side by side ran in, where they ended before the study's other runs
+        (plan key side_by_side_rounds); 0 where they ran in every round."""
+        ran = list(self._ran().values())
+        side, rest = ([r["last"] for r in ran if (r["side_by_side"] > 1) == s] for s in (True, False))
+        return max(side) if side and rest and max(side) < max(rest) else 0
 
     def turns(self) -> dict[str, float]:
         """cell key -> the turns its runs took, for the cells that took turns."""

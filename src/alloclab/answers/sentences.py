@@ -350,7 +350,8 @@ def _method_note(study: analyse.Study, vs: list) -> str:
               if side > 1 and study.whole_round
               else f"the runs of a cell in one round run {side} at a time, side by side, sharing the machine"
               if side > 1 else "runs of one round are interleaved") + (
-        f"; the steady loads alone, in turns of {own} s" if own else "")
+        f"; the steady loads alone, in turns of {own} s" if own else "") + (
+        f", which went on after the lives' {n} rounds" if (n := study.side_rounds()) else "")
     return (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
             f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
             f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."

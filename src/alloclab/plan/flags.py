@@ -44,6 +44,7 @@ def plan_dict(a) -> dict:
     if a.slice is not None:  # how every cell is measured: in turns of this long, or (0) one after another
         raw["slice_s"] = a.slice
         raw.pop("side_by_side", None)
+        raw.pop("side_by_side_rounds", None)
         if isinstance(raw.get("workloads"), list):
             raw["workloads"] = [{k: v for k, v in w.items() if k != "slice_s"} if isinstance(w, dict) else w
                                 for w in raw["workloads"]]

@@ -28,7 +28,8 @@ def memory_life(scale: str) -> dict:
     server settings on a fresh server), its allocators in turns of 0.5 s (the workload's own
     slice_s), after the round's lives; side by side, a life's throughput is a share of the machine,
     told and never decided on (Plan.told). The rounds go on until memory's verdicts and the speed
-    ones are decided (`decide_on`).
+    ones are decided (`decide_on`); quick's lives end after 7 rounds (side_by_side_rounds), and the
+    steady loads go on alone in the rounds its budget leaves.
 
     `smoke` (CI): 3 short cycles, glibc and jemalloc, one life after another. `quick` (60 minutes):
     the seeds' four allocators and the two most deployed tunings, the round's lives all side by
@@ -89,9 +90,10 @@ def memory_life(scale: str) -> dict:
         "engines": engines,
         "allocators": allocators,
         **rounds(scale, "60m"),
-        # quick: one look, after the last round its budget affords (about 9), at the plain 95 %: its
-        # memory verdicts need about that many rounds anyway, and looks before it decided few
-        **({"looks": 1} if scale == "quick" else {}),
+        # quick: the lives in the first 7 rounds (its memory verdicts were as decided after 7 as after
+        # 9), the steady loads alone on through the rounds the budget then affords (about 12); one
+        # look, after the last round, at the plain 95 %: looks before it decided few
+        **({"looks": 1, "side_by_side_rounds": 7} if scale == "quick" else {}),
         "warmup_s": {"smoke": 0.5, "quick": 1.0, "full": 2.0}[scale],  # the speed runs' (a life has its own)
         # the round's lives all at once (quick), a cell's (full): see the docstring
         **({"side_by_side": len(allocators) * (2 + rocks_per_round if scale == "quick" else 1)}

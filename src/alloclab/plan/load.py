@@ -182,6 +182,7 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         slice_s=d.get("slice_s", 0.0),
         turn_warmup_s=d.get("turn_warmup_s", TURN_WARMUP_S),
         side_by_side=d.get("side_by_side", 1),
+        side_by_side_rounds=d.get("side_by_side_rounds", 0),
         executor=d.get("executor", "ray" if d.get("ray_address") else "local"),
         ray_address=d.get("ray_address", ""),
     )
@@ -190,6 +191,8 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
         raise AlloclabError("side_by_side: runs side by side share one machine at the same time; turns (slice_s) "
                             "and a Ray cluster's nodes are other ways to run them",
                             "leave out side_by_side, or slice_s and --ray")
+    if not (plan.beside() and len(plan.beside()) < len(plan.cells())):
+        plan.side_by_side_rounds = 0  # no runs side by side, or nothing else to go on after them: every round as is
     # side by side, N at least the round's runs runs the whole round at once, every cell's together
     beside = {c.key for c in plan.beside()}
     plan.whole_round = (len(beside) > 1 and plan.side_by_side >= sum(n for (cell, _), n in plan.places().items()

@@ -283,6 +283,9 @@ TOP_SCHEMA = {
     # least the round's runs: the whole round at once, every cell's together; 1: one after another.
     # For lives, whose memory is the question: each shares the machine alike
     "side_by_side": whole(1, 64),
+    # the runs side by side (lives) run in the first this many rounds only; the rest of the study's
+    # cells (a workload's turns: the lives' price in speed) go on in the rounds the budget leaves
+    "side_by_side_rounds": whole(2, 1000),
     # one unmeasured run of each cell (baseline allocator) before round 1: the first run on a
     # cold machine (page cache, fresh files, CPU clocks) is slower than the rest
     "warmup_round": boolean,

@@ -69,6 +69,8 @@ class Plan:
     # side_by_side at least the round's runs, in a study of more than one cell: the whole round at
     # once, every cell's runs together (set by plan.load; False in plans stored before it existed)
     whole_round: bool = False
+    # > 0: the cells side by side run in rounds 1..N only; the others (turns) go on after them
+    side_by_side_rounds: int = 0
     perf_absent: str = ""  # why profiles were asked for and could not be recorded here (preflight)
     executor: str = "local"  # "ray": the runs go to the nodes of a Ray cluster (fleet.py)
     ray_address: str = ""  # the cluster's address (host:port); empty: Ray's own default (RAY_ADDRESS, "auto")
@@ -125,6 +127,14 @@ class Plan:
     def beside(self) -> list[Cell]:
         """The cells whose runs run side by side (plan key side_by_side > 1, no turns of their own)."""
         return [c for c in self.cells() if self.side_of(c) > 1]
+
+    def in_round(self, rnd: int) -> set[tuple[str, str]]:
+        """The units round `rnd` may run: all of them, but the cells side by side only in their first
+        side_by_side_rounds rounds."""
+        if not self.side_by_side_rounds or rnd <= self.side_by_side_rounds:
+            return set(self.units())
+        side = {c.key for c in self.beside()}
+        return {u for u in self.units() if u[0] not in side}
 
     def turns(self) -> dict[str, float]:
         """cell key -> the turns its runs take, for the cells that take turns."""

@@ -221,8 +221,14 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
                            (_slots(plan) * statistics.median(walls) if walls else 0.0))
         if per_round > 0:
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
-            basis = (f"a budget of {fmt_duration(plan.budget)} at about {fmt_duration(per_round)} a round affords "
-                     f"{last} round(s)")
+            pace, lives = fmt_duration(per_round), plan.side_by_side_rounds
+            if lives and rounds_done < lives < last:  # after the lives' rounds, the rest go on at their own pace
+                side = {c.key for c in plan.beside()}
+                rest = 1.1 * _round_wall(plan, [r for r in rows if r.cell not in side], rounds_done)
+                left = elapsed_s + (lives - rounds_done) * per_round
+                last = min(plan.design.max_rounds, lives + (_affordable(plan, left, 0, rest) if rest > 0 else 0))
+                pace += f" a round for {lives} (side_by_side_rounds), then {fmt_duration(rest)}"
+            basis = f"a budget of {fmt_duration(plan.budget)} at about {pace} a round affords {last} round(s)"
     looks = plan_looks(last, plan.design.min_runs, looks_done, plan.design.max_looks)
     return {"planned_rounds": looks[-1], "looks": list(looks), "basis": basis}
 
@@ -312,6 +318,11 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
                           "at": _now()}
             return None
         active, why = decide.active_units(plan.units(), measured, sched.design_of(plan), plan.told())
+        if active and not active & plan.in_round(rnd):
+            sched.stop = {"reason": "decided", "at": _now(),
+                          "text": f"every comparison still open is of the runs side by side, which ran their "
+                                  f"{plan.side_by_side_rounds} rounds (side_by_side_rounds)"}
+            return None
         if not active:
             goals = plan.design.decide_on
             sched.stop = {"reason": "decided", "at": _now(),
@@ -329,18 +340,19 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
             more, beside = together.in_their_places(units, active, beside)
     # the decided ones' places an open unit took (in_their_places), as runs: a place is its cell's
     # runs_per_round (plan.places)
-    places = plan.places()
-    more = {u: n * places[u] for u, n in more.items()}
+    places, allowed = plan.places(), plan.in_round(rnd)  # side_by_side_rounds: the lives' rounds are over
+    more = {u: n * places[u] for u, n in more.items() if u in allowed}
     taken = sum(more.values())
     first = 1 + max((s.index for s in sched.specs()), default=0)
-    specs = plan.round_specs(rnd, None if active is None else active | beside, first, more)
+    specs = plan.round_specs(rnd, allowed if active is None else (active | beside) & allowed, first, more)
     sched.rounds.append({"round": rnd, "seed": plan.round_seed(rnd), "started_at": _now(),
                          "runs": [s.to_json() for s in specs]})
     n_units = len(plan.units())
     progress.message(f"round {rnd}: {len(specs)} run(s)"
                      + (f" ({len(active)} of {n_units} cell x allocator still undecided"
                         + (f", {taken} more run(s) of them in decided ones' places" if taken else "")
-                        + (f", {len(beside)} decided beside them as company" if beside else "") + ")"
+                        + (f", {len(beside)} decided beside them as company" if beside else "")
+                        + ("; the runs side by side ran their rounds" if len(allowed) < n_units else "") + ")"
                         if active is not None else ""))
     return specs
 
