@@ -160,10 +160,15 @@ def test_the_study_reads_how_its_cells_ran_from_rounds_json():
     st = Study(root=SimpleNamespace(), rows=[], plan={"side_by_side": 24}, machine={}, schedule=sched)
     assert st.turns() == {SPEED: 0.5} and st.told() == frozenset({"life-m"})
     assert st.side_rounds() == 0  # the lives ran in every round
-    sched = {"rounds": [{"round": 1, "runs": sched["rounds"][0]["runs"]},
-                        {"round": 2, "runs": [spec(SPEED, "mariadb-innodb", 0.5, 1)]}]}
-    st = Study(root=SimpleNamespace(), rows=[], plan={"side_by_side": 24}, machine={}, schedule=sched)
+    # the lives' runs finished in round 1 only, the steady load's in rounds 1 and 2 (a round drawn
+    # and never run counts for neither)
+    rows = [replace(_row("glibc", 1), cell="life-m"), replace(_row("glibc", 1), cell=SPEED),
+            replace(_row("glibc", 2), cell=SPEED)]
+    sched["rounds"].append({"round": 3, "runs": sched["rounds"][0]["runs"]})
+    st = Study(root=SimpleNamespace(), rows=rows, plan={"side_by_side": 24}, machine={}, schedule=sched)
     assert st.side_rounds() == 1 and "(the lives in round 1 only)" in st.where()
+    assert Study(root=SimpleNamespace(), rows=rows[:2], plan={"side_by_side": 24}, machine={},
+                 schedule=sched).side_rounds() == 0
 
 
 def test_the_cliffs_preset_puts_each_public_cliff_on_the_frontier():
@@ -242,5 +247,22 @@ def test_memory_life_quick_ends_its_lives_after_seven_rounds_and_its_steady_load
                      found_allocators=_every_allocator()).side_by_side_rounds == 0
     with pytest.raises(AlloclabError, match="side_by_side_rounds: must be >= 2, got 1"):
         plan.load({**raw, "side_by_side_rounds": 1}, default_seed=1, found_allocators=_every_allocator())
+    with pytest.raises(AlloclabError, match=r"side_by_side_rounds: 2 is fewer than min_runs \(3\)"):
+        plan.load({**raw, "side_by_side_rounds": 2}, default_seed=1, found_allocators=_every_allocator())
+    assert "side_by_side_rounds" not in preset("memory-cliffs", "quick")  # its lives in every round
     a = cli.parser().parse_args(["run", "--preset", "memory-life", "--slice", "0.5"])
     assert "side_by_side_rounds" not in flags.plan_dict(a)
+
+
+def test_after_the_lives_rounds_more_rounds_cost_the_steady_loads_alone_and_the_lives_say_why_not_more():
+    """Where only the steady loads' comparisons are open, a round of them costs their turns alone,
+    not the lives' stretch beside (together.round_wall); a study whose lives ended after their
+    side_by_side_rounds says that a resume cannot give the lives more rounds."""
+    from alloclab.answers import context, together
+    life, speed = ("life", "glibc"), (SPEED, "glibc")
+    walls = {life: 180.0, ("life", "jemalloc"): 185.0, speed: 50.0, (SPEED, "jemalloc"): 48.0}
+    assert together.round_wall({speed, (SPEED, "jemalloc")}, walls, 24, True, [SPEED]) == 50.0
+    assert together.round_wall({life, speed}, walls, 24, True, [SPEED]) == 235.0  # the lives together, then turns
+    v = SimpleNamespace(rounds_to_decide=4, var_unit=("life", "jemalloc"), base_unit=life)
+    st = SimpleNamespace(side_rounds=lambda: 7, side_cells=lambda: {"life"})
+    assert "ran their 7 rounds (plan key side_by_side_rounds)" in context.to_decide(st, [v])

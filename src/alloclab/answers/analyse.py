@@ -150,15 +150,16 @@ class Study:
                     out.setdefault(s["cell_key"], {"engine": (s.get("cell") or {}).get("engine", ""),
                                                    "slice_s": float(s.get("slice_s") or 0),
                                                    "side_by_side": int(s.get("side_by_side") or 1)})
-                    out[s["cell_key"]]["last"] = int(rnd.get("round") or 0)
         return out
 
+    def side_cells(self) -> set[str]:  # the cells whose runs ran side by side (rounds.json)
+        return {k for k, r in self._ran().items() if r["side_by_side"] > 1}
+
     def side_rounds(self) -> int:
-        """The rounds the runs side by side ran in, where they ended before the study's other runs
-        (plan key side_by_side_rounds); 0 where they ran in every round."""
-        ran = list(self._ran().values())
-        side, rest = ([r["last"] for r in ran if (r["side_by_side"] > 1) == s] for s in (True, False))
-        return max(side) if side and rest and max(side) < max(rest) else 0
+        """The rounds the lives (side by side) ran in, where they ended before the others; else 0."""
+        side = self.side_cells()
+        lives, rest = ([r.repeat for r in self.rows if (r.cell in side) == s] for s in (True, False))
+        return max(lives) if lives and rest and max(lives) < max(rest) else 0
 
     def turns(self) -> dict[str, float]:
         """cell key -> the turns its runs took, for the cells that took turns."""

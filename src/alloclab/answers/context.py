@@ -86,6 +86,13 @@ def unanswered(study: analyse.Study) -> list[str]:
 def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     """How many more rounds, and how much wall time at this study's pace, would decide the rest."""
     todo = [v for v in undecided if v.rounds_to_decide is not None]
+    if (lives := study.side_rounds()) and todo:  # the lives ran their rounds (side_by_side_rounds): no more on resume
+        side = study.side_cells()
+        ended = [v for v in todo if v.var_unit[0] in side]
+        todo = [v for v in todo if v.var_unit[0] not in side]
+        if ended and not todo:
+            return (f"The lives ran their {lives} rounds (plan key side_by_side_rounds); more rounds of them take a "
+                    "new study with a larger side_by_side_rounds.")
     if not todo:
         return ""
     need = sorted(min(v.rounds_to_decide, 1000) for v in todo)

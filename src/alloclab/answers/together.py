@@ -53,7 +53,7 @@ def round_wall(units: Iterable[Unit], walls: dict[Unit, float], side_by_side: in
     units = set(units)
     taking = {u for u in units if u[0] in turns}
     units -= taking
-    if side_by_side > 1:
+    if side_by_side > 1 and units:  # company beside open runs side by side; turns alone have none
         cells = {u[0] for u in units}
         units |= {u for u in walls if u[0] not in turns and (whole_round or u[0] in cells)}
     ordered = sorted(units)

@@ -193,6 +193,10 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
                             "leave out side_by_side, or slice_s and --ray")
     if not (plan.beside() and len(plan.beside()) < len(plan.cells())):
         plan.side_by_side_rounds = 0  # no runs side by side, or nothing else to go on after them: every round as is
+    if 0 < plan.side_by_side_rounds < plan.design.min_runs:
+        raise AlloclabError(f"side_by_side_rounds: {plan.side_by_side_rounds} is fewer than min_runs "
+                            f"({plan.design.min_runs}), the rounds a comparison needs before it is decided",
+                            f"use at least {plan.design.min_runs}, or lower min_runs")
     # side by side, N at least the round's runs runs the whole round at once, every cell's together
     beside = {c.key for c in plan.beside()}
     plan.whole_round = (len(beside) > 1 and plan.side_by_side >= sum(n for (cell, _), n in plan.places().items()

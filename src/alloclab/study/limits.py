@@ -48,6 +48,7 @@ def plans(root: Path, below_pct: float, lives: int) -> dict[str, Plan]:
     for level, share in (("at", 1.0), ("below", 1 - below_pct / 100)):
         out[level] = replace(
             base, name=f"{base.name}-limits-{level}", runs=lives, budget=None, perf=False, warmup_round=False,
+            side_by_side_rounds=0,
             workloads=tables, allocators=allocators, slice_s=0.0,
             unit_memory={f"{cell}|{alloc}": math.ceil(b * share / MIB) * MIB for (cell, alloc), b in need.items()})
     return out

@@ -63,7 +63,7 @@ class Schedule:
     rounds: list[dict] = field(default_factory=list)  # {round, seed, runs: [spec json], started_at}
     elapsed_s: float = 0.0
     sittings: list[dict] = field(default_factory=list)  # {started_at, budget_s}
-    stop: dict | None = None  # {reason: decided|budget|planned|max_rounds|runs, text, at}
+    stop: dict | None = None  # {reason: decided|budget|planned|max_rounds|runs|side_by_side_rounds, text, at}
     design: dict | None = None  # {planned_rounds, looks, basis}: when an adaptive study looks
 
     @classmethod
@@ -222,11 +222,12 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
         if per_round > 0:
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
             pace, lives = fmt_duration(per_round), plan.side_by_side_rounds
-            if lives and rounds_done < lives < last:  # after the lives' rounds, the rest go on at their own pace
-                side = {c.key for c in plan.beside()}
-                rest = 1.1 * _round_wall(plan, [r for r in rows if r.cell not in side], rounds_done)
+            side = {c.key for c in plan.beside()}
+            others = [r for r in rows if r.cell not in side and r.wall_s > 0]
+            rest = 1.1 * _round_wall(plan, others, max((r.repeat for r in others), default=0))
+            if lives and rounds_done <= lives <= last and rest > 0:  # after the lives' rounds, the rest at their pace
                 left = elapsed_s + (lives - rounds_done) * per_round
-                last = min(plan.design.max_rounds, lives + (_affordable(plan, left, 0, rest) if rest > 0 else 0))
+                last = max(rounds_done + 1, min(plan.design.max_rounds, lives + _affordable(plan, left, 0, rest)))
                 pace += f" a round for {lives} (side_by_side_rounds), then {fmt_duration(rest)}"
             basis = f"a budget of {fmt_duration(plan.budget)} at about {pace} a round affords {last} round(s)"
     looks = plan_looks(last, plan.design.min_runs, looks_done, plan.design.max_looks)
@@ -319,7 +320,7 @@ def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progr
             return None
         active, why = decide.active_units(plan.units(), measured, sched.design_of(plan), plan.told())
         if active and not active & plan.in_round(rnd):
-            sched.stop = {"reason": "decided", "at": _now(),
+            sched.stop = {"reason": "side_by_side_rounds", "at": _now(),
                           "text": f"every comparison still open is of the runs side by side, which ran their "
                                   f"{plan.side_by_side_rounds} rounds (side_by_side_rounds)"}
             return None
