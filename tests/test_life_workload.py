@@ -901,3 +901,24 @@ def test_the_first_pictures_panels_follow_the_plans_engines_not_the_order_runs_e
                             samples=lambda run_id, name="samples.csv": [{"t_s": 0.0, "rss_bytes": 1 << 20}])
     lives = life_workload.LIFE_WORKLOAD.section_data(study, rows)["lives"]
     assert [x["title"].split(":")[0] for x in lives] == ["mariadb-innodb", "rocksdb"]
+
+
+def test_overhead_is_the_median_of_the_idle_ends_once_warm():
+    """RSS over the engine's account is read at the idle ends from cycle 2 on, their median: one
+    end's reading depends on where the allocator's purging stood (PostgreSQL's pool under mimalloc,
+    machine-g: 27, 55, 39 and 29 MiB over its account at one life's four idle ends), and the first
+    cycle is the engine's warm-up."""
+    mib = 2**20
+
+    def lived(overs):
+        ends = [life.IdleEnd(c, "rest", 100.0 * mib, 12.0 * mib, None if v is None else v * mib)
+                for c, v in enumerate(overs, start=1)]
+        return life.Life([(e.cycle, e.phase, e.rss_bytes) for e in ends], life.creep([]), [], ends,
+                         life.overhead(ends))
+
+    assert life_runs.row_fields(lived([27.2, 55.3, 39.4, 28.9]), None)["overhead_bytes"] == int(39.4 * mib)
+    assert life_runs.row_fields(lived([14.8, 33.3, 33.2, 33.5]), None)["overhead_bytes"] == int(33.3 * mib)
+    # a life killed in its first cycle, or whose later ends were not read, keeps the ends it has
+    assert life_runs.row_fields(lived([20.0]), None)["overhead_bytes"] == 20 * mib
+    assert life_runs.row_fields(lived([None, 30.0, None]), None)["overhead_bytes"] == 30 * mib
+    assert life_runs.row_fields(lived([None, None]), None)["overhead_bytes"] is None
