@@ -46,9 +46,9 @@ def memory_life(scale: str) -> dict:
     # turns dirty pages muzzy within 5 s and purges them 5 s later, and muzzy pages (MADV_FREE) still
     # count in RSS until purged, so at 6 s a settled reading caught part of the last burst or none,
     # as the round's company stretched its phases (MariaDB's creep under it swung from -4 to +34 MiB
-    # a cycle). At 13 s the reading (the idle's last 20 %, from 10.4 s) comes after both decays. PostgreSQL's
-    # backends have no background thread (forked from the postmaster) and RocksDB's comparisons
-    # were decided at 5 s: theirs stay
+    # a cycle). At 13 s the reading (the idle's last 20 %, from 10.4 s) comes after both decays.
+    # PostgreSQL's backends have no background thread (forked from the postmaster) and RocksDB's
+    # comparisons were decided at 5 s: theirs stay
     mariadb_idle = {"smoke": 3.0, "quick": 13.0, "full": 15.0}[scale]
     phases = [
         {"name": "oltp", "kind": "steady", "duration_s": steady, "load": "oltp_read_write"},

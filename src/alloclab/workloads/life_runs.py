@@ -392,13 +392,6 @@ def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
     excess = sum(g.excess_bytes for g in shared)
     given = sum(min(1.0, max(0.0, g.share)) * g.excess_bytes for g in shared)
     halves = [g.half_s for g in highest.values() if g.half_s is not None]
-    # RSS over the engine's account once warm: the median over the idle ends after the first cycle
-    # (the first while the engine still fills its caches and pools, as given back leaves it out).
-    # One idle end's reading depends on where the allocator's own purging stood: PostgreSQL's pool
-    # under mimalloc read 39, 33 and 29 MiB at the last idle ends of three lives whose ends from
-    # cycle 2 on had medians of 38.6, 38.3 and 39.4 MiB, and its verdict against glibc spanned ±37 %
-    over = [e for e in m.ends if e.over_engine_bytes is not None]
-    warm = [e.over_engine_bytes for e in over if e.cycle > over[0].cycle] or [e.over_engine_bytes for e in over]
     kept = next((e.alloc_kept_bytes for e in reversed(m.ends) if e.alloc_kept_bytes is not None), None)
     return {"life_cycles": len(settled), "settled_rss_bytes": int(settled[-1]) if settled else None,
             "creep_mib_per_cycle": _mib(m.creep.slope_mib_per_cycle),
@@ -407,7 +400,9 @@ def row_fields(m: life.Life, oom: life.Oom | None) -> dict:
             "given_back_share": round(given / excess, 4) if shared else None,
             "half_given_back_s": round(statistics.median(halves), 3) if halves else None,
             "given_back_bursts": len(shared) if highest else None,
-            "overhead_bytes": int(statistics.median(warm)) if warm else None,
+            # once warm (life.Overhead says why not the last idle end's)
+            "overhead_bytes": None if m.overhead.over_engine_warm_bytes is None
+            else int(m.overhead.over_engine_warm_bytes),
             "overhead_growth_mib_per_cycle": _mib(m.overhead.over_engine_creep.slope_mib_per_cycle),
             "oom_killed": bool(oom and oom.killed), "oom_cycle": oom.cycle if oom and oom.killed else None,
             "alloc_kept_bytes": None if kept is None else int(kept),
