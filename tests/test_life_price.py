@@ -38,8 +38,8 @@ def test_a_workloads_own_turns_run_after_the_rounds_lives_side_by_side():
     assert p.told() == frozenset(c.key for c in p.beside())
     specs = p.round_specs(1, None, 1)
     groups = interleave.groups(specs)
-    assert [len(g) for g in groups] == [24, 6, 6, 6]
-    assert {s.cell.part for s in groups[0]} == {"life"} and all(s.whole_round and s.side_by_side == 24
+    assert [len(g) for g in groups] == [30, 6, 6, 6]
+    assert {s.cell.part for s in groups[0]} == {"life"} and all(s.whole_round and s.side_by_side == 30
                                                                  for s in groups[0])
     for g in groups[1:]:
         assert len({s.cell.key for s in g}) == 1 and all(s.slice_s == 0.5 and s.side_by_side == 1 and
@@ -211,33 +211,33 @@ def test_a_tables_rows_have_as_many_cells_and_numbers_as_its_headings():
         t.add(["1", "2–3"], [1, 2])
 
 
-def test_memory_life_quick_ends_its_lives_after_seven_rounds_and_its_steady_loads_go_on(monkeypatch):
-    """quick's lives run in rounds 1-7 (side_by_side_rounds), every life together as before; the
+def test_memory_life_quick_ends_its_lives_after_five_rounds_and_its_steady_loads_go_on(monkeypatch):
+    """quick's lives run in rounds 1-5 (side_by_side_rounds), every life together as before; the
     steady loads alone go on in the rounds the budget then affords, planned at their own pace. A
     study whose only open comparisons are the lives' stops there; the key needs runs side by side."""
     from alloclab.study import rounds
     from alloclab.study.progress import Progress
     p = _quick()
-    assert p.side_by_side_rounds == 7
-    assert [len(g) for g in interleave.groups(p.round_specs(7, p.in_round(7), 1))] == [24, 6, 6, 6]
-    later = p.round_specs(8, p.in_round(8), 1)
+    assert p.side_by_side_rounds == 5
+    assert [len(g) for g in interleave.groups(p.round_specs(5, p.in_round(5), 1))] == [30, 6, 6, 6]
+    later = p.round_specs(6, p.in_round(6), 1)
     assert {s.cell.part for s in later} == {"speed"} and len(later) == 18
-    # round 1: the lives 185 s, each steady load 50 s: 7 rounds at 1.1 x 335 s, then 165 s a round
+    # round 1: the lives 185 s, each steady load 50 s: 5 rounds at 1.1 x 335 s, then 165 s a round
     life, speed = p.beside()[0].key, sorted(p.turns())
     rows = [replace(_row("glibc", 1), cell=life, wall_s=185.0, run_id="l")]
     rows += [replace(_row("glibc", 1), cell=k, wall_s=50.0, index=2 + i, run_id=f"s{i}") for i, k in enumerate(speed)]
     budget = replace(p, budget=52 * 60.0)
     d = rounds.plan_design(budget, rows, elapsed_s=335.0, rounds_done=1)
-    assert d["planned_rounds"] == 10 and d["looks"] == [10], d  # (3120 - 335 - 6 x 368.5) // 165 = 3 more
-    assert "for 7 (side_by_side_rounds), then 2m45s" in d["basis"]
+    assert d["planned_rounds"] == 12 and d["looks"] == [12], d  # (3120 - 335 - 4 x 368.5) // 165 = 7 more
+    assert "for 5 (side_by_side_rounds), then 2m45s" in d["basis"]
     assert rounds.plan_design(replace(budget, side_by_side_rounds=0), rows, 335.0, 1)["planned_rounds"] == 8
-    # after round 7 a round draws only the steady loads; lives alone open: the study stops
+    # after round 5 a round draws only the steady loads; lives alone open: the study stops
     sched = rounds.Schedule(design={"planned_rounds": 12, "looks": [12], "basis": ""})
-    sched.rounds = [{"round": r, "runs": []} for r in range(1, 8)]
+    sched.rounds = [{"round": r, "runs": []} for r in range(1, 6)]
     lives = {u for u in p.units() if u[0] == life}
     monkeypatch.setattr(rounds.decide, "active_units", lambda *a: (set(lives), {}))
     assert rounds._next_round(budget, sched, [], Progress(0)) is None
-    assert "of the runs side by side, which ran their 7 rounds" in sched.stop["text"]
+    assert "of the runs side by side, which ran their 5 rounds" in sched.stop["text"]
     monkeypatch.setattr(rounds.decide, "active_units", lambda *a: (set(p.units()), {}))
     sched.stop = None
     specs = rounds._next_round(budget, sched, [], Progress(0))

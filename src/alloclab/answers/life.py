@@ -118,6 +118,18 @@ class Creep:
         return self.ci_low_mib_per_cycle <= mib_per_cycle <= self.ci_high_mib_per_cycle
 
 
+def warm(points: Iterable[tuple[int, float | None]]) -> list[tuple[int, float | None]]:
+    """A life's (cycle, value) points once warm: those after the first cycle read, where two or more
+    are; else all. The first cycle is the engine's warm-up (its caches and pool fill, its first
+    sessions start): PostgreSQL's pool settled at 25 MiB after cycle 1 and at 46 MiB after each of
+    the next seven under glibc, which an OLS slope over all eight read as +1.8 MiB a cycle of creep
+    where there was none after the first (+0.1 from cycle 2 on). Given back and RSS over the
+    account leave it out too."""
+    read = [(c, v) for c, v in points if v is not None]
+    later = [(c, v) for c, v in read if c > read[0][0]] if read else []
+    return later if len(later) >= 2 else read
+
+
 def creep(points: Iterable[tuple[int, float | None]], confidence: float = 0.95) -> Creep:
     """OLS slope of (cycle, bytes) points in MiB per cycle, with its t interval (n − 2 degrees of
     freedom). Points whose value is None (a phase without samples) are left out. With two cycles
@@ -362,7 +374,7 @@ def measure(timeline: Timeline, life: Sequence[Phase], engine: Timeline | None =
     ends = idle_ends(tl, life, engine, account)
     settled = [(e.cycle, e.phase, e.rss_bytes) for e in ends]
     notes = [f"no RSS samples at the end of {name!r} of cycle {c}" for c, name, v in settled if v is None]
-    return Life(settled, creep([(c, v) for c, _, v in settled], confidence), given_back(tl, life), ends,
+    return Life(settled, creep(warm([(c, v) for c, _, v in settled]), confidence), given_back(tl, life), ends,
                 overhead(ends, confidence), oom_outcome(oom_readings, life) if oom_readings is not None else None,
                 notes)
 

@@ -28,12 +28,13 @@ def memory_life(scale: str) -> dict:
     server settings on a fresh server), its allocators in turns of 0.5 s (the workload's own
     slice_s), after the round's lives; side by side, a life's throughput is a share of the machine,
     told and never decided on (Plan.told). The rounds go on until memory's verdicts and the speed
-    ones are decided (`decide_on`); quick's lives end after 7 rounds (side_by_side_rounds), and the
+    ones are decided (`decide_on`); quick's lives end after 5 rounds (side_by_side_rounds), and the
     steady loads go on alone in the rounds its budget leaves.
 
     `smoke` (CI): 3 short cycles, glibc and jemalloc, one life after another. `quick` (60 minutes):
-    the seeds' four allocators and the two most deployed tunings, the round's lives all side by
-    side, two RocksDB lives of each allocator a round, equivalent within ±5 % (±10 points given
+    the seeds' four allocators and the two most deployed tunings, lives of 8 cycles (RocksDB's 6),
+    the round's lives all side by side, two RocksDB lives and two PostgreSQL pools of each
+    allocator a round, creep read once warm (from cycle 2 on), equivalent within ±5 % (±10 points given
     back), one look at the comparisons, after the last round its budget affords. `full`: the first
     hand-measured MariaDB life (5 cycles of 25 s load at 64 connections, 150-connection storms, 15 s
     idle), a longer RocksDB life on more data, and every tuning the
@@ -82,9 +83,19 @@ def memory_life(scale: str) -> dict:
         {"name": "storm", "kind": "burst", "burst": "storm", "connections": storm},
         {"name": "rest", "kind": "idle", "duration_s": idle},
     ]
-    cycles = {"smoke": 3, "quick": 4, "full": 5}[scale]
-    rocks_cycles = {"smoke": 3, "quick": 6, "full": 5}[scale]  # quick: RocksDB's lives as long as MariaDB's
-    rocks_per_round = 2 if scale == "quick" else 1  # quick: two RocksDB lives of each allocator a round
+    # quick: 8 cycles, creep read from the 7 after the first (the engine's warm-up). A settled reading
+    # falls where the allocator's last purge left it (jemalloc without its background thread purges
+    # only as it allocates: PostgreSQL's pool settled at 156 or 180 MiB from one cycle to the next),
+    # and a slope's spread shrinks with the cycles' spread about their mean: 7 warm cycles give it
+    # a fifth of the spread of 3 (the sum of squares 28 against 2, sqrt 3.7). With 4 cycles, three
+    # of MariaDB's five creeps and two of PostgreSQL's stayed open after 7 rounds; with 8, after 4
+    # rounds, MariaDB's were all decided
+    cycles = {"smoke": 3, "quick": 8, "full": 5}[scale]
+    rocks_cycles = {"smoke": 3, "quick": 6, "full": 5}[scale]  # quick: RocksDB's creeps are decided at 6
+    # quick: two RocksDB lives and two PostgreSQL pools of each allocator a round. One pool's RSS over
+    # its account under mimalloc read 27, 55, 39 and 29 MiB at its idle ends, and the pools of a round
+    # differ from each other as much: two a round decided it after 4 rounds where one did not after 7
+    per_round = 2 if scale == "quick" else 1
     engines = ["mariadb-innodb", "rocksdb", "postgres"]
     # each life's steady load alone, its allocators in turns (slice_s), between the round's lives: the
     # price in speed of each allocator and setting, decided at the study's margin
@@ -98,13 +109,14 @@ def memory_life(scale: str) -> dict:
         "engines": engines,
         "allocators": allocators,
         **rounds(scale, "60m"),
-        # quick: the lives in the first 7 rounds (its memory verdicts were as decided after 7 as after
-        # 9), the steady loads alone on through the rounds the budget then affords (about 12); one
-        # look, after the last round, at the plain 95 %: looks before it decided few
-        **({"looks": 1, "side_by_side_rounds": 7} if scale == "quick" else {}),
+        # quick: the lives in the first 5 rounds (8 cycles' lives decided as many memory verdicts in 4
+        # rounds as 4 cycles' in 7), the steady loads alone on through the rounds the budget then
+        # affords (about 13 in all); one look, after the last round, at the plain 95 %: looks before
+        # it decided few
+        **({"looks": 1, "side_by_side_rounds": 5} if scale == "quick" else {}),
         "warmup_s": {"smoke": 0.5, "quick": 1.0, "full": 2.0}[scale],  # the speed runs' (a life has its own)
         # the round's lives all at once (quick), a cell's (full): see the docstring
-        **({"side_by_side": len(allocators) * (2 + rocks_per_round if scale == "quick" else 1)}
+        **({"side_by_side": len(allocators) * (1 + 2 * per_round if scale == "quick" else 1)}
            if scale != "smoke" else {}),
         # the rounds go on for memory's verdicts; throughput, a share of the machine, is told as it stands
         "decide_on": ["creep", "given_back", "overhead", "throughput"],
@@ -122,11 +134,12 @@ def memory_life(scale: str) -> dict:
                        "phases": rocks_phases, "threads": [2], "pattern": ["uniform"], "key_bytes": [16],
                        "value_bytes": [4096], "value_bytes_min": 128,
                        "keyspace": {"smoke": 20_000, "quick": 60_000, "full": 250_000}[scale],
-                       **({"runs_per_round": rocks_per_round} if rocks_per_round > 1 else {})},
+                       **({"runs_per_round": per_round} if per_round > 1 else {})},
                       {"part": LIFE, "workload": LIFE, "engines": ["postgres"], "cycles": cycles,
                        "phases": pool_phases, "threads": [2 * len(os.sched_getaffinity(0)) + 1],
                        "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
-                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]},
+                       "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale],
+                       **({"runs_per_round": per_round} if per_round > 1 else {})},
                       {**oltp, "engines": ["mariadb-innodb"],
                        "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale]},
                       {**alone, "workload": "mixed", "engines": ["rocksdb"], "threads": [2], "pattern": ["uniform"],
