@@ -163,11 +163,25 @@ def _speed(v: decide.Verdict | None) -> str:
     return f" ({_pct(v)} speed)"
 
 
+HEADLINE_WORDS = 40  # a life study's headline at most (words as str.split counts them)
+
+
 def life_headline(lives: dict, price: dict, on: str, limit: str) -> str:
     """One sentence of at most about 40 words for a study of lives: per life, the leanest setting
-    that costs no speed (choose; its change of RSS over the engine's account), then those leaner
-    still at a price in speed; how many of the verdicts that answer it are decided; where."""
-    free, paid, decided, total, seen = [], [], 0, 0, set()
+    that costs no speed (choose; its change of RSS over the engine's account) and, beside it, the
+    one leaner still at a price in speed; how many of the verdicts that answer it are decided;
+    where. Where the sentence has no room (three engines, one leaner at a price), it drops what the
+    Answers' lines say anyway: first how far a free setting's undecided speed may lie ("speed ±N
+    %"), then the metric the leanest is read on and the word "verdicts"."""
+    for level in range(3):
+        said = _life_headline(lives, price, on, limit, notes=level == 0, terse=level == 2)
+        if len(said.split()) <= HEADLINE_WORDS:
+            break
+    return said
+
+
+def _life_headline(lives: dict, price: dict, on: str, limit: str, notes: bool, terse: bool) -> str:
+    free, decided, total, seen = [], 0, 0, set()
     engines = [(q[1] or q[2], q[-1]) for q in lives]
     for q, lived in lives.items():
         vs = [v for got in lived.values() for v in got] + [v for v in price.get(q, []) if id(v) not in seen]
@@ -182,14 +196,15 @@ def life_headline(lives: dict, price: dict, on: str, limit: str) -> str:
         c = choose(lived, price.get(q, []))
         what = "" if c.metric == "overhead" else f" {metrics.words(c.metric)}"
         base = (lived.get("overhead") or next(iter(lived.values())))[0].baseline
-        free.append(f"{engine} {c.free.variant} {_pct(c.free)}{what}{_speed(c.free_price)}" if c.free
-                    else f"{engine} {base}")
+        speed = _speed(c.free_price) if notes or (c.free_price and c.free_price.verdict != UNDECIDED) else ""
+        said = f"{engine} {c.free.variant} {_pct(c.free)}{what}{speed}" if c.free else f"{engine} {base}"
         if c.leanest is not None and c.leanest is not c.free:
             cost = f" for {_pct(c.leanest_price)} speed" if c.leanest_price else ""
-            paid.append(f"{engine} {c.leanest.variant} {_pct(c.leanest)}{what}{cost}")
-    return ("Leanest without a decided slowdown (RSS over the engine's account): " + "; ".join(free) + "."
-            + (" Leaner at a price: " + "; ".join(paid) + "." if paid else "")
-            + f" {decided} of {total} verdicts decided; {on}" + (f", {limit}" if limit else "") + ".")
+            said += f", leaner at a price {c.leanest.variant} {_pct(c.leanest)}{what}{cost}"
+        free.append(said)
+    return ("Leanest without a decided slowdown" + ("" if terse else " (RSS over the engine's account)") + ": "
+            + "; ".join(free) + "." + f" {decided} of {total}{'' if terse else ' verdicts'} decided; {on}"
+            + (f", {limit}" if limit else "") + ".")
 
 
 def limit_words(study: analyse.Study) -> str:
