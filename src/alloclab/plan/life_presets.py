@@ -111,7 +111,7 @@ def memory_life(scale: str) -> dict:
         **rounds(scale, "60m"),
         # quick: the lives in the first 5 rounds (8 cycles' lives decided as many memory verdicts in 4
         # rounds as 4 cycles' in 7), the steady loads alone on through the rounds the budget then
-        # affords (about 13 in all); one look, after the last round, at the plain 95 %: looks before
+        # affords (10-11 in all at 2 cores); one look, after the last round, at the plain 95 %: looks before
         # it decided few
         **({"looks": 1, "side_by_side_rounds": 5} if scale == "quick" else {}),
         "warmup_s": {"smoke": 0.5, "quick": 1.0, "full": 2.0}[scale],  # the speed runs' (a life has its own)
