@@ -87,8 +87,8 @@ def memory_life(scale: str) -> dict:
     # falls where the allocator's last purge left it (jemalloc without its background thread purges
     # only as it allocates: PostgreSQL's pool settled at 156 or 180 MiB from one cycle to the next),
     # and a slope's spread shrinks with the cycles' spread about their mean: 7 warm cycles give it
-    # a fifth of the spread of 3 (the sum of squares 28 against 2, sqrt 3.7). With 4 cycles, three
-    # of MariaDB's five creeps and two of PostgreSQL's stayed open after 7 rounds; with 8, after 4
+    # about a quarter of the spread of 3 (sums of squares 28 and 2: 1 / sqrt 14). With 4 cycles, two
+    # of MariaDB's five creeps and one of PostgreSQL's stayed open after 7 rounds; with 8, after 4
     # rounds, MariaDB's were all decided
     cycles = {"smoke": 3, "quick": 8, "full": 5}[scale]
     rocks_cycles = {"smoke": 3, "quick": 6, "full": 5}[scale]  # quick: RocksDB's creeps are decided at 6
