@@ -118,16 +118,16 @@ class Creep:
         return self.ci_low_mib_per_cycle <= mib_per_cycle <= self.ci_high_mib_per_cycle
 
 
-def warm(points: Iterable[tuple[int, float | None]]) -> list[tuple[int, float | None]]:
-    """A life's (cycle, value) points once warm: those after the first cycle read, where two or more
-    are; else all. The first cycle is the engine's warm-up (its caches and pool fill, its first
-    sessions start): PostgreSQL's pool settled at 25 MiB after cycle 1 and at 46 MiB after each of
-    the next seven under glibc, which an OLS slope over all eight read as +1.8 MiB a cycle of creep
-    where there was none after the first (+0.1 from cycle 2 on). Given back and RSS over the
-    account leave it out too."""
+def warm(points: Iterable[tuple[int, float | None]], least: int = 2) -> list[tuple[int, float | None]]:
+    """A life's (cycle, value) points once warm: those read after the first cycle read, where `least` or
+    more are (a slope needs two, a median one); else all read. The first cycle is the engine's
+    warm-up (its caches and pool fill, its first sessions start): PostgreSQL's pool settled at 25
+    MiB after cycle 1 and at 46 MiB after each of the next seven under glibc, which an OLS slope
+    over all eight read as +1.8 MiB a cycle of creep where there was none after the first (+0.1 from
+    cycle 2 on). Given back and RSS over the account leave it out too."""
     read = [(c, v) for c, v in points if v is not None]
     later = [(c, v) for c, v in read if c > read[0][0]] if read else []
-    return later if len(later) >= 2 else read
+    return later if len(later) >= least else read
 
 
 def creep(points: Iterable[tuple[int, float | None]], confidence: float = 0.95) -> Creep:
@@ -284,13 +284,12 @@ def _median(values: Iterable[float | None]) -> float | None:
 
 def overhead(ends: Sequence[IdleEnd], confidence: float = 0.95) -> Overhead:
     """Medians and creep of RSS − engine account and of the allocator's resident − live."""
-    read = [e for e in ends if e.over_engine_bytes is not None]
-    warm = [e.over_engine_bytes for e in read if e.cycle > read[0].cycle] or [e.over_engine_bytes for e in read]
+    over = [(e.cycle, e.over_engine_bytes) for e in ends]
     return Overhead(_median(e.over_engine_bytes for e in ends),
-                    creep([(e.cycle, e.over_engine_bytes) for e in ends], confidence),
+                    creep(over, confidence),
                     _median(e.alloc_kept_bytes for e in ends),
                     creep([(e.cycle, e.alloc_kept_bytes) for e in ends], confidence),
-                    _median(warm))
+                    _median(v for _, v in warm(over, least=1)))
 
 
 def oom_kills(text: str) -> int:

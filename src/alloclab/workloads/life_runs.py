@@ -51,14 +51,15 @@ class LifeParams:
 
 @dataclass(frozen=True)
 class LifeColumns:
-    """runs.csv's life columns, from its stored RSS timeline and phases (answers.life). RSS settled
-    at the end of the last idle phase and its creep over the cycles once warm (OLS slope from cycle
-    2 on, 95 % interval); the share of a cycle's burst excess (its bursts' highest peak over the
+    """runs.csv's life columns, from its stored RSS timeline and phases (answers.life). RSS settled at
+    the end of the last idle phase and its creep over the cycles once warm (OLS slope from cycle 2
+    on, 95 % interval); the share of a cycle's burst excess (its bursts' highest peak over the
     settled RSS before them) given back by the end of the idle phase after them (over all cycles:
-    MiB given back ÷ MiB of excess) and the seconds to give back half (median); RSS over the engine's own account at the
-    last idle end and its growth per cycle; whether the cgroup's OOM killer killed the server, and
-    in which cycle; the allocator's own resident − live at the last idle end where it was read
-    (its growth per cycle): the part of RSS the allocator holds that nobody uses."""
+    MiB given back ÷ MiB of excess) and the seconds to give back half (median); RSS over the
+    engine's own account at the idle ends once warm (their median) and its growth per cycle; whether
+    the cgroup's OOM killer killed the server, and in which cycle; the allocator's own resident −
+    live at the last idle end where it was read (its growth per cycle): the part of RSS the
+    allocator holds that nobody uses."""
 
     life_cycles: int = 0  # cycles whose idle phase ended with a settled RSS
     settled_rss_bytes: int | None = None
@@ -83,10 +84,10 @@ class LifeColumns:
     engine_peak_bytes: int | None = None  # the engine's own account at its highest reading
 
 
-# a server's life's verdict metrics, read from its columns: settled RSS's slope over cycles once warm (under 1
-# MiB per cycle: none), the share of a burst's excess given back while idle (a difference under 5
-# points: none), RSS over the engine's own account at the idle ends once warm (their median from
-# cycle 2 on; none where the account is larger: it counts what it reserved)
+# a server's life's verdict metrics, read from its columns: settled RSS's slope over cycles once
+# warm (under 1 MiB per cycle: none), the share of a burst's excess given back while idle (a
+# difference under 5 points: none), RSS over the engine's own account at the idle ends once warm
+# (their median from cycle 2 on; none where the account is larger: it counts what it reserved)
 CREEP = Metric("creep_mib_per_cycle", "Creep (settled RSS per cycle)", "MiB/cycle", 1, False, "creep",
                "creep of settled RSS", floor=1.0, life=True)
 GIVEN_BACK = Metric("given_back_share", "Given back after a burst", "share", 1, True, "given_back",
