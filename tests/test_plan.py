@@ -7,6 +7,7 @@ from alloclab import plan
 from alloclab.alloc.allocators import Allocator
 from alloclab.core.errors import AlloclabError
 from alloclab.plan.presets import preset
+from alloclab.run import interleave
 
 FOUND = {
     "glibc": Allocator("glibc", "glibc", None, version="2.36"),
@@ -110,7 +111,7 @@ def test_quick_kv_preset_asks_the_main_question_in_windows_of_at_least_5s():
     assert preset("kv-allocators", "quick")["allocators"] == ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 
 
-def test_runs_per_round_is_checked_before_any_run_and_refused_in_turns():
+def test_runs_per_round_is_checked_before_any_run_and_takes_turns_as_one_group():
     raw = {"engines": ["null"], "allocators": ["glibc", "jemalloc"],
            "workloads": [{"workload": "write", "duration_s": "5s", "runs_per_round": 2}]}
     p = load(raw)
@@ -119,8 +120,13 @@ def test_runs_per_round_is_checked_before_any_run_and_refused_in_turns():
     assert [s.allocator.name for s in p.round_specs(4, {(p.cells()[0].key, "jemalloc")}, 1)] == ["jemalloc"] * 2
     with pytest.raises(AlloclabError, match=r"workloads\[0\]\.runs_per_round"):
         load(raw | {"workloads": [{"workload": "write", "duration_s": "5s", "runs_per_round": 0}]})
-    with pytest.raises(AlloclabError, match="runs_per_round: turns measure each allocator of a cell once"):
-        load(raw | {"slice_s": 0.5})
+    # in turns, every run of the cell's round is up together: each allocator's two servers take
+    # turns with the others' in one group
+    turns = load(raw | {"slice_s": 0.5})
+    specs = turns.round_specs(1, None, 1)
+    assert [len(g) for g in interleave.groups(specs)] == [4]
+    assert sorted(s.allocator.name for s in specs) == ["glibc", "glibc", "jemalloc", "jemalloc"]
+    assert len({s.run_id for s in specs}) == 4
 
 
 def test_windows_shorter_than_the_scale_floor_are_refused_naming_the_key():

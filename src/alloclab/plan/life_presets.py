@@ -25,9 +25,9 @@ def memory_life(scale: str) -> dict:
     64 MiB, a storm of short connections, then idle; measured on the pool's private memory.
 
     The price: each life's steady load alone (part `speed`: the same statements, threads, data and
-    server settings on a fresh server), its allocators in turns of 0.5 s (the workload's own
-    slice_s), after the round's lives; side by side, a life's throughput is a share of the machine,
-    told and never decided on (Plan.told). The rounds go on until memory's verdicts and the speed
+    server settings on a fresh server; quick: two MariaDB servers of each allocator a round), its
+    allocators in turns of 0.5 s (the workload's own slice_s), after the round's lives; side by
+    side, a life's throughput is a share of the machine, told and never decided on (Plan.told). The rounds go on until memory's verdicts and the speed
     ones are decided (`decide_on`); quick's lives end after 5 rounds (side_by_side_rounds), and the
     steady loads go on alone in the rounds its budget leaves.
 
@@ -99,6 +99,11 @@ def memory_life(scale: str) -> dict:
     engines = ["mariadb-innodb", "rocksdb", "postgres"]
     # each life's steady load alone, its allocators in turns (slice_s), between the round's lives: the
     # price in speed of each allocator and setting, decided at the study's margin
+    # quick: two fresh MariaDB servers of each allocator a round, all twelve in turns (runs_per_round).
+    # Its steady load's ratios to glibc spread 7.5 % a round from one server each (6 rounds, 2026-12-06),
+    # about 3.7 % of it within a window (its 0.5 s turns: 12 % apiece) and about as much between two
+    # fresh servers; a window of 12 s spread them 5.7-7.0 %: a second server halves what a longer
+    # window cannot reach
     window = {"smoke": 2.0, "quick": 6.0, "full": 20.0}[scale]
     alone = {"part": "speed", "duration_s": window, "slice_s": 0.5}
     oltp = {**alone, "workload": SYSBENCH, "test": ["oltp_read_write"], "client": [NATIVE], "profile": "life",
@@ -141,7 +146,8 @@ def memory_life(scale: str) -> dict:
                        "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale],
                        **({"runs_per_round": per_round} if per_round > 1 else {})},
                       {**oltp, "engines": ["mariadb-innodb"],
-                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale]},
+                       "threads": {"smoke": [8], "quick": [16], "full": [64]}[scale],
+                       **({"runs_per_round": 2} if scale == "quick" else {})},
                       {**alone, "workload": "mixed", "engines": ["rocksdb"], "threads": [2], "pattern": ["uniform"],
                        "key_bytes": [16], "value_bytes": [4096], "value_bytes_min": 128,
                        "keyspace": {"smoke": 20_000, "quick": 60_000, "full": 250_000}[scale]},

@@ -45,10 +45,6 @@ def _check_slices(plan: Plan) -> None:
         if c.duration_s is None:
             raise AlloclabError(f"slice_s: turns cut a window in seconds; the cell {c.key} counts operations",
                                 "give its workload duration_s (--duration), or set slice_s = 0 (--slice 0)")
-        if c.runs_per_round > 1:
-            raise AlloclabError(f"runs_per_round: turns measure each allocator of a cell once in a round; the cell "
-                                f"{c.key} asks for {c.runs_per_round}",
-                                "leave out runs_per_round, or set slice_s = 0 (--slice 0) and run them side by side")
         if slice_s > c.duration_s:
             raise AlloclabError(f"slice_s: a turn of {slice_s:g} s is longer than the {c.duration_s:g} s "
                                 f"window of {c.key}", f"use a slice of at most {c.duration_s:g} s")
