@@ -346,17 +346,22 @@ READINGS = {"throughput": lambda r: r.get("throughput") or None, "per_cpu": per_
 
 def log_ratios(rec: dict, design: str, reading: str = "throughput") -> dict[str, float]:
     """Per allocator, the log of its throughput (or another of READINGS) over glibc's in the same
-    study of the design."""
+    study of the design; where an allocator had several runs in it (a cell's runs_per_round: two
+    MariaDB servers of each in memory-life quick), the mean of their logs."""
     out = {}
     read = READINGS[reading]
     for study in rec.get("results", {}).get(design, []):
-        tp = {r["allocator"]: read(r) for r in study.get("runs", []) if r.get("status") == "ok"}
-        tp = {x: v for x, v in tp.items() if v and v > 0}
-        if BASELINE not in tp:
+        logs: dict[str, list[float]] = {}
+        for r in study.get("runs", []):
+            v = read(r) if r.get("status") == "ok" else None
+            if v and v > 0:
+                logs.setdefault(r["allocator"], []).append(math.log(v))
+        if BASELINE not in logs:
             continue
-        for x, v in tp.items():
+        base = sum(logs[BASELINE]) / len(logs[BASELINE])
+        for x, v in logs.items():
             if x != BASELINE:
-                out[x] = math.log(v / tp[BASELINE])
+                out[x] = sum(v) / len(v) - base
     return out
 
 

@@ -281,3 +281,24 @@ def test_after_the_lives_rounds_more_rounds_cost_the_steady_loads_alone_and_the_
     v = SimpleNamespace(rounds_to_decide=4, var_unit=("life", "jemalloc"), base_unit=life)
     st = SimpleNamespace(side_rounds=lambda: 7, side_cells=lambda: {"life"})
     assert "ran their 7 rounds (plan key side_by_side_rounds)" in context.to_decide(st, [v])
+
+
+def test_after_the_lives_rounds_the_last_look_moves_at_the_steady_loads_pace():
+    """The look was planned at round 6 from a slow first round; after round 5, the last of the lives,
+    the 11 minutes left (a little more) afford three rounds of the steady loads alone (200 s a round at 1.1 x), not
+    one more round at the lives' pace (600 s), and the look moves to round 8."""
+    from types import SimpleNamespace as Row
+
+    from alloclab.study import rounds
+    p = _quick()
+    life, speed = p.beside()[0].key, sorted(p.turns())
+    rows = [Row(cell=life, repeat=5, wall_s=400.0, index=0)]
+    rows += [Row(cell=k, repeat=5, wall_s=w, index=1 + i) for i, (k, w) in enumerate(zip(speed, (100.0, 50.0, 50.0)))]
+    design = {"planned_rounds": 6, "looks": [6], "basis": "the first round's pace"}
+    grown = rounds.extend_design(p, design, rows, elapsed_s=48.9 * 60, rounds_done=5)
+    assert grown["looks"] == [8] and "after round 5" in grown["basis"] and "then 3m40s" in grown["basis"], grown
+    # after round 6 (the steady loads alone) of a look planned at 7, at their own pace: 7.5 minutes
+    # left, two more
+    rows6 = [Row(cell=k, repeat=6, wall_s=w, index=1 + i) for i, (k, w) in enumerate(zip(speed, (100.0, 50.0, 50.0)))]
+    at7 = {**design, "planned_rounds": 7, "looks": [7]}
+    assert rounds.extend_design(p, at7, rows6, elapsed_s=52.5 * 60, rounds_done=6)["looks"] == [8]

@@ -233,3 +233,12 @@ def test_ops_per_cpu_second_is_read_beside_throughput_and_paired_against_through
     assert tb.pct(cpu.mean) == pytest.approx(0.0, abs=1e-6)  # ops per CPU-second: what runs alone read
     table = tb.report(recs)
     assert "Ops per CPU-second" in table and "| life-mariadb | jemalloc |" in table
+
+
+def test_an_allocators_several_runs_in_a_design_are_one_ratio_their_logs_mean():
+    """memory-life quick measures MariaDB on two servers of each allocator a round: the round's
+    ratio is the mean of their logs against glibc's, neither run dropped."""
+    rec = record("m", {"t0.5": {"jemalloc": 1.0}})
+    runs = rec["results"]["t0.5"][0]["runs"]
+    runs += [run("glibc", 4e6), run("jemalloc", 1e6)]  # glibc's two: 1e6 and 4e6; jemalloc's: 1e6 and 1e6
+    assert tb.log_ratios(rec, "t0.5")["jemalloc"] == pytest.approx(-math.log(2))

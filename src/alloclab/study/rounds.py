@@ -211,13 +211,25 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
                 looks_done: tuple[int, ...] = ()) -> dict:
     """When an adaptive study looks at its comparisons: the rounds its budget affords at the pace
     of its rounds so far (or max_rounds without a budget), and the looks up to that round."""
+    last, basis = _afforded(plan, rows, elapsed_s, rounds_done)
+    looks = plan_looks(last, plan.design.min_runs, looks_done, plan.design.max_looks)
+    return {"planned_rounds": looks[-1], "looks": list(looks), "basis": basis}
+
+
+def _afforded(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: int,
+              as_run: bool = False) -> tuple[int, str]:
+    """The last round the budget affords at the pace of the last round run, and how it was reckoned;
+    where the lives side by side end after `side_by_side_rounds`, the rounds after them at the pace
+    of the runs that go on (the one rule for planning the looks and for moving the last one later).
+    `as_run`: the last round's pace as its runs took it (a decided comparison's runs stopped), not
+    every unit's runs at their median."""
     last = plan.design.max_rounds
     basis = f"max_rounds {plan.design.max_rounds}"
     if plan.budget is not None and rounds_done:
         walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
                 [r.wall_s for r in rows if r.wall_s > 0]
         # side by side, the round's groups took what their longest runs took
-        per_round = 1.1 * ((plan.beside() and _round_wall(plan, rows, rounds_done)) or
+        per_round = 1.1 * (((as_run or plan.beside()) and _round_wall(plan, rows, rounds_done)) or
                            (_slots(plan) * statistics.median(walls) if walls else 0.0))
         if per_round > 0:
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
@@ -230,8 +242,7 @@ def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: i
                 last = max(rounds_done + 1, min(plan.design.max_rounds, lives + _affordable(plan, left, 0, rest)))
                 pace += f" a round for {lives} (side_by_side_rounds), then {fmt_duration(rest)}"
             basis = f"a budget of {fmt_duration(plan.budget)} at about {pace} a round affords {last} round(s)"
-    looks = plan_looks(last, plan.design.min_runs, looks_done, plan.design.max_looks)
-    return {"planned_rounds": looks[-1], "looks": list(looks), "basis": basis}
+    return last, basis
 
 
 def _affordable(plan: Plan, elapsed_s: float, rounds_done: int, per_round: float) -> int:
@@ -277,16 +288,13 @@ def extend_design(plan: Plan, design: dict, rows: list[RunRow], elapsed_s: float
     looks = list(design["looks"])
     if plan.budget is None or rounds_done >= looks[-1]:
         return design
-    pace = 1.1 * _round_wall(plan, rows, rounds_done)
-    if pace <= 0:
+    if not any(r.wall_s > 0 for r in rows if r.repeat == rounds_done):
         return design
-    afford = _affordable(plan, elapsed_s, rounds_done, pace)
+    afford, basis = _afforded(plan, rows, elapsed_s, rounds_done, as_run=True)
     if afford <= looks[-1]:
         return design
     return {"planned_rounds": afford, "looks": looks[:-1] + [afford],
-            "basis": (f"a budget of {fmt_duration(plan.budget)}, with {fmt_duration(plan.budget - elapsed_s)} left "
-                      f"after round {rounds_done} at about {fmt_duration(pace)} a round for the comparisons still "
-                      f"open, affords {afford} round(s)")}
+            "basis": f"after round {rounds_done}, with {fmt_duration(plan.budget - elapsed_s)} left: {basis}"}
 
 
 def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progress) -> list[RunSpec] | None:
