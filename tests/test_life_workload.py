@@ -831,6 +831,13 @@ def test_a_cells_runs_per_round_are_its_places_not_runs_in_decided_ones_places()
     assert alone.side_by_side == 1
     assert alone.where().endswith(", runs in turns of 0.5 s, 2 runs of each allocator a round on mariadb-innodb")
     assert "(the runs of a cell in one round measured in turns of 0.5 s)" in _method_note(alone, [])
+    # an engine whose parts differ in their places names the part (memory-life: MariaDB's one life
+    # of each allocator a round, two servers of each for its steady load)
+    lives = [replace(_row(a, 1), cell="life", part="life", run_id=f"l-{a}", index=90 + i)
+             for i, a in enumerate(("glibc", "jemalloc"))]
+    mixed = Study(root=Path("."), rows=[replace(r, part="speed") for r in two] + lives, machine={}, schedule=sched,
+                  plan={"side_by_side": 24, "allocators": [{"name": "glibc"}, {"name": "jemalloc"}]})
+    assert mixed.where().endswith(", 2 runs of each allocator a round on mariadb-innodb (speed)")
 
 
 def test_the_life_headline_says_which_machine_a_per_machine_answer_is_from():

@@ -117,10 +117,16 @@ class Study:
         together = (f"a round's runs {side} at a time, side by side (a cell's together)" if self.whole_round
                     else f"a cell's runs {side} at a time, side by side")
         places = decide.places(self.rows)  # runs_per_round
-        more = {r.engine: n for r in self.rows if (n := places.get(r.cell, 1)) > 1}
+        # per engine, or per engine and part where its parts differ (memory-life: MariaDB's one
+        # life of each allocator a round beside two servers of each for its steady load)
+        more = {(r.engine, r.part): n for r in self.rows if (n := places.get(r.cell, 1)) > 1}
+        parts = {(r.engine, r.part) for r in self.rows}
+
+        def named(e: str, part: str) -> str:
+            return e if sum(1 for x, _ in parts if x == e) == 1 else f"{e} ({part})"
         return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else together if side > 1
                             else "runs one after another") + "".join(
-            f", {n} runs of each allocator a round on {e}" for e, n in more.items()) + (
+            f", {n} runs of each allocator a round on {named(*k)}" for k, n in more.items()) + (
             f", the steady loads alone in turns of {own} s" if own else "") + (
             f" (the lives in round{f's 1–{n}' if n > 1 else ' 1'} only)" if (n := self.side_rounds()) else "")
 
