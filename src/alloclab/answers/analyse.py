@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -117,16 +117,13 @@ class Study:
         together = (f"a round's runs {side} at a time, side by side (a cell's together)" if self.whole_round
                     else f"a cell's runs {side} at a time, side by side")
         places = decide.places(self.rows)  # runs_per_round
-        # per engine, or per engine and part where its parts differ (memory-life: MariaDB's one
-        # life of each allocator a round beside two servers of each for its steady load)
+        # per engine, or "engine (part)" where its parts differ (memory-life: MariaDB's one life beside two servers)
         more = {(r.engine, r.part): n for r in self.rows if (n := places.get(r.cell, 1)) > 1}
-        parts = {(r.engine, r.part) for r in self.rows}
-
-        def named(e: str, part: str) -> str:
-            return e if sum(1 for x, _ in parts if x == e) == 1 else f"{e} ({part})"
+        parts = Counter(e for e, _ in {(r.engine, r.part) for r in self.rows})
         return f"{on}, " + (f"runs in turns of {turn:g} s" if turn else together if side > 1
                             else "runs one after another") + "".join(
-            f", {n} runs of each allocator a round on {named(*k)}" for k, n in more.items()) + (
+            f", {n} runs of each allocator a round on {e if parts[e] == 1 else f'{e} ({p})'}"
+            for (e, p), n in more.items()) + (
             f", the steady loads alone in turns of {own} s" if own else "") + (
             f" (the lives in round{f's 1–{n}' if n > 1 else ' 1'} only)" if (n := self.side_rounds()) else "")
 
@@ -290,12 +287,6 @@ def by_cell(rows: list[RunRow], metric: str) -> dict[tuple, dict[str, list[float
         for a, per in by.items():
             out[c][a] = list(per.values())
     return out
-
-
-def delta_pct(value: float | None, base: float | None) -> float | None:
-    if value is None or base is None or base == 0:
-        return None
-    return 100.0 * (value - base) / base
 
 
 @dataclass(frozen=True)

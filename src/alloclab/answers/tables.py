@@ -255,7 +255,7 @@ def sweep_table(a, m: Metric = THROUGHPUT) -> Table:
             for alloc in allocs:
                 v = groups[cell].get(alloc)
                 vm = stats.median(v) if v else None
-                d = analyse.delta_pct(vm, bm)
+                d = delta_pct(vm, bm)
                 row += [m.fmt(vm), f"{d:+.1f}%" if d is not None else "–"]
                 raw += [vm, d]
             t.add(row, raw)
@@ -389,3 +389,9 @@ def build(a, study: analyse.Study) -> Tables:
     rest = [memory_account_table(study), spread_table(a), engine_ratio_table(a), sweep_table(a), scaling_table(a)]
     return Tables(verdict_table(a.answers), [vs_baseline_table(a, m) for m in a.headline_metrics], own, profiled,
                   rest, excluded_table(study), cells_table(a))
+
+
+def delta_pct(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return 100.0 * (value - base) / base
