@@ -57,8 +57,8 @@ def test_a_workloads_own_turns_run_after_the_rounds_lives_side_by_side():
             enumerate([("glibc", 100.0), ("jemalloc", 120.0)])]
     rows += [replace(_row(a, 1), cell=SPEED, wall_s=w, index=10 + i, run_id=f"s{i}") for i, (a, w) in
              enumerate([("glibc", 40.0), ("jemalloc", 41.0)])]
-    from alloclab.study import rounds
-    assert rounds._round_wall(p, rows, 1) == 161.0
+    from alloclab.study import pace
+    assert pace._round_wall(p, rows, 1) == 161.0
 
 
 def test_turns_of_a_workload_are_checked_as_the_plans_and_slice_overrides_them():

@@ -866,7 +866,7 @@ def test_a_units_more_runs_in_a_round_count_as_that_round():
     and the host's state that a comparison's speed is read against (every run of the round but
     the two units' own, their more runs too)."""
     from alloclab.answers import dependence
-    from alloclab.study import rounds
+    from alloclab.study import pace
     ok = [_row("glibc", 1), replace(_row("glibc", 2), index=20),
           replace(_row("glibc", 2), index=21, run_id="glibc-2-c1", status="failed", reason="crashed"),
           replace(_row("glibc", 3), index=30, status="failed", reason="crashed"),
@@ -885,7 +885,7 @@ def test_a_units_more_runs_in_a_round_count_as_that_round():
     key = quick.cells()[0].key
     walls = [replace(_row(a, 5), cell=key, wall_s=w, index=i, run_id=f"w{i}")
              for i, (a, w) in enumerate([("glibc", 100.0), ("jemalloc", 101.0), ("glibc", 130.0)])]
-    assert rounds._round_wall(quick, walls, 5) == 130.0
+    assert pace._round_wall(quick, walls, 5) == 130.0
     # the host's state of a round for glibc vs jemalloc: tcmalloc's run, not glibc's second one
     runs = []
     for r in range(1, 4):

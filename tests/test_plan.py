@@ -414,7 +414,7 @@ def test_a_budget_counts_runs_side_by_side_as_one_runs_time():
     from dataclasses import replace
 
     from alloclab.results.store import RunRow
-    from alloclab.study import rounds
+    from alloclab.study import pace, rounds
     raw = {"scale": "smoke", "engines": ["tidesdb"], "budget": "30m", "allocators": ["glibc", "jemalloc", "mimalloc"],
            "workloads": [{"workload": "read", "duration_s": 10}]}
     base = dict.fromkeys(RunRow.columns(), 0)
@@ -425,15 +425,15 @@ def test_a_budget_counts_runs_side_by_side_as_one_runs_time():
         done = [replace(r, cell=cell, repeat=1, wall_s=100.0, allocator=a.name) for r, a in zip(rows, p.allocators)]
         d = rounds.plan_design(p, done, elapsed_s=want / 1.1, rounds_done=1)
         assert f"at about {want // 60:.0f}m{want % 60:02.0f}s a round" in d["basis"], d["basis"]
-        assert rounds._round_wall(p, done, 1) == 100.0 * 3 / sbs
+        assert pace._round_wall(p, done, 1) == 100.0 * 3 / sbs
     # two cells, lives of 100 s and of 60 s: a cell's at a time 160 s a round, the round's at once 100 s
     p2 = load({**raw, "engines": ["tidesdb", "rocksdb"], "side_by_side": 3})
     cells = [c.key for c in p2.cells()]
     done = [replace(rows[0], cell=c, repeat=1, wall_s=w, allocator=a.name, index=i)
             for i, (c, w, a) in enumerate((c, w, a) for c, w in zip(cells, (100.0, 60.0)) for a in p2.allocators)]
-    assert rounds._round_wall(p2, done, 1) == 160.0
+    assert pace._round_wall(p2, done, 1) == 160.0
     p2.side_by_side, p2.whole_round = 6, True
-    assert rounds._round_wall(p2, done, 1) == 100.0
+    assert pace._round_wall(p2, done, 1) == 100.0
     assert "at about 1m50s a round" in rounds.plan_design(p2, done, elapsed_s=100.0, rounds_done=1)["basis"]
 
 

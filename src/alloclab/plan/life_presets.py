@@ -101,10 +101,10 @@ def memory_life(scale: str) -> dict:
     # each life's steady load alone, its allocators in turns (slice_s), between the round's lives: the
     # price in speed of each allocator and setting, decided at the study's margin
     # quick: two fresh MariaDB servers of each allocator a round, all twelve in turns (runs_per_round).
-    # Its steady load's ratios to glibc spread 7.5 % a round from one server each (6 rounds, 2026-12-06),
+    # Its steady load's ratios to glibc spread 7.5 % a round from one server each (4 rounds, 2026-12-06),
     # about 3.7 % of it within a window (its 0.5 s turns: 12 % apiece) and about as much between two
-    # fresh servers; a window of 12 s spread them 5.7-7.0 %: a second server halves what a longer
-    # window cannot reach
+    # fresh servers; windows of 12 s spread them 7.0-10.3 %, the mean of two servers' 4.3-5.9 %: a
+    # second server halves what a longer window cannot reach
     window = {"smoke": 2.0, "quick": 6.0, "full": 20.0}[scale]
     alone = {"part": "speed", "duration_s": window, "slice_s": 0.5}
     oltp = {**alone, "workload": SYSBENCH, "test": ["oltp_read_write"], "client": [NATIVE], "profile": "life",

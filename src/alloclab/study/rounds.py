@@ -31,7 +31,7 @@ from alloclab.plan.design import Design, taken_looks
 from alloclab.results.store import RunRow, Store, write_json
 from alloclab.study.fleet import Ray
 from alloclab.study.local import Local
-from alloclab.study.pace import _round_wall, _slots, extend_design, plan_design  # noqa: F401 (rounds' own names)
+from alloclab.study.pace import extend_design, plan_design
 from alloclab.study.progress import Progress
 
 DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
