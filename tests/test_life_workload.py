@@ -197,7 +197,12 @@ def test_the_memory_life_preset():
     assert Design.from_plan(stored).margins == (("given_back", 0.10),)
     assert Design.from_plan({"design": {k: v for k, v in stored["design"].items() if k != "margins"}}).margins == ()
     assert metrics.margin_words(quick.design.decide_on, quick.design.margin, (), quick.design.margins) == \
-        "±5 %; share of a burst given back: ±10 points"
+        "±5 %; creep of settled RSS: ±1 MiB/cycle; share of a burst given back: ±10 points"
+    # creep's margin is in MiB a cycle, its own or the plan's (margins_pct takes it in that unit)
+    mine = plan.load({**preset("memory-life", "quick"), "margins_pct": {"creep": 2.0, "given_back": 10.0}},
+                     default_seed=1, found_allocators=_every_allocator())
+    assert dict(mine.design.margins) == {"creep": 2.0, "given_back": 0.10}
+    assert metrics.margin_of("creep", 0.05, mine.design.margins) == 2.0
 
 
 def test_the_small_server_preset_is_seed_004s_shapes_around_a_life():
@@ -228,15 +233,30 @@ def _row(alloc, rnd, creep=None, given=None, overhead=None, ops=1000.0):
     return RunRow.of(**base, creep_mib_per_cycle=creep, given_back_share=given, overhead_bytes=overhead)
 
 
+def test_a_creep_that_scatters_about_none_is_not_read_as_creeping_more_than_a_flat_one():
+    """A pool whose slopes read -3 and +3 MiB a cycle by turns creeps as little as a flat one: read as
+    a difference it is not decided higher (floored at 1 MiB a cycle and divided, it read 1 and 3
+    against 1, "creeps more"); a scatter within the margin is equivalent."""
+    policy = Design(questions=("allocators",), baseline="glibc", adaptive=False)
+    flat = [_row("glibc", r, creep=0.1 + 0.01 * (r % 3), given=0.02, overhead=60 << 20) for r in range(1, 9)]
+    wide = [_row("jemalloc", r, creep=3.0 * (-1) ** r, given=0.02, overhead=60 << 20) for r in range(1, 9)]
+    near = [_row("tcmalloc", r, creep=0.3 + 0.1 * (-1) ** r, given=0.02, overhead=60 << 20) for r in range(1, 9)]
+    vs = {v.variant: v for v in decide.verdicts(flat + wide + near, policy) if v.metric == "creep"}
+    assert vs["jemalloc"].verdict == "undecided" and abs(vs["jemalloc"].delta_pct) < 0.2
+    assert vs["tcmalloc"].verdict in ("higher", "equivalent") and -1 < vs["tcmalloc"].ci_delta[0]
+    assert vs["tcmalloc"].ci_delta[1] < 1 and vs["tcmalloc"].delta_pct == pytest.approx(0.2, abs=0.02)
+
+
 def test_life_verdicts_only_where_the_rows_have_lives():
     policy = Design(questions=("allocators",), baseline="glibc", adaptive=False)
     rows = [_row("glibc", r, creep=14.0 + r % 2, given=0.02, overhead=(60 + r) << 20) for r in range(1, 6)]
     rows += [_row("jemalloc", r, creep=0.3, given=0.45 + 0.01 * r, overhead=(30 + r) << 20) for r in range(1, 6)]
     vs = {v.metric: v for v in decide.verdicts(rows, policy)}
     assert set(vs) == {"throughput", "p99_latency", "peak_rss", "creep", "given_back", "overhead"}
-    # creep under 1 MiB/cycle counts as 1 (no creep); a share given back is compared as a difference
-    # in percentage points (a ratio of two shares near 0 swings without bound)
-    assert vs["creep"].verdict == "lower" and vs["creep"].ratio == pytest.approx(1 / 14.5, rel=0.05)
+    # creep is compared as a difference in MiB a cycle; a share given back as a difference in
+    # percentage points (a ratio of two shares near 0 swings without bound)
+    assert vs["creep"].verdict == "lower" and vs["creep"].unit == "MiB/cycle"
+    assert vs["creep"].delta_pct == pytest.approx(0.3 - 14.6, abs=0.01)
     assert vs["given_back"].verdict == "higher" and vs["given_back"].unit == "points"
     assert vs["given_back"].delta_pct == pytest.approx(100 * (0.48 - 0.02), abs=0.01)
     lo, hi = vs["given_back"].ci_delta
@@ -245,7 +265,7 @@ def test_life_verdicts_only_where_the_rows_have_lives():
     assert vs["overhead"].verdict == "lower"
     # a life with no engine account larger than RSS: an overhead of 0 or less is no value
     assert metrics.value(_row("glibc", 1, overhead=-5 << 20), OVERHEAD) is None
-    assert metrics.value(_row("glibc", 1, creep=-3.0), CREEP) == 1.0
+    assert metrics.value(_row("glibc", 1, creep=-3.0), CREEP) == -3.0  # settled RSS fell: a value, not none
     # rows without lives keep the three metrics they always had
     plain = [with_own(r, creep_mib_per_cycle=None, given_back_share=None, overhead_bytes=None) for r in rows]
     assert {v.metric for v in decide.verdicts(plain, policy)} == {"throughput", "p99_latency", "peak_rss"}
@@ -652,9 +672,10 @@ def test_a_server_oom_killed_under_its_cgroup_limit_is_an_outcome_at_its_cycle(t
 
 def test_the_start_line_names_each_margin_its_metric_has():
     assert metrics.margin_words(("creep", "given_back", "overhead"), 0.02) == \
-        "±2 %; share of a burst given back: ±5 points"
+        "±2 %; creep of settled RSS: ±1 MiB/cycle; share of a burst given back: ±5 points"
     assert metrics.margin_words((), 0.04) == metrics.margin_words((), 0.04, {"read"}) == "±4 %"
-    assert metrics.margin_words((), 0.02, {"life"}) == "±2 %; share of a burst given back: ±5 points"
+    assert metrics.margin_words((), 0.02, {"life"}) == \
+        "±2 %; creep of settled RSS: ±1 MiB/cycle; share of a burst given back: ±5 points"
 
 
 def test_a_plans_own_margin_for_a_metric_decides_its_verdicts_and_is_said():
@@ -671,8 +692,10 @@ def test_a_plans_own_margin_for_a_metric_decides_its_verdicts_and_is_said():
     assert 2 < at5.delta_pct < 4 and at5.ci_delta == at10.ci_delta and 5 < at5.ci_delta[1] < 10, at5.ci_delta
     assert (at5.verdict, at5.margin) == ("undecided", 0.05) and (at10.verdict, at10.margin) == ("equivalent", 0.10)
     assert "(undecided at the ±5 points margin)" in wording.short(at5)
-    # the other metrics keep the study's margin; the plan's margin for one of them is its own
-    assert all(v.margin == 0.02 for v in decide.verdicts(rows, coarse) if v.metric != "given_back")
+    # the other metrics keep the study's margin (creep its own, in MiB a cycle); the plan's margin
+    # for one of them is its own
+    assert all(v.margin == {"creep": 1.0}.get(v.metric, 0.02) for v in decide.verdicts(rows, coarse)
+               if v.metric != "given_back")
     assert metrics.margin_of("overhead", 0.05, (("given_back", 0.1),)) == 0.05
     assert metrics.margin_of("given_back", 0.05) == 0.05
     assert metrics.margin_of("overhead", 0.02, (("overhead", 0.04),)) == 0.04

@@ -119,7 +119,7 @@ def _ratio(v, metric: str = "", word: str = "") -> str:
     """A ratio with its interval and word (a share compared in points: its difference in points)."""
     if v is None or v.ratio is None:
         return "–"
-    points = metrics.delta_unit(metric) == "points"
+    points = metrics.differs(metric)
 
     def f(r: float) -> str:
         return f"{metrics.delta(metric, r):+.1f}" if points else f"{r:.3f}"
@@ -176,7 +176,7 @@ def _pct1(x: float, metric: str = "") -> str:
 
 
 def _points(metric: str) -> str:
-    return " points" if metrics.delta_unit(metric) == "points" else ""
+    return " " + metrics.delta_unit(metric) if metrics.differs(metric) else ""
 
 
 ONE = {"machines": "machine", "studies": "study"}  # where()'s unit, one of it

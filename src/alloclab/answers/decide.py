@@ -239,10 +239,10 @@ def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design,
     exp(share): the log ratio is then the difference, equivalent within ±margin points, and its
     paired differences take the signed-rank interval (metrics.Metric.points says why).
     `between_sd`: the ratio's spread between studies on one machine (Design.between_sd)."""
-    points = metric is not None and metric.points
-    if points:
+    if metric is not None and metric.by_difference:
         base, var = ({k: math.exp(v) for k, v in d.items()} for d in (base, var))
-    iv = stats.ratio_interval(base, var, confidence=policy.confidence, robust=points, between_sd=between_sd)
+    iv = stats.ratio_interval(base, var, confidence=policy.confidence, robust=metric is not None and metric.points,
+                              between_sd=between_sd)
     if iv.ci_low is None:
         return iv, UNDECIDED
     if metric is None:
@@ -257,7 +257,7 @@ def interval_word(name: str, lo: float, hi: float, study_margin: float,
     undecided; the one reading of an interval for verdicts and for predictions over machines."""
     m = by_name(name)
     higher = m.higher_is_better if m is not None else True
-    if m is not None and m.points:
+    if m is not None and m.by_difference:
         lo, hi = 1 + math.log(lo), 1 + math.log(hi)
     word = stats.verdict_word(lo, hi, higher, margin_of(name, study_margin, margins))
     if higher and m is not None and m is not THROUGHPUT:  # more given back is higher, not faster
@@ -286,8 +286,8 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
             iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy, m, between)
             todo, margin = None, margin_of(m.name, policy.margin, policy.margins)
             if word == UNDECIDED:
-                todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf,
-                                              margin=math.expm1(margin) if m.points else margin, between_sd=between)
+                todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf, between_sd=between,
+                                              margin=math.expm1(margin) if m.by_difference else margin)
             c = cell_dict(vc)
             base_label = {"allocators": short_name(ba), "engines": bc[0], "profiles": bc[CELL.index("profile")]}[kind]
             var_label = {"allocators": short_name(va), "engines": vc[0], "profiles": c["profile"]}[kind]

@@ -65,7 +65,7 @@ def leanest(lived: dict[str, list[decide.Verdict]], speed: list[decide.Verdict],
     said += f"; its steady throughput {short(c.leanest_price, margin_pct)}" if c.leanest_price else ""
     if c.free is not c.leanest:
         said += ("; the leanest that costs no speed: " + (
-            f"{c.free.variant} {signed(c.free.delta_pct)} % ({short(c.free_price, margin_pct)})" if c.free
+            f"{c.free.variant} {signed(c.free.delta_pct)} {c.free.unit} ({short(c.free_price, margin_pct)})" if c.free
             else f"none (each leaner one is slower than {c.baseline})"))
     return said
 
@@ -150,7 +150,9 @@ def frontier(lived: dict[str, list[decide.Verdict]], price: list[decide.Verdict]
 
 
 def _pct(v: decide.Verdict) -> str:
-    return f"{v.delta_pct:+.0f}".replace("-", "−") + " %"
+    if v.unit in ("%", "points"):
+        return f"{v.delta_pct:+.0f}".replace("-", "−") + (" %" if v.unit == "%" else " points")
+    return f"{v.delta_pct:+.1f}".replace("-", "−") + f" {v.unit}"  # a difference in its unit (creep)
 
 
 def _speed(v: decide.Verdict | None) -> str:

@@ -40,10 +40,8 @@ def value(r: RunRow, m: Metric) -> float | None:
         return None
     if m.scale != 1:
         v = v / m.scale
-    if m.points:
+    if m.by_difference:
         return float(v) if math.isfinite(v) else None
-    if m.floor is not None:
-        return float(max(v, m.floor))
     return float(v) if v and v > 0 else None
 
 
@@ -56,18 +54,40 @@ def for_rows(rows: Iterable[RunRow]) -> tuple[Metric, ...]:
 
 def delta(name: str, ratio: float) -> float:
     """A verdict's ratio (or a bound of it) as its difference is said: percent, or for a share
-    compared in points (`points`) the difference in percentage points."""
+    compared in points (`points`) the difference in percentage points, or for a metric compared as
+    a difference (`difference`) the difference in its unit."""
     m = by_name(name)
-    return 100 * math.log(ratio) if m is not None and m.points else (ratio - 1) * 100
+    if m is not None and m.by_difference:
+        return (100 if m.points else 1) * math.log(ratio)
+    return (ratio - 1) * 100
 
 
 def delta_unit(name: str) -> str:
     m = by_name(name)
-    return "points" if m is not None and m.points else "%"
+    return "%" if m is None or not m.by_difference else "points" if m.points else m.unit
+
+
+def differs(name: str) -> bool:
+    """Whether a metric is compared as a difference (its verdict's ratio is exp(difference))."""
+    m = by_name(name)
+    return m is not None and m.by_difference
+
+
+def said_margin(name: str, margin: float) -> float:
+    """A margin (as margin_of gives it) as the metric's difference is said (delta_unit): percent or
+    points, or for a difference in its own unit, in that unit."""
+    m = by_name(name)
+    return margin * (1 if m is not None and m.difference else 100)
+
+
+def shown_margin(name: str, study_margin: float, margins: Iterable[tuple[str, float]] = ()) -> float:
+    """A metric's equivalence margin as its difference is said (said_margin)."""
+    return said_margin(name, margin_of(name, study_margin, margins))
 
 
 def margin_of(name: str, study_margin: float, margins: Iterable[tuple[str, float]] = ()) -> float:
-    """The equivalence margin a metric's verdicts use (a fraction; a share's: points / 100): the
+    """The equivalence margin a metric's verdicts use (a fraction; a share's: points / 100; a
+    difference in its own unit's: in that unit): the
     plan's for it (`margins`, Design.margins: plan key margins_pct), else its own, else the study's."""
     given = dict(margins)
     if name in given:
@@ -80,7 +100,7 @@ def within(name: str, lo: float, hi: float, study_margin: float, margins: Iterab
     """Whether an interval of a ratio (for a share in points: of exp(difference)) lies within the
     metric's equivalence margin."""
     m, margin = by_name(name), margin_of(name, study_margin, margins)
-    if m is not None and m.points:
+    if m is not None and m.by_difference:
         return -margin <= math.log(lo) and math.log(hi) <= margin
     return 1 - margin <= lo and hi <= 1 + margin
 
@@ -89,7 +109,7 @@ def _said_apart(name: str, study_margin: float, margins: tuple[tuple[str, float]
     """Whether a metric's margin is said beside the study's: a share compared in points, or a
     margin that is not the study's."""
     m = by_name(name)
-    return m is not None and (m.points or margin_of(name, study_margin, margins) != study_margin)
+    return m is not None and (m.by_difference or margin_of(name, study_margin, margins) != study_margin)
 
 
 def margin_words(names, study_margin: float, workloads: Iterable[str] = (),
@@ -100,7 +120,7 @@ def margin_words(names, study_margin: float, workloads: Iterable[str] = (),
     default, a life's memory metrics among them where `workloads` holds a life."""
     names = names or tuple(dict.fromkeys(m.name for n in workloads for m in workload.of(n).metrics))
     margins = tuple(margins)
-    own = [(words(n), 100 * margin_of(n, study_margin, margins), delta_unit(n)) for n in names
+    own = [(words(n), shown_margin(n, study_margin, margins), delta_unit(n)) for n in names
            if _said_apart(n, study_margin, margins)]
     return f"±{100 * study_margin:g} %" + "".join(f"; {w}: ±{m:g} {u}" for w, m, u in own)
 
@@ -115,10 +135,17 @@ def own_margins(names: Iterable[str], study_margin: float, margins: Iterable[tup
     robust = (f"the median of the rounds' differences (Hodges-Lehmann) with the signed-rank interval from "
               f"{robust_from} rounds on (before, the mean with its t interval), " if robust_from else "")
     for n in (n for n in dict.fromkeys(names) if _said_apart(n, study_margin, margins)):
-        m, margin = by_name(n), 100 * margin_of(n, study_margin, margins)
+        m, margin = by_name(n), shown_margin(n, study_margin, margins)
         said = m.words[:1].upper() + m.words[1:]
-        out += (f" {said}: a difference in percentage points, {robust}decided when its interval excludes 0, "
-                f"equivalent within ±{margin:g} points." if m.points else f" {said}: equivalent within ±{margin:g} %.")
+        if m.points:
+            out += (f" {said}: a difference in percentage points, {robust}decided when its interval excludes 0, "
+                    f"equivalent within ±{margin:g} points.")
+        elif m.difference:
+            out += (f" {said}: a difference in {m.unit}, decided when its interval excludes 0, equivalent within "
+                    f"±{margin:g} {m.unit}.")
+        else:
+            out += f" {said}: equivalent within ±{margin:g} %."
+
     return out
 
 

@@ -283,8 +283,8 @@ def verdict_table(ans: answers.Answers) -> Table:
     for v in ans.verdicts:
         ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "–"
         ratio = f"{v.ratio:.3f}" if v.ratio is not None else "–"
-        if v.unit == "points" and v.ratio is not None:  # a share: its difference in percentage points
-            ratio = f"{signed(v.delta_pct)} points"
+        if metrics.differs(v.metric) and v.ratio is not None:  # a difference: in points, or in its unit
+            ratio = f"{signed(v.delta_pct)} {v.unit}"
             ci = "–" if v.ci_delta is None else "{} to {}".format(*map(signed, v.ci_delta))
         todo = "" if v.rounds_to_decide is None else (
             ">1000" if v.rounds_to_decide >= 1000 else str(v.rounds_to_decide))

@@ -3,7 +3,7 @@ answers of every study (sentences) and those of a study of lives (lives)."""
 
 from __future__ import annotations
 
-from alloclab.answers import decide
+from alloclab.answers import decide, metrics
 from alloclab.plan.design import DEFAULT_MARGIN, UNDECIDED
 
 
@@ -28,7 +28,7 @@ def short(v: decide.Verdict, margin_pct: float = 100 * DEFAULT_MARGIN) -> str:
     lo, hi = v.ci_delta
     word = v.verdict
     if word == UNDECIDED and lo < 0 < hi:  # no difference shown: say how large one could still be
-        margin, wide = 100 * v.margin_or(margin_pct / 100), max(-lo, hi)
+        margin, wide = metrics.said_margin(v.metric, v.margin_or(margin_pct / 100)), max(-lo, hi)
         if wide > IMPRECISE * margin:  # it measured too little to say anything of the kind
             return f"{v.variant} {signed(d)} {u}: not measured precisely (±{wide:.1f} {u})"
         word = f"equivalent within ±{wide:.1f} {u} (undecided at the ±{margin:g} {u} margin)"

@@ -21,10 +21,6 @@ class Metric:
     higher_is_better: bool
     name: str = ""  # verdicts.csv's `metric` ("": never a verdict)
     words: str = ""  # in a sentence
-    # a ratio needs positive values: below `floor` (in `unit`) a value is taken as `floor`, the
-    # measurement's resolution, so that two runs with none of it compare as equal and one that
-    # went the other way is not dropped; without a floor a value of 0 or less is no value
-    floor: float | None = None
     # a share compared as a difference in percentage points, not a ratio (a ratio of two shares near
     # 0 swings without bound): the verdict's "ratio" is exp(difference) (decide runs on exp(share)),
     # so that its log is the difference and pooling, looks and rounds to decide work unchanged.
@@ -34,11 +30,23 @@ class Metric:
     # arenas' lives gave back 2-10 % and, in about one life in eight, 35-64 %), which widened the t
     # interval past deciding and left its 95 % unkept (tests/test_stats.py measures both)
     points: bool = False
+    # compared as a difference in its own unit, not a ratio, by the same rule as a share (exp(value)),
+    # with the t interval: a quantity near 0 that may go either way (a life's creep, MiB a cycle).
+    # A ratio of two such needs a floor to stay positive, and a floor biases it: a slope that reads
+    # -3 in one life and +3 in the next averages none, but floored at 1 it reads 1 and 3, "creeps
+    # more" than a flat one's 1 and 1 (PostgreSQL's pool under jemalloc, 14 lives averaging -0.3 MiB
+    # a cycle, read +43 % [-7, +120] against glibc's flat pool and moving up with the rounds)
+    difference: bool = False
     margin: float | None = None  # its own equivalence margin (in its unit), else the study's
     # memory over a server's life (creep, given back, overhead): the answer says its leanest setting,
     # its price in speed and the memory it needs; any other workload's own metric is said beside its
     # throughput
     life: bool = False
+
+    @property
+    def by_difference(self) -> bool:
+        """Compared as a difference (a share's in points, or in its own unit), not a ratio."""
+        return self.points or self.difference
 
     def fmt(self, v: float | None) -> str:
         if v is None:

@@ -142,8 +142,9 @@ class Design:
     # the metrics (catalog.names.GOALS) whose undecided comparisons keep a (cell, allocator) running;
     # (): throughput and, where the rows are a life's, its memory metrics
     decide_on: tuple[str, ...] = ()
-    # a metric's own margin (name, fraction; a share compared in points: points / 100), over the
-    # metric's default (answers.metrics) and `margin`: plan key margins_pct
+    # a metric's own margin (name, fraction; a share compared in points: points / 100; a difference
+    # in its own unit: in that unit), over the metric's default (answers.metrics) and `margin`: plan
+    # key margins_pct
     margins: tuple[tuple[str, float], ...] = ()
     # how far a variant's ratio moves between studies on one machine an hour apart (SD of the log
     # ratio, a fraction; "other": any variant not named), added to each verdict's own error so that

@@ -35,11 +35,11 @@ def memory_life(scale: str) -> dict:
     `smoke` (CI): 3 short cycles, glibc and jemalloc, one life after another. `quick` (60 minutes):
     the seeds' four allocators and the two most deployed tunings, lives of 8 cycles (RocksDB's 6),
     the round's lives all side by side, two RocksDB lives and two PostgreSQL pools of each
-    allocator a round, creep read once warm (from cycle 2 on), equivalent within ±5 % (±10 points given
-    back), one look at the comparisons, after the last round its budget affords. `full`: the first
-    hand-measured MariaDB life (5 cycles of 25 s load at 64 connections, 150-connection storms, 15 s
-    idle), a longer RocksDB life on more data, and every tuning the
-    public reports name, a cell's lives side by side. Why each number: DESIGN.md, "memory-life's
+    allocator a round, creep read once warm (from cycle 2 on), equivalent within ±5 % (±10 points
+    given back, ±1 MiB a cycle of creep), one look at the comparisons, after the last round its
+    budget affords. `full`: the first hand-measured MariaDB life (5 cycles of 25 s load at 64
+    connections, 150-connection storms, 15 s idle), a longer RocksDB life on more data, and every
+    tuning the public reports name, a cell's lives side by side. Why each number: DESIGN.md, "memory-life's
     design"."""
     steady = {"smoke": 3.0, "quick": 6.0, "full": 25.0}[scale]
     storm = {"smoke": 20, "quick": 60, "full": 150}[scale]

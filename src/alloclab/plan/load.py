@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 from alloclab.alloc import allocators as alloc_mod
+from alloclab.catalog import metrics as catalog_metrics
 from alloclab.catalog import targets, tidesql
 from alloclab.catalog.allocators import BY_NAME, DEFAULT_SET
 from alloclab.catalog.names import (
@@ -156,7 +157,9 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             max_rounds=d.get("max_rounds", design.DEFAULT_MAX_ROUNDS), max_looks=d.get("looks", 0),
             adaptive="runs" not in d, profiles=tuple(d.get("profiles", {})),
             decide_on=tuple(d.get("decide_on", ())),
-            margins=tuple(sorted((k, v / 100) for k, v in d.get("margins_pct", {}).items())),
+            # a metric compared as a difference in its own unit takes its margin in that unit (creep: MiB a cycle)
+            margins=tuple(sorted((k, v if getattr(catalog_metrics.by_name().get(k), "difference", False) else v / 100)
+                                 for k, v in d.get("margins_pct", {}).items())),
             between=tuple(sorted((k, v / 100) for k, v in d.get("between_studies_pct", {}).items())),
             between_from=d.get("between_studies_from", "")),
         workloads=d["workloads"],

@@ -250,7 +250,8 @@ TOP_SCHEMA = {
     "target_ci_pct": percent(0, 100),
     "margin_pct": percent(0, 100),
     # a metric's own equivalence margin, over margin_pct and the metric's default: {overhead = 5,
-    # given_back = 10}; a share compared in percentage points (given_back) takes points
+    # given_back = 10}; a share compared in percentage points (given_back) takes points, a metric
+    # compared as a difference in its own unit takes that unit (creep: MiB a cycle)
     "margins_pct": lambda key, v: check_table(key, v, {m.name: percent(0, 100) for m in metrics.verdicts()}),
     # a variant's throughput ratio's spread between studies on one machine, an hour apart (SD of the
     # log ratio, %), added to its verdict's own error: {jemalloc = 0.6, other = 2.0} (design.py)

@@ -85,11 +85,12 @@ class LifeColumns:
 
 
 # a server's life's verdict metrics, read from its columns: settled RSS's slope over cycles once
-# warm (under 1 MiB per cycle: none), the share of a burst's excess given back while idle (a
-# difference under 5 points: none), RSS over the engine's own account at the idle ends once warm
-# (their median from cycle 2 on; none where the account is larger: it counts what it reserved)
+# warm (a difference in MiB a cycle, equivalent within ±1: catalog.metrics.Metric.difference says
+# why), the share of a burst's excess given back while idle (a difference under 5 points: none),
+# RSS over the engine's own account at the idle ends once warm (their median from cycle 2 on; none
+# where the account is larger: it counts what it reserved)
 CREEP = Metric("creep_mib_per_cycle", "Creep (settled RSS per cycle)", "MiB/cycle", 1, False, "creep",
-               "creep of settled RSS", floor=1.0, life=True)
+               "creep of settled RSS", difference=True, margin=1.0, life=True)
 GIVEN_BACK = Metric("given_back_share", "Given back after a burst", "share", 1, True, "given_back",
                     "share of a burst given back", points=True, margin=0.05, life=True)
 OVERHEAD = Metric("overhead_bytes", "RSS over the engine's account", "MiB", 2**20, False, "overhead",
