@@ -5,6 +5,7 @@ server the kernel OOM-kills under its cgroup limit, recorded as killed at its cy
 
 import io
 import json
+import math
 import os
 import shutil
 import statistics
@@ -245,6 +246,10 @@ def test_a_creep_that_scatters_about_none_is_not_read_as_creeping_more_than_a_fl
     assert vs["jemalloc"].verdict == "undecided" and abs(vs["jemalloc"].delta_pct) < 0.2
     assert vs["tcmalloc"].verdict in ("higher", "equivalent") and -1 < vs["tcmalloc"].ci_delta[0]
     assert vs["tcmalloc"].ci_delta[1] < 1 and vs["tcmalloc"].delta_pct == pytest.approx(0.2, abs=0.02)
+    # a creep of hundreds of MiB a cycle (a leak) is a difference like any other, not an overflow
+    iv, word = decide.ratio_verdict({1: 800.0, 2: 801.0, 3: 799.0}, {1: 790.0, 2: 791.5, 3: 789.0}, False, policy,
+                                    CREEP)
+    assert word == "lower" and math.log(iv.ratio) == pytest.approx(-9.83, abs=0.01)
 
 
 def test_life_verdicts_only_where_the_rows_have_lives():

@@ -116,7 +116,8 @@ def agreement(studies: list[analyse.Study]) -> list[str]:
 
 
 def _ratio(v, metric: str = "", word: str = "") -> str:
-    """A ratio with its interval and word (a share compared in points: its difference in points)."""
+    """A ratio with its interval and word (a metric compared as a difference: the difference, in
+    points or its unit)."""
     if v is None or v.ratio is None:
         return "–"
     points = metrics.differs(metric)
@@ -125,7 +126,7 @@ def _ratio(v, metric: str = "", word: str = "") -> str:
         return f"{metrics.delta(metric, r):+.1f}" if points else f"{r:.3f}"
     if v.ci_low is None:
         return f"{f(v.ratio)} (no interval)"
-    return f"{f(v.ratio)} [{f(v.ci_low)}, {f(v.ci_high)}]{' points' if points else ''} {word or v.verdict}"
+    return f"{f(v.ratio)} [{f(v.ci_low)}, {f(v.ci_high)}]{_points(metric)} {word or v.verdict}"
 
 
 def replication(studies: list[analyse.Study]) -> Table:
@@ -136,7 +137,8 @@ def replication(studies: list[analyse.Study]) -> Table:
     reps = replicate([s.verdicts() for s in studies], margin)
     later = [f"{n} ÷ {names[0]} [95% CI]" for n in names[1:]]
     t = Table("replication", f"Replication: {', '.join(names)} (ratio of ratios within ±{100 * margin:g} %, a "
-              "share's difference of differences within its own points: replicates; excluding 1 (0): differs; else "
+              "difference's (a share's, creep's) difference of differences within its own margin: replicates; "
+              "excluding 1 (0): differs; else "
               "not known)",
               ["metric", "comparison", "engine", "workload", "threads", "settings", "variant vs baseline", *names,
                *later, "outcome", "Q (p)", "I²"],
@@ -208,7 +210,8 @@ def new_machine_table(preds: list[NewMachine], names: list[str], margin: float,
         metric, comparison, engine, workload, threads, settings, baseline, variant = p.key
         t.add([metrics.words(metric), comparison, engine, workload, str(threads), settings, f"{variant} vs {baseline}",
                str(p.k), f"{_pct1(p.ratio, metric)} [{_pct1(p.ci_low, metric)}, {_pct1(p.ci_high, metric)}]"
-               + _points(metric), f"{100 * p.tau:.1f}", f"[{_pct1(p.pi_low, metric)}, {_pct1(p.pi_high, metric)}]"
+               + _points(metric), f"{metrics.said_margin(metric, p.tau):.1f}{_points(metric)}",
+               f"[{_pct1(p.pi_low, metric)}, {_pct1(p.pi_high, metric)}]"
                + _points(metric) + (f" (t, {p.df} df: k = 2)" if p.rule else ""), p.outcome],
               [metric, comparison, engine, workload, threads, settings, baseline, variant, p.k, p.ratio, p.ci_low,
                p.ci_high, p.tau, p.pi_low, p.pi_high, p.df, p.outcome])

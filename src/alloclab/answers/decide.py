@@ -108,7 +108,8 @@ class Verdict:
 
     @property
     def delta_pct(self) -> float | None:
-        """The difference as it is said: percent, or percentage points for a share (`unit`)."""
+        """The difference as it is said: percent, percentage points for a share, or a difference in
+        its own unit (`unit`)."""
         return None if self.ratio is None else delta(self.metric, self.ratio)
 
     @property
@@ -126,8 +127,8 @@ class Verdict:
         return d
 
 
-# ratio: variant ÷ baseline; for a share compared in points, exp(difference): delta_pct is then the
-# difference in percentage points (unit "points"), else the ratio's change in percent
+# ratio: variant ÷ baseline; for a metric compared as a difference, exp(difference): delta_pct is then
+# the difference in percentage points (unit "points") or in its own unit, else the ratio's change in percent
 CSV_COLUMNS = ("engine", "workload", "threads", "settings", "metric", "baseline", "variant", "n_baseline", "n_variant",
                "ratio", "ci_low", "ci_high", "verdict", "rounds_to_decide", "comparison", "allocator", "n_pairs",
                "confidence", "machine_fingerprint", "delta_pct", "unit")
@@ -235,12 +236,16 @@ def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design,
                   metric: Metric | None = None, between_sd: float = 0.0) -> tuple[stats.RatioInterval, str]:
     """The one rule for a comparison: variant / baseline, paired by round, at the policy's
     confidence, and its verdict word (faster, slower, equivalent or undecided), within the
-    metric's own margin where it has one. A share compared in points (metric.points) runs on
-    exp(share): the log ratio is then the difference, equivalent within ±margin points, and its
-    paired differences take the signed-rank interval (metrics.Metric.points says why).
+    metric's own margin where it has one. A metric compared as a difference (a share in points,
+    metric.points, or creep in its unit, metric.difference) runs on exp(value less a constant both
+    sides share, so that no value overflows): the log ratio is then the difference, equivalent
+    within ±margin; a share's paired differences take the signed-rank interval (Metric.points says
+    why), a difference in its unit the t interval.
     `between_sd`: the ratio's spread between studies on one machine (Design.between_sd)."""
     if metric is not None and metric.by_difference:
-        base, var = ({k: math.exp(v) for k, v in d.items()} for d in (base, var))
+        both = sorted([*base.values(), *var.values()])
+        mid = both[len(both) // 2] if both else 0.0
+        base, var = ({k: math.exp(v - mid) for k, v in d.items()} for d in (base, var))
     iv = stats.ratio_interval(base, var, confidence=policy.confidence, robust=metric is not None and metric.points,
                               between_sd=between_sd)
     if iv.ci_low is None:

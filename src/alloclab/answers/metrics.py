@@ -160,7 +160,7 @@ def spreads_words(spreads: Iterable[tuple[str, str, float]]) -> str:
     0.8 %, tcmalloc 2.2 %; p99 latency: tcmalloc 1.7 %"."""
     per: dict[str, list[str]] = {}
     for metric, said, sd in sorted(set(spreads), key=lambda c: (c[0] != THROUGHPUT.name, c)):
-        per.setdefault(metric, []).append(f"{said} {100 * sd:.1f} %")
+        per.setdefault(metric, []).append(f"{said} {said_margin(metric, sd):.1f} {delta_unit(metric)}")
     return "; ".join(f"{words(m)}: {', '.join(x)}" for m, x in per.items())
 
 
@@ -168,12 +168,15 @@ def between_words(verdicts: Iterable, own: Iterable = ()) -> str:
     """What a verdict note says of the spread between studies the verdicts' intervals carried
     (Verdict.between_sd: the plan's between_studies_pct, per metric), and of this machine's own
     spreads that floored it (Design.between_own: key, SD, studies); "" where none carried any."""
-    each = spreads_words((v.metric, v.variant, v.between_sd) for v in verdicts if v.between_sd)
+    carried = [v for v in verdicts if v.between_sd]
+    each = spreads_words((v.metric, v.variant, v.between_sd) for v in carried)
     if not each:
         return ""
     own = list(own)
     mine = (f"; on this machine at least its own, from {max(n for _, _, n in own)} of its stored studies "
             "(plan key between_studies_from)") if own else ""
+    sd = "SD of the log ratio" + (", or of a difference" if any(differs(v.metric) for v in carried) else "")
     return (f" The allocators' intervals also carry how far each ratio moves between studies on one machine an "
-            f"hour apart (SD of the log ratio, {each}; the plan's between_studies_pct, from stored studies{mine}), "
-            "so that they cover what another study here would read, not only this study's rounds.")
+            f"hour apart ({sd}, {each}; the plan's between_studies_pct, from "
+            f"stored studies{mine}), so that they cover what another study here would read, not only this "
+            "study's rounds.")

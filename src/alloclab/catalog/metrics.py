@@ -1,7 +1,8 @@
 """Every metric's one definition: the runs.csv column it reads, its heading, unit and scale,
 its direction, the name its verdicts carry, its words in a sentence, and how it is compared (a
-floor, a share in points, a margin of its own). Every study's are here; a workload adds its own
-(a life's memory: workloads.life_runs) when it registers (plan.workload.register), and the
+ratio, a share in points or a difference in its unit, a margin of its own). Every study's are
+here; a workload adds its own (a life's memory: workloads.life_runs) when it registers
+(plan.workload.register), and the
 plan's keys (decide_on, margins_pct), the verdicts, the answers and the report iterate over
 `verdicts()` and `own()`."""
 

@@ -24,6 +24,12 @@ from alloclab.plan.schema import MAX_RUNS, TOP_SCHEMA, check_table
 from alloclab.plan.spec import MIN_SLICE_S, Plan
 
 
+def _in_unit(metric: str, v: float) -> float:
+    """A plan's percent (or points) as a fraction; a metric compared as a difference in its own
+    unit (creep, MiB a cycle) keeps that unit."""
+    return v if getattr(catalog_metrics.by_name().get(metric), "difference", False) else v / 100
+
+
 def _check_slices(plan: Plan) -> None:
     """Turns (interleave.py) need alloclab's own client, which waits at a gate while the processes
     under test are stopped, and windows in seconds."""
@@ -157,10 +163,11 @@ def load(raw: dict, found_allocators: dict | None = None, default_seed: int | No
             max_rounds=d.get("max_rounds", design.DEFAULT_MAX_ROUNDS), max_looks=d.get("looks", 0),
             adaptive="runs" not in d, profiles=tuple(d.get("profiles", {})),
             decide_on=tuple(d.get("decide_on", ())),
-            # a metric compared as a difference in its own unit takes its margin in that unit (creep: MiB a cycle)
-            margins=tuple(sorted((k, v if getattr(catalog_metrics.by_name().get(k), "difference", False) else v / 100)
-                                 for k, v in d.get("margins_pct", {}).items())),
-            between=tuple(sorted((k, v / 100) for k, v in d.get("between_studies_pct", {}).items())),
+            # a metric compared as a difference in its own unit takes its margin and spread in that unit
+            # (creep: MiB a cycle)
+            margins=tuple(sorted((k, _in_unit(k, v)) for k, v in d.get("margins_pct", {}).items())),
+            between=tuple(sorted((k, _in_unit(design.between_parts(k)[0], v))
+                                 for k, v in d.get("between_studies_pct", {}).items())),
             between_from=d.get("between_studies_from", "")),
         workloads=d["workloads"],
         engine_options=d.get("engine_options", {}),
