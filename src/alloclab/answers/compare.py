@@ -126,7 +126,7 @@ def _ratio(v, metric: str = "", word: str = "") -> str:
         return f"{metrics.delta(metric, r):+.1f}" if points else f"{r:.3f}"
     if v.ci_low is None:
         return f"{f(v.ratio)} (no interval)"
-    return f"{f(v.ratio)} [{f(v.ci_low)}, {f(v.ci_high)}]{_points(metric)} {word or v.verdict}"
+    return f"{f(v.ratio)} [{f(v.ci_low)}, {f(v.ci_high)}]{_unit(metric)} {word or v.verdict}"
 
 
 def replication(studies: list[analyse.Study]) -> Table:
@@ -177,7 +177,7 @@ def _pct1(x: float, metric: str = "") -> str:
     return f"{metrics.delta(metric, x):+.1f}".replace("-", "−")
 
 
-def _points(metric: str) -> str:
+def _unit(metric: str) -> str:
     return " " + metrics.delta_unit(metric) if metrics.differs(metric) else ""
 
 
@@ -210,9 +210,9 @@ def new_machine_table(preds: list[NewMachine], names: list[str], margin: float,
         metric, comparison, engine, workload, threads, settings, baseline, variant = p.key
         t.add([metrics.words(metric), comparison, engine, workload, str(threads), settings, f"{variant} vs {baseline}",
                str(p.k), f"{_pct1(p.ratio, metric)} [{_pct1(p.ci_low, metric)}, {_pct1(p.ci_high, metric)}]"
-               + _points(metric), f"{metrics.said_margin(metric, p.tau):.1f}{_points(metric)}",
+               + _unit(metric), f"{metrics.said_margin(metric, p.tau):.1f}{_unit(metric)}",
                f"[{_pct1(p.pi_low, metric)}, {_pct1(p.pi_high, metric)}]"
-               + _points(metric) + (f" (t, {p.df} df: k = 2)" if p.rule else ""), p.outcome],
+               + _unit(metric) + (f" (t, {p.df} df: k = 2)" if p.rule else ""), p.outcome],
               [metric, comparison, engine, workload, threads, settings, baseline, variant, p.k, p.ratio, p.ci_low,
                p.ci_high, p.tau, p.pi_low, p.pi_high, p.df, p.outcome])
     return t

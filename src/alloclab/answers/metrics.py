@@ -58,7 +58,7 @@ def delta(name: str, ratio: float) -> float:
     a difference (`difference`) the difference in its unit."""
     m = by_name(name)
     if m is not None and m.by_difference:
-        return (100 if m.points else 1) * math.log(ratio)
+        return m.said_scale * math.log(ratio)
     return (ratio - 1) * 100
 
 
@@ -77,7 +77,7 @@ def said_margin(name: str, margin: float) -> float:
     """A margin (as margin_of gives it) as the metric's difference is said (delta_unit): percent or
     points, or for a difference in its own unit, in that unit."""
     m = by_name(name)
-    return margin * (1 if m is not None and m.difference else 100)
+    return margin * (m.said_scale if m is not None else 100)
 
 
 def shown_margin(name: str, study_margin: float, margins: Iterable[tuple[str, float]] = ()) -> float:

@@ -49,6 +49,12 @@ class Metric:
         """Compared as a difference (a share's in points, or in its own unit), not a ratio."""
         return self.points or self.difference
 
+    @property
+    def said_scale(self) -> float:
+        """How a fraction of it (a ratio's change, a share, a margin or spread) is said and given in a
+        plan: ×100 (percent, points), or as it is for a difference in its own unit."""
+        return 1.0 if self.difference else 100.0
+
     def fmt(self, v: float | None) -> str:
         if v is None:
             return "–"

@@ -27,7 +27,8 @@ from alloclab.plan.spec import MIN_SLICE_S, Plan
 def _in_unit(metric: str, v: float) -> float:
     """A plan's percent (or points) as a fraction; a metric compared as a difference in its own
     unit (creep, MiB a cycle) keeps that unit."""
-    return v if getattr(catalog_metrics.by_name().get(metric), "difference", False) else v / 100
+    m = catalog_metrics.by_name().get(metric)
+    return v / (m.said_scale if m is not None else 100)
 
 
 def _check_slices(plan: Plan) -> None:

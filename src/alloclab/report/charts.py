@@ -62,7 +62,8 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
 
     def x(r: float) -> float:
         return metrics.delta(metric, r) if points else r
-    m = vs[0].margin_or(ans.margin_pct / 100) * (100 if points and vs[0].unit == "points" else 1)
+    m = vs[0].margin_or(ans.margin_pct / 100)
+    m = metrics.said_margin(metric, m) if points else m
     mid = 0.0 if points else 1.0
     ax.axvspan(mid - m, mid + m, color="#2c6fbb", alpha=0.10, lw=0)
     ax.axvline(mid, color="#333", lw=0.9)
