@@ -115,3 +115,18 @@ def test_more_rounds_in_turns_cost_one_window_a_round(tmp_path):
     walls = analyse.load(folder).unit_walls()
     assert seconds / rounds == pytest.approx(max(walls.values()), rel=0.05)
     assert seconds / rounds < sum(walls.values()) / 2
+
+
+def test_a_life_question_is_ordered_by_its_effect_in_margins_not_in_its_unit():
+    """A creep of 15 MiB a cycle (±1) and −64 % over the account (±5 %): the effects compare in
+    margins (15 and about 21), not as 15 against |log 0.36| = 1.02."""
+    def v(metric, ratio, margin):
+        return decide.Verdict("allocators", "mariadb-innodb", "life", 16, "", metric, "glibc", "jemalloc", 8, 8, 8,
+                              ratio, ratio, ratio, "lower", 8, 0.95, "", ("c", "glibc"), ("c", "jemalloc"),
+                              margin=margin)
+    creep, over = v("creep", 2.718281828 ** -15, 1.0), v("overhead", 0.36, 0.05)
+    assert sentences._effect(creep) == pytest.approx(15.0)
+    assert sentences._effect(over) == pytest.approx(20.9, abs=0.1)
+    assert sentences._effect(over) > sentences._effect(creep)
+    # a share given back compared in points: 0.3 (30 points) at ±10 points is 3 margins
+    assert sentences._effect(v("given_back", 2.718281828 ** 0.3, 0.10)) == pytest.approx(3.0)
