@@ -104,7 +104,9 @@ def memory_life(scale: str) -> dict:
     # Its steady load's ratios to glibc spread 7.5 % a round from one server each (4 rounds, 2026-12-06),
     # about 3.7 % of it within a window (its 0.5 s turns: 12 % apiece) and about as much between two
     # fresh servers; windows of 12 s spread them 7.0-10.3 %, the mean of two servers' 4.3-5.9 %: a
-    # second server halves what a longer window cannot reach
+    # second server halves what a longer window cannot reach. Read again over o3-o5's 28 rounds, most of
+    # the spread is the turns' own (half the turns: about sqrt 2 more), so the second server buys
+    # measured time, as a longer window would (DESIGN.md)
     window = {"smoke": 2.0, "quick": 6.0, "full": 20.0}[scale]
     alone = {"part": "speed", "duration_s": window, "slice_s": 0.5}
     oltp = {**alone, "workload": SYSBENCH, "test": ["oltp_read_write"], "client": [NATIVE], "profile": "life",
