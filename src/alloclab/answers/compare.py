@@ -120,10 +120,10 @@ def _ratio(v, metric: str = "", word: str = "") -> str:
     points or its unit)."""
     if v is None or v.ratio is None:
         return "–"
-    points = metrics.differs(metric)
+    differs = metrics.differs(metric)
 
     def f(r: float) -> str:
-        return f"{metrics.delta(metric, r):+.1f}" if points else f"{r:.3f}"
+        return f"{metrics.delta(metric, r):+.1f}" if differs else f"{r:.3f}"
     if v.ci_low is None:
         return f"{f(v.ratio)} (no interval)"
     return f"{f(v.ratio)} [{f(v.ci_low)}, {f(v.ci_high)}]{_unit(metric)} {word or v.verdict}"

@@ -145,7 +145,6 @@ def own_margins(names: Iterable[str], study_margin: float, margins: Iterable[tup
                     f"±{margin:g} {m.unit}.")
         else:
             out += f" {said}: equivalent within ±{margin:g} %."
-
     return out
 
 

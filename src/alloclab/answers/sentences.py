@@ -108,8 +108,8 @@ def _effect(v: decide.Verdict) -> float:
     points and a ratio alike (−64 % over the account at ±5 % outranks −15 MiB a cycle at ±1)."""
     if not v.ratio:
         return 0.0
-    m, margin = metrics.by_name(v.metric), v.margin_or(DEFAULT_MARGIN)
-    scale = margin if m is not None and m.by_difference else math.log1p(margin)
+    margin = v.margin_or(DEFAULT_MARGIN)
+    scale = margin if metrics.differs(v.metric) else math.log1p(margin)
     return abs(math.log(v.ratio)) / (scale if scale > 0 else 1.0)
 
 

@@ -57,14 +57,14 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
         rows += [("cmp", v) for v in sorted(items, key=lambda v: v.variant)]
     height = 0.9 + 0.27 * len(rows)
     fig, ax = plt.subplots(figsize=(11, height))
-    points = metrics.differs(metric)  # a difference (a share's in points, or in its unit), 0 = none
+    differs = metrics.differs(metric)  # a difference (a share's in points, or in its unit), 0 = none
     unit = "percentage points" if vs[0].unit == "points" else vs[0].unit
 
     def x(r: float) -> float:
-        return metrics.delta(metric, r) if points else r
+        return metrics.delta(metric, r) if differs else r
     m = vs[0].margin_or(ans.margin_pct / 100)
-    m = metrics.said_margin(metric, m) if points else m
-    mid = 0.0 if points else 1.0
+    m = metrics.said_margin(metric, m) if differs else m
+    mid = 0.0 if differs else 1.0
     ax.axvspan(mid - m, mid + m, color="#2c6fbb", alpha=0.10, lw=0)
     ax.axvline(mid, color="#333", lw=0.9)
     lows = [x(v.ci_low) for v in vs if v.ci_low] + [x(v.ratio) for v in vs]
@@ -82,7 +82,7 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
             continue
         v = item
         colour = _colour(v)
-        fmt = "{:+.1f}" if points else "{:.3f}"
+        fmt = "{:+.1f}" if differs else "{:.3f}"
         if v.ci_low is not None:
             ax.errorbar([x(v.ratio)], [y], xerr=[[x(v.ratio) - x(v.ci_low)], [x(v.ci_high) - x(v.ratio)]], fmt="o",
                         color=colour, capsize=3, ms=5)
@@ -99,7 +99,7 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
         if kind == "cell":
             t.set_fontweight("bold")
     what = metrics.words(metric)
-    ax.set_xlabel(f"{what}: variant − baseline, {unit} (0 = no difference)" if points
+    ax.set_xlabel(f"{what}: variant − baseline, {unit} (0 = no difference)" if differs
                   else f"{what}: ratio variant ÷ baseline (1 = no difference)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_ylim(-0.7, len(rows) - 0.3)
@@ -110,11 +110,11 @@ def draw_verdicts(ans: answers.Answers, out: Path, metric: str = "throughput", l
     units = sorted({(ans.headline_units.get(tuple(v.base_unit), "") if metric == THROUGHPUT.name else "") or own
                     for v in vs})
     title = what[:1].upper() + what[1:]
-    how = (f"difference variant − baseline in {unit}" if points else "ratio variant ÷ baseline")
+    how = (f"difference variant − baseline in {unit}" if differs else "ratio variant ÷ baseline")
     cap = (f"{title} ({', '.join(units)}): each comparison's {how} from paired runs "
            f"(dot) with its 95 % CI (bar), n = {min(n)}{'–' + str(max(n)) if max(n) != min(n) else ''} rounds per "
-           f"row; line at {mid:g} = no difference; shaded band = equivalence margin ±{m if points else 100 * m:g} "
-           f"{vs[0].unit if points else '%'}; colour = verdict "
+           f"row; line at {mid:g} = no difference; shaded band = equivalence margin ±{m if differs else 100 * m:g} "
+           f"{vs[0].unit if differs else '%'}; colour = verdict "
            f"(green better, red worse, blue equivalent, grey undecided; hollow: no interval yet)."
            + (f" {context.MARK_GLYPHS['depends']}: the ratio depends on the host's load; "
               f"{context.MARK_GLYPHS['drifted']}: it drifted between the halves of the study (table: dependence on "
