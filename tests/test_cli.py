@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from alloclab import cli, study
+from alloclab.core import units
+from alloclab.core.errors import AlloclabError
 
 
 class Started(Exception):
@@ -41,6 +43,25 @@ def run_cli(argv, capsys):
     except SystemExit as e:  # argparse's own refusals
         rc = e.code
     return rc, capsys.readouterr().err
+
+
+@given(st.floats(min_value=0, max_value=30 * 3600))
+def test_a_duration_the_report_writes_is_one_the_command_line_takes(seconds):
+    # the report's "alloclab run --resume DIR --budget 1h40m" and the stop lines' "57m31s"
+    written = units.fmt_duration(seconds)
+    assert units.fmt_duration(units.parse_duration(written, "budget")) == written
+
+
+@pytest.mark.parametrize("value, seconds", [("1h40m", 6000), ("57m31s", 3451), ("2m30s", 150), ("1h 5m", 3900),
+                                            ("1h", 3600), ("90s", 90), ("500ms", 0.5), ("1.5h", 5400)])
+def test_compound_durations_parse(value, seconds):
+    assert units.parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["1m1h", "1h1h", "5 m s", "h", "1ms2s", "m", ""])
+def test_a_duration_out_of_order_or_without_a_number_is_refused(value):
+    with pytest.raises(AlloclabError, match="is not a duration"):
+        units.parse_duration(value, "budget")
 
 
 @pytest.mark.parametrize("flag, value, says", [

@@ -275,9 +275,10 @@ def test_after_the_lives_rounds_more_rounds_cost_the_steady_loads_alone_and_the_
     side_by_side_rounds says that a resume cannot give the lives more rounds."""
     from alloclab.answers import context, together
     life, speed = ("life", "glibc"), (SPEED, "glibc")
-    walls = {life: 180.0, ("life", "jemalloc"): 185.0, speed: 50.0, (SPEED, "jemalloc"): 48.0}
+    # in turns, a unit's wall is its share of the cell's round (together.unit_walls): two runs' turns of 50 s
+    walls = {life: 180.0, ("life", "jemalloc"): 185.0, speed: 25.0, (SPEED, "jemalloc"): 25.0}
     assert together.round_wall({speed, (SPEED, "jemalloc")}, walls, 24, True, [SPEED]) == 50.0
-    assert together.round_wall({life, speed}, walls, 24, True, [SPEED]) == 235.0  # the lives together, then turns
+    assert together.round_wall({life, speed}, walls, 24, True, [SPEED]) == 210.0  # the lives together, then turns
     v = SimpleNamespace(rounds_to_decide=4, var_unit=("life", "jemalloc"), base_unit=life)
     st = SimpleNamespace(side_rounds=lambda: 7, side_cells=lambda: {"life"})
     assert "ran their 7 rounds (plan key side_by_side_rounds)" in context.to_decide(st, [v])

@@ -504,3 +504,92 @@ def test_in_turns_more_rounds_cost_each_cells_longest_run_not_their_sum():
     assert "≈ 5m00s more" in context.to_decide(s, todo), context.to_decide(s, todo)
     alone = Study(Path("."), rows, {"allocators": allocs}, {})
     assert "≈ 15m00s more" in context.to_decide(alone, todo), context.to_decide(alone, todo)
+
+
+def test_a_resume_looks_once_more_and_the_forecast_reckons_with_its_wider_intervals():
+    """memory-life looks once, at 95 %; resumed with more budget, it looks again, and both looks
+    together hold at 96.5 %: each at Pocock's 97.9 %. A forecast at 95 % promised rounds that the
+    resumed study then read at 97.9 % (o6 resumed for one round: 50 decided verdicts became 47)."""
+    import math
+
+    from alloclab.answers import stats
+    from alloclab.plan.design import OVERALL_ALPHA, Design, look_alpha
+    once = Design(max_looks=1, looks=(7,))
+    assert once.confidence == 0.95
+    assert once.ahead(7).looks == (7, 8)
+    two = 1 - look_alpha(2, overall=OVERALL_ALPHA)
+    assert once.ahead(7).confidence == pytest.approx(two) == pytest.approx(0.9794, abs=1e-4)
+    assert once.resumed_confidence(26) == pytest.approx(two)  # one look more, wherever the last falls
+    # the default design adds a look every 1.5 x the last: further rounds, more looks, a stricter level
+    free = Design(looks=(4, 6, 9, 14, 20))
+    assert free.resumed_confidence(30) < free.resumed_confidence(77)
+    assert Design(adaptive=False).ahead(5) == Design(adaptive=False)
+    # a comparison whose rounds ended before a look (memory-life's lives: rounds 1-5) reads the same
+    # data at it again: resumed after its look at 7 and looking at 14, the lives keep 95 %
+    resumed = Design(max_looks=1, looks=(7, 14))
+    assert resumed.level(range(1, 6), 14) == 0.95
+    assert resumed.level(range(1, 15), 14) == pytest.approx(two)
+    # while a study runs, the looks to come count for everything: the level is the design's
+    assert free.level(range(1, 7), 6) == free.confidence
+    plain = stats.rounds_to_decide(math.log(0.97), 0.06, 7, confidence=0.95, margin=0.05)
+    resumed = stats.rounds_to_decide(math.log(0.97), 0.06, 7, confidence=0.95, margin=0.05,
+                                     confidence_at=lambda more: once.resumed_confidence(7 + more))
+    assert resumed > plain
+
+
+def test_in_turns_a_units_round_is_its_share_of_its_cells_turns():
+    """A cell's turns take its runs' windows one after another: twelve servers (six allocators, two
+    each) took 100 s a round, and once three allocators were decided, the six left took 48 s. Each
+    unit's round is its runs' share of the turns (2 x 100 / 12 and 2 x 48 / 6), so a round of the
+    three open ones costs about 48 s, not the 100 s of a round of all of them."""
+    from dataclasses import replace
+
+    from alloclab.answers import together
+    from alloclab.results.store import RunRow
+    row = RunRow(**dict.fromkeys(RunRow.columns(), 0))
+    six, three = ["glibc", "a", "b", "c", "d", "e"], ["glibc", "a", "b"]
+    rows = ([replace(row, cell="s", allocator=a, repeat=1, wall_s=100.0 - i) for i, a in enumerate(six * 2)]
+            + [replace(row, cell="s", allocator=a, repeat=2, wall_s=48.0 - i) for i, a in enumerate(three * 2)]
+            + [replace(row, cell="life", allocator=a, repeat=1, wall_s=300.0) for a in six])
+    walls = together.unit_walls(rows, ["s"])
+    assert walls[("s", "c")] == pytest.approx(200 / 12)
+    assert walls[("s", "glibc")] == pytest.approx((200 / 12 + 96 / 6) / 2)
+    assert walls[("life", "a")] == 300.0  # side by side or alone: a run's own wall
+    assert together.round_wall({("s", a) for a in three}, walls, 1, False, ["s"]) == pytest.approx(49.0, abs=1.0)
+
+
+def test_the_budget_the_forecast_names_affords_the_rounds_it_names(tmp_path):
+    """The report's resume command gives a budget for the rounds it says would decide the rest,
+    and a study resumed with it plans that many rounds (study.rounds.resumed_design): the same pace
+    (the open units' shares of a round) and the same 1.1 on it. Past max_rounds, a resume cannot go
+    on: the forecast says to run it again with a larger --max-rounds (machine-c: 30, of which 20 ran)."""
+    import json
+    import re
+    import shutil
+
+    from conftest import ROOT
+
+    from alloclab.answers import analysis
+    from alloclab.core.units import parse_duration
+    from alloclab.results.store import Store
+    from alloclab.study import rounds
+
+    folder = tmp_path / "machine-c"
+    shutil.copytree(ROOT / "bench/data/replication/machine-c", folder)
+    said = analysis.build(folder).answers.to_decide
+    m = re.search(r"About (\d+) more round\(s\) would decide the rest .*past the 30 rounds this study may run: "
+                  r"run it again with --max-rounds (\d+) and --budget", said)
+    assert m and int(m.group(2)) == 20 + int(m.group(1)), said
+    raw = json.loads((folder / "plan.json").read_text())
+    raw["design"]["max_rounds"] = 100
+    (folder / "plan.json").write_text(json.dumps(raw))
+    said = analysis.build(folder).answers.to_decide
+    m = re.search(r"About (\d+) more round\(s\) would decide the rest \(≈ \S+ more; alloclab run --resume \S+ "
+                  r"--budget (\S+)\)", said)
+    assert m, said
+    store = Store(folder)
+    p = plan.Plan.from_json(store.read_json("plan.json"))
+    p.budget = parse_duration(m.group(2))
+    rows, _ = store.rows_repaired()
+    planned = rounds.resumed_design(p, rounds.Schedule.load(store), rows)["planned_rounds"]
+    assert 20 + int(m.group(1)) <= planned <= 20 + int(m.group(1)) + 2

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from alloclab.answers import causes, decide, dependence, stats
+from alloclab.answers import causes, decide, dependence, stats, together
 from alloclab.answers.decide import cell_of
 from alloclab.answers.metrics import THROUGHPUT, Metric
 from alloclab.answers.replicate import DIFFERS, Replication, key, replicate
@@ -176,12 +176,8 @@ class Study:
         return frozenset(k for k, r in ran.items() if r["side_by_side"] > 1 and r["engine"] in priced)
 
     def unit_walls(self) -> dict:
-        """(cell key, allocator) -> median wall seconds of its runs."""
-        walls: dict = defaultdict(list)
-        for r in self.rows:
-            if r.wall_s > 0:
-                walls[(r.cell, r.allocator)].append(r.wall_s)
-        return {u: stats.median(w) for u, w in walls.items()}
+        """(cell key, allocator) -> the time a round of it takes (together.unit_walls)."""
+        return together.unit_walls(self.rows, self.turns())
 
     @property
     def baseline(self) -> str:

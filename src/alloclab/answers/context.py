@@ -4,6 +4,7 @@ decide. From the analysed study alone."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 
@@ -83,8 +84,21 @@ def unanswered(study: analyse.Study) -> list[str]:
     return out
 
 
+def open_ahead(study: analyse.Study, undecided: list[decide.Verdict]) -> list[decide.Verdict]:
+    """The comparisons a resumed study would go on with, where it has `undecided` ones: those open at
+    the level of its next look (Design.ahead: one look more, so a few it decided may be open again,
+    as the resumed study itself reckons them), with the rounds each would need at the levels after."""
+    if not undecided or not study.design.adaptive:
+        return undecided
+    ahead = study.design.ahead(max((r.repeat for r in study.rows), default=0))
+    told = study.told()
+    return [v for v in decide.verdicts(study.rows, ahead, decide.stopping(study.rows, ahead))
+            if v.verdict == decide.UNDECIDED and not decide.told_apart(v, told)]
+
+
 def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
-    """How many more rounds, and how much wall time at this study's pace, would decide the rest."""
+    """How many more rounds, and how much wall time at this study's pace, would decide the rest
+    (`undecided`: open_ahead's), each round of every open unit."""
     todo = [v for v in undecided if v.rounds_to_decide is not None]
     if (lives := study.side_rounds()) and todo:  # the lives ran their rounds (side_by_side_rounds): no more on resume
         side = study.side_cells()
@@ -98,15 +112,24 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
     walls, side = study.unit_walls(), int(study.plan.get("side_by_side") or 1)
 
-    def cost(k: int) -> float:  # wall time of k more rounds of the units whose comparisons need <= k
-        units = {u for v in todo if min(v.rounds_to_decide, 1000) <= k for u in (v.base_unit, v.var_unit)}
+    # every open unit runs in each of the rounds: a resumed study decides nothing before its next look
+    # (one look, memory-life's, is at its last round), so none of them stops early
+    units = {u for v in todo for u in (v.base_unit, v.var_unit)}
+
+    def cost(k: int) -> float:  # wall time of k more rounds of the open units
         return k * together.round_wall(units, walls, side, study.whole_round, study.turns())
+
+    elapsed = study.schedule.get("elapsed_s") or 0
+
+    def budget(k: int) -> str:  # the budget whose rounds a resume plans at 1.1 x this pace (study.pace), whole minutes
+        return fmt_duration(60 * math.ceil((elapsed + 1.1 * cost(k)) / 60))
 
     half = need[(len(need) - 1) // 2]
     lead = ""
     if len(need) > 2 and half < need[-1]:
-        lead = (f"About {half} more round(s) (≈ {fmt_duration(cost(half))}) would decide "
-                f"{sum(1 for k in need if k <= half)} of the {len(need)} undecided; ")
+        lead = (f"About {half} more round(s) (≈ {fmt_duration(cost(half))}"
+                + (f"; --budget {budget(half)}" if study.design.adaptive and cost(half) > 0 else "")
+                + f") would decide {sum(1 for k in need if k <= half)} of the {len(need)} undecided; ")
     rounds = need[-1]
     per_round = cost(rounds) / rounds if rounds else 0.0
     if rounds >= 1000:
@@ -121,8 +144,11 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     if not study.design.adaptive:
         return (text + f" (this study ran a fixed number of runs: run it again without --runs, and with a budget of "
                 f"about {fmt_duration((rounds + 3) * per_round * 1.1)})." if per_round > 0 else text + ".")
-    if per_round > 0:
-        total = (study.schedule.get("elapsed_s") or 0) + rounds * per_round
+    ran = max((r.repeat for r in study.rows), default=0)
+    if per_round > 0 and ran + rounds > study.design.max_rounds:  # a resume stops at max_rounds
+        text += (f" (≈ {fmt_duration(rounds * per_round)} more, past the {study.design.max_rounds} rounds this "
+                 f"study may run: run it again with --max-rounds {ran + rounds} and --budget {budget(rounds)})")
+    elif per_round > 0:
         text += (f" (≈ {fmt_duration(rounds * per_round)} more; alloclab run --resume {study.root} "
-                 f"--budget {fmt_duration(total * 1.1)})")
+                 f"--budget {budget(rounds)})")
     return text + "."

@@ -233,7 +233,8 @@ def _pairs_to_compare(policy: Design, cells: Iterable[tuple], allocators_of: dic
 
 
 def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design,
-                  metric: Metric | None = None, between_sd: float = 0.0) -> tuple[stats.RatioInterval, str]:
+                  metric: Metric | None = None, between_sd: float = 0.0,
+                  confidence: float | None = None) -> tuple[stats.RatioInterval, str]:
     """The one rule for a comparison: variant / baseline, paired by round, at the policy's
     confidence, and its verdict word (faster, slower, equivalent or undecided), within the
     metric's own margin where it has one. A metric compared as a difference (a share in points,
@@ -241,12 +242,14 @@ def ratio_verdict(base: dict, var: dict, higher_is_better: bool, policy: Design,
     sides share, so that no value overflows): the log ratio is then the difference, equivalent
     within ±margin; a share's paired differences take the signed-rank interval (Metric.points says
     why), a difference in its unit the t interval.
-    `between_sd`: the ratio's spread between studies on one machine (Design.between_sd)."""
+    `between_sd`: the ratio's spread between studies on one machine (Design.between_sd);
+    `confidence`: the comparison's own level (Design.level), else the policy's."""
     if metric is not None and metric.by_difference:
         both = sorted([*base.values(), *var.values()])
         mid = both[len(both) // 2] if both else 0.0
         base, var = ({k: math.exp(v - mid) for k, v in d.items()} for d in (base, var))
-    iv = stats.ratio_interval(base, var, confidence=policy.confidence, robust=metric is not None and metric.points,
+    iv = stats.ratio_interval(base, var, confidence=confidence or policy.confidence,
+                              robust=metric is not None and metric.points,
                               between_sd=between_sd)
     if iv.ci_low is None:
         return iv, UNDECIDED
@@ -280,7 +283,7 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
         if r.status == "ok" and r.allocator_verified and r.machine_fingerprint:
             machines[cell_of(r)].add(r.machine_fingerprint)
     out = []
-    conf = policy.confidence
+    ran = max((r.repeat for r in rows), default=0)
     for m in metrics:
         groups = _groups(rows, m)
         allocators_of = {c: list(g) for c, g in groups.items()}
@@ -288,11 +291,16 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
             # an allocator against the baseline carries the spread between studies the plan gives
             # its ratio on this metric (none given: the interval is of this study's rounds alone)
             between = policy.between_sd(va, m.name) if kind == "allocators" else 0.0
-            iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy, m, between)
+            # its level: the looks at which its pairs grew (a life that ended before a look keeps its own)
+            pairs = {rnd for rnd, _ in set(groups[bc][ba]) & set(groups[vc][va])}  # keys: (round, node)
+            conf = policy.level(pairs, ran)
+            iv, word = ratio_verdict(groups[bc][ba], groups[vc][va], m.higher_is_better, policy, m, between, conf)
             todo, margin = None, margin_of(m.name, policy.margin, policy.margins)
             if word == UNDECIDED:
-                todo = stats.rounds_to_decide(iv.mean_log, iv.sd_log, iv.n, confidence=conf, between_sd=between,
-                                              margin=math.expm1(margin) if m.by_difference else margin)
+                todo = stats.rounds_to_decide(
+                    iv.mean_log, iv.sd_log, iv.n, confidence=conf, between_sd=between,
+                    margin=math.expm1(margin) if m.by_difference else margin,
+                    confidence_at=lambda more, pairs=pairs: policy.resumed_confidence(ran + more, pairs, ran))
             c = cell_dict(vc)
             base_label = {"allocators": short_name(ba), "engines": bc[0], "profiles": bc[CELL.index("profile")]}[kind]
             var_label = {"allocators": short_name(va), "engines": vc[0], "profiles": c["profile"]}[kind]

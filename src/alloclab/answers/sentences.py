@@ -180,7 +180,7 @@ def build(study: analyse.Study) -> Answers:
     decided = [v for v in primary if v.verdict != UNDECIDED]
     goals = {m.name for m in decide.stopping(study.rows, pol)}  # what the rounds go on for
     undecided = [v for v in vs if v.metric in goals and v.verdict == UNDECIDED and not decide.told_apart(v, told)]
-    to_decide = context.to_decide(study, undecided)
+    to_decide = context.to_decide(study, context.open_ahead(study, undecided))
     where = study.where()
     headline = _headline(study, primary, decided, cells, where)
     subline = _subline(study, primary, decided, vs, undecided, to_decide)
@@ -340,6 +340,18 @@ def _subline(study: analyse.Study, primary: list, decided: list, vs: list, undec
             + " An answer about this machine (versions under Environment).")
 
 
+def _fewer_looks(pol, vs: list) -> str:
+    """The comparisons read at a level of fewer looks than the study's (Design.level): those whose
+    rounds all came before its first look."""
+    fewer = sorted({round(v.confidence, 4) for v in vs if v.confidence < pol.confidence - 1e-9})
+    if not fewer:
+        return ""
+    n = sum(1 for v in vs if v.confidence < pol.confidence - 1e-9)
+    return (f"; {n} comparison(s) whose rounds all came before the first look (the lives side by side, which "
+            f"ended first) at {' or '.join(f'{100 * c:.2f} %' for c in fewer)}: a later look reads their pairs "
+            "again and adds no chance of error")
+
+
 def _method_note(study: analyse.Study, vs: list) -> str:
     """How the intervals were made: the pairing, the looks and the level, the verdict's rule and
     margins, what the rounds went on for, and the places decided allocators gave to open ones."""
@@ -349,7 +361,7 @@ def _method_note(study: analyse.Study, vs: list) -> str:
             else f"one look, after round {looks[0]}: nothing was decided before it" if len(looks) == 1
             else f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
             f"rounds {', '.join(map(str, looks))}), so that over all of them the intervals hold together with about "
-            "95 % probability")
+            "95 % probability" + _fewer_looks(pol, vs))
     turn, own = study.turns_taken()
     side = study.side_by_side
     paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn

@@ -352,11 +352,14 @@ def ratio_interval(baseline: Mapping[int, float], variant: Mapping[int, float], 
 
 
 def rounds_to_decide(mean_log: float | None, sd_log: float | None, n: int, *, confidence: float,
-                     margin: float = DEFAULT_MARGIN, limit: int = 10_000, between_sd: float = 0.0) -> int | None:
+                     margin: float = DEFAULT_MARGIN, limit: int = 10_000, between_sd: float = 0.0,
+                     confidence_at: Callable[[int], float] | None = None) -> int | None:
     """Further rounds after which an interval of this spread would be expected to decide: exclude
     1 (when the estimate is outside the margin) or sit inside the margin (when it is inside).
     None when nothing is known about the spread; `limit` when it would take longer than that (a
-    spread between studies, `between_sd`, is a floor no number of rounds goes below)."""
+    spread between studies, `between_sd`, is a floor no number of rounds goes below).
+    `confidence_at`: the level the interval would have after that many further rounds (a study
+    resumed for them looks again: Design.resumed_confidence), else `confidence` throughout."""
     if mean_log is None or sd_log is None:
         return None
     if sd_log == 0 and not between_sd:
@@ -370,7 +373,8 @@ def rounds_to_decide(mean_log: float | None, sd_log: float | None, n: int, *, co
         return limit
     def decides(total: int) -> bool:
         se, df = with_between(sd_log / math.sqrt(total), between_sd, total - 1)
-        return _t(confidence, df) * se < need_half
+        level = confidence_at(total - n) if confidence_at else confidence
+        return _t(level, df) * se < need_half
 
     lo, hi = max(n, MIN_RUNS), n + limit
     if not decides(hi):

@@ -4,6 +4,7 @@ decided unit's places, and how long a round of them takes."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 
 from alloclab.answers.decide import FAILING, Unit
@@ -43,12 +44,37 @@ def in_their_places(units: Iterable[Unit], active: set, beside: set) -> tuple[di
     return extra, left
 
 
+def unit_walls(rows: Iterable, turns: Iterable[str] = ()) -> dict[Unit, float]:
+    """(cell key, allocator) -> the time one round of it takes, the median over its rounds: a run's
+    wall time, or in turns (the cells in `turns`) its share of its cell's round, what the round's
+    turns took (its longest run) over the runs that took them (a cell's turns take its runs' windows
+    one after another: twelve MariaDB servers took 100 s a round, the six of a round after half of
+    them were decided 48 s), for each of its runs of the round."""
+    turns = set(turns)
+    rows = [r for r in rows if r.wall_s > 0]
+    in_cell: dict[tuple, list[float]] = {}
+    for r in rows:
+        in_cell.setdefault((r.cell, r.repeat), []).append(r.wall_s)
+    shares: dict[Unit, dict[int, float]] = {}
+    plain: dict[Unit, list[float]] = {}
+    for r in rows:
+        if r.cell in turns:
+            per = shares.setdefault((r.cell, r.allocator), {})
+            took = in_cell[(r.cell, r.repeat)]
+            per[r.repeat] = per.get(r.repeat, 0.0) + max(took) / len(took)
+        else:
+            plain.setdefault((r.cell, r.allocator), []).append(r.wall_s)
+    return {**{u: statistics.median(w) for u, w in plain.items()},
+            **{u: statistics.median(per.values()) for u, per in shares.items()}}
+
+
 def round_wall(units: Iterable[Unit], walls: dict[Unit, float], side_by_side: int, whole_round: bool,
                turns: Iterable[str] = ()) -> float:
     """One round's wall time of `units` (`walls`: each unit's run time): one after another, each
     run's; side by side, each group's longest (plan.side_by_side_groups), with the company that
     runs beside them (`company`: their cells' units, or where the whole round runs at once, all);
-    in turns (the cells in `turns`, after the runs side by side), each cell's longest."""
+    in turns (the cells in `turns`, after the runs side by side), the shares of its units that take
+    turns (unit_walls: in turns, `walls` holds each unit's share of its cell's round)."""
     turns = set(turns)
     units = set(units)
     taking = {u for u in units if u[0] in turns}
@@ -59,6 +85,6 @@ def round_wall(units: Iterable[Unit], walls: dict[Unit, float], side_by_side: in
     ordered = sorted(units)
     cells: dict[str, float] = {}
     for u in taking:
-        cells[u[0]] = max(cells.get(u[0], 0.0), walls.get(u, 0.0))
+        cells[u[0]] = cells.get(u[0], 0.0) + walls.get(u, 0.0)
     return sum(cells.values()) + sum(max(walls.get(ordered[i], 0.0) for i in g)
                                      for g in side_by_side_groups([u[0] for u in ordered], side_by_side, whole_round))

@@ -9,6 +9,10 @@ from alloclab.core.errors import AlloclabError
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(i?B?)?\s*$", re.I)
 _DUR = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?\s*$", re.I)
+# a compound duration, as fmt_duration writes it and as the report's "--budget 1h40m" asks for:
+# units from the largest down, each at most once ("1h40m", "57m31s", "2m30s", "1h 5m")
+_DUR_PARTS = re.compile(r"^\s*(?:([0-9]+(?:\.[0-9]+)?)\s*h)?\s*(?:([0-9]+(?:\.[0-9]+)?)\s*m(?!s))?"
+                        r"\s*(?:([0-9]+(?:\.[0-9]+)?)\s*s)?\s*$", re.I)
 
 
 def parse_size(value, key: str = "size") -> int:
@@ -25,14 +29,19 @@ def parse_size(value, key: str = "size") -> int:
 
 
 def parse_duration(value, key: str = "duration") -> float:
-    """10, "10s", "500ms", "2m", "1h" -> seconds."""
+    """10, "10s", "500ms", "2m", "1h", "1h40m", "57m31s" -> seconds."""
     if isinstance(value, bool):
         raise AlloclabError(f"{key}: expected a duration, got {value!r}", "write e.g. 10, \"10s\" or \"2m\"")
     if isinstance(value, (int, float)):
         return float(value)
     m = _DUR.match(str(value))
     if not m:
-        raise AlloclabError(f"{key}: {value!r} is not a duration", "write e.g. 10, \"10s\", \"500ms\" or \"2m\"")
+        parts = _DUR_PARTS.match(str(value))
+        if parts and any(parts.groups()):
+            h, mi, sec = (float(x) if x else 0.0 for x in parts.groups())
+            return h * 3600 + mi * 60 + sec
+        raise AlloclabError(f"{key}: {value!r} is not a duration",
+                            "write e.g. 10, \"10s\", \"500ms\", \"2m\" or \"1h40m\"")
     mult = {None: 1, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}[m.group(2).lower() if m.group(2) else None]
     return float(m.group(1)) * mult
 

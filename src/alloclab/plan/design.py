@@ -4,6 +4,7 @@ looks at its comparisons. Plain numbers and rules: the verdicts that use them ar
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -64,6 +65,11 @@ def plan_looks(last: int, min_runs: int = DEFAULT_MIN_RUNS, done: tuple[int, ...
     if max_looks:
         out = out[:max(max_looks - 1, kept)]
     return tuple(out) + (max(last, 1),)
+
+
+def _per_look(looks: int) -> float:
+    """Per-look confidence for this many looks (Design.confidence): plain 95 % for one."""
+    return 0.95 if looks <= 1 else 1 - look_alpha(looks, overall=OVERALL_ALPHA)
 
 
 def taken_looks(design: dict, stop: dict | None, rounds: int) -> tuple[int, ...]:
@@ -186,9 +192,41 @@ class Design:
     def confidence(self) -> float:
         """Per-look confidence: Pocock's level for the study's number of looks, overall 3.5 %; a
         study that looks once (a fixed number of runs, or looks = 1) has the plain 95 %."""
-        if not self.adaptive or len(self.planned_looks) == 1:
-            return 0.95
-        return 1 - look_alpha(len(self.planned_looks), overall=OVERALL_ALPHA)
+        return _per_look(len(self.planned_looks) if self.adaptive else 1)
+
+    def ahead(self, ran: int) -> Design:
+        """This design as the study resumed after `ran` rounds decides at its next look: the looks
+        it took and one more, at that many looks' level (a fixed number of runs: unchanged)."""
+        if not self.adaptive:
+            return self
+        return replace(self, looks=tuple(x for x in self.looks if x <= ran) + (ran + 1,))
+
+    def level(self, rounds: Iterable[int] = (), ran: int = 0) -> float:
+        """The per-look level of a comparison whose pairs fell in `rounds`, in a study that has run
+        `ran` rounds. A comparison whose rounds all came before the study's first look, taken, was
+        read with its data once: every later look reads the same pairs again and adds no chance of
+        error, so its level is that of the looks that could see more of it, the first and any still
+        to come (memory-life's lives end after round 5: resumed after its look at round 7, their
+        verdicts keep the 95 % they were decided at, while the steady loads, which went on, look
+        twice at 97.9 %). Nothing stops before the first look, so such an end was planned
+        (side_by_side_rounds), never read from the ratios; a comparison that stopped later stopped
+        for its verdict, and keeps the study's level."""
+        looks, rounds = self.planned_looks, set(rounds)
+        if not self.adaptive or not rounds or ran < looks[0] or max(rounds) > looks[0]:
+            return self.confidence
+        return _per_look(1 + sum(1 for x in looks[1:] if x > ran))
+
+    def resumed_confidence(self, last: int, rounds: Iterable[int] = (), ran: int = 0) -> float:
+        """The per-look level of a comparison (its pairs' `rounds`; `ran`: the study's rounds so far)
+        once the study is resumed with more budget up to round `last`: its looks taken and those the
+        resume plans (plan_looks, as study.pace.plan_design plans them), each new one seeing more of
+        it. A resume adds at least one look, so the intervals of what goes on are wider than the
+        study's own (memory-life resumed after its one look at 95 % looks again at 97.9 %): what a
+        forecast of the rounds to decide must assume. A fixed number of runs keeps its level."""
+        if not self.adaptive:
+            return self.confidence
+        resumed = replace(self, looks=plan_looks(max(last, 1), self.min_runs, self.looks, self.max_looks))
+        return resumed.level(rounds, ran)
 
     def last_look(self, rounds_done: int) -> int | None:
         """The latest look at or before this many finished rounds, if any."""

@@ -13,28 +13,30 @@ from alloclab.results.store import RunRow
 
 
 def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: int,
-                looks_done: tuple[int, ...] = ()) -> dict:
+                looks_done: tuple[int, ...] = (), pace: float = 0.0) -> dict:
     """When an adaptive study looks at its comparisons: the rounds its budget affords at the pace
-    of its rounds so far (or max_rounds without a budget), and the looks up to that round."""
-    last, basis = _afforded(plan, rows, elapsed_s, rounds_done)
+    of its rounds so far (or max_rounds without a budget), and the looks up to that round. `pace`:
+    seconds a round of the runs that go on will take (a resumed study's open units), else the last
+    round's."""
+    last, basis = _afforded(plan, rows, elapsed_s, rounds_done, pace=pace)
     looks = plan_looks(last, plan.design.min_runs, looks_done, plan.design.max_looks)
     return {"planned_rounds": looks[-1], "looks": list(looks), "basis": basis}
 
 
 def _afforded(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: int,
-              as_run: bool = False) -> tuple[int, str]:
+              as_run: bool = False, pace: float = 0.0) -> tuple[int, str]:
     """The last round the budget affords at the pace of the last round run, and how it was reckoned;
     where the lives side by side end after `side_by_side_rounds`, the rounds after them at the pace
     of the runs that go on (the one rule for planning the looks and for moving the last one later).
     `as_run`: the last round's pace as its runs took it (a decided comparison's runs stopped), not
-    every unit's runs at their median."""
+    every unit's runs at their median. `pace`: a round's seconds known otherwise (plan_design)."""
     last = plan.design.max_rounds
     basis = f"max_rounds {plan.design.max_rounds}"
     if plan.budget is not None and rounds_done:
         walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
                 [r.wall_s for r in rows if r.wall_s > 0]
         # side by side, the round's groups took what their longest runs took
-        per_round = 1.1 * (((as_run or plan.beside()) and _round_wall(plan, rows, rounds_done)) or
+        per_round = 1.1 * (pace or ((as_run or plan.beside()) and _round_wall(plan, rows, rounds_done)) or
                            (_slots(plan) * statistics.median(walls) if walls else 0.0))
         if per_round > 0:
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))

@@ -171,11 +171,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
         shutil.rmtree(old, ignore_errors=True)
     executor = _executor(plan, store, progress, scratch_root)
     if budget is not None and sched.design and plan.adaptive:
-        # more budget: more rounds, planned at this study's pace; the looks already taken stay
-        done_rounds = max((r.repeat for r in rows), default=0)
-        kept = tuple(x for x in taken_looks(sched.design, sched.stop, len(sched.rounds)) if x <= done_rounds)
-        sched.design = plan_design(plan, [r for r in rows if r.purpose == "measure"], sched.elapsed_s, done_rounds,
-                                   kept)
+        sched.design = resumed_design(plan, sched, rows)
     sched.stop = None
     sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
     sched.save(store)
@@ -206,6 +202,30 @@ def _estimate(spec: RunSpec, rows: list[RunRow]) -> float:
     walls = [r.wall_s for r in rows if r.cell == spec.cell.key and r.wall_s > 0]
     walls = walls or [r.wall_s for r in rows if r.wall_s > 0]
     return statistics.median(walls) if walls else 0.0
+
+
+def resumed_design(plan: Plan, sched: Schedule, rows: list[RunRow]) -> dict:
+    """The looks of a study resumed with more budget (plan.budget): more rounds, at the pace of the
+    runs that go on, as the report's forecast reckons it (answers.context.to_decide): those open at
+    the level of the look to come (a resume looks once more, so a few decided may open again); the
+    looks already taken stay."""
+    done_rounds = max((r.repeat for r in rows), default=0)
+    kept = tuple(x for x in taken_looks(sched.design, sched.stop, len(sched.rounds)) if x <= done_rounds)
+    measured = [r for r in rows if r.purpose == "measure"]
+    ahead = replace(plan.design, looks=kept).ahead(done_rounds)
+    return plan_design(plan, measured, sched.elapsed_s, done_rounds, kept,
+                       pace=_open_pace(plan, measured, ahead, done_rounds + 1))
+
+
+def _open_pace(plan: Plan, rows: list[RunRow], design: Design, rnd: int) -> float:
+    """Seconds round `rnd` of the units still open (and their company) would take, each at its
+    share of a round so far (together.unit_walls); 0 when none is open."""
+    active, _ = decide.active_units(plan.units(), rows, design, plan.told())
+    units = active & plan.in_round(rnd)
+    if not units:
+        return 0.0
+    turns = plan.turns()
+    return together.round_wall(units, together.unit_walls(rows, turns), plan.side_by_side, plan.whole_round, turns)
 
 
 def _next_round(plan: Plan, sched: Schedule, rows: list[RunRow], progress: Progress) -> list[RunSpec] | None:
