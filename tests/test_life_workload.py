@@ -851,14 +851,14 @@ def test_a_cells_runs_per_round_are_its_places_not_runs_in_decided_ones_places()
     assert decide.places([_row("glibc", 1)]) == {"c": 1} and decide.more_runs([_row("glibc", 1)]) == 0
     # a life preset's steady loads alone (their workload's turns), without the lives: nothing ran
     # side by side, whatever the plan's side_by_side, and the method note says turns
-    from alloclab.answers.sentences import _method_note
+    from alloclab.answers.context import method_note
     sched = {"rounds": [{"runs": [{"cell_key": "c", "cell": {"engine": "mariadb-innodb"}, "purpose": "measure",
                                    "slice_s": 0.5, "side_by_side": 1} for _ in range(2)]}]}
     alone = Study(root=Path("."), rows=two, machine={}, schedule=sched,
                   plan={"side_by_side": 24, "allocators": [{"name": "glibc"}, {"name": "jemalloc"}]})
     assert alone.side_by_side == 1
     assert alone.where().endswith(", runs in turns of 0.5 s, 2 runs of each allocator a round on mariadb-innodb")
-    assert "(the runs of a cell in one round measured in turns of 0.5 s)" in _method_note(alone, [])
+    assert "(the runs of a cell in one round measured in turns of 0.5 s)" in method_note(alone, [])
     # an engine whose parts differ in their places names the part (memory-life: MariaDB's one life
     # of each allocator a round, two servers of each for its steady load)
     lives = [replace(_row(a, 1), cell="life", part="life", run_id=f"l-{a}", index=90 + i)

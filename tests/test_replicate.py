@@ -339,3 +339,23 @@ def test_machines_that_differ_widely_get_the_reason_and_the_machines_it_would_ta
     assert gives > 8.0 and f"{gives:.1f}" == line.split("gives ±")[1].split(" %")[0], line
     wide = replicate.shared(machines(0.2), "throughput", 0.04)
     assert wide.needed is None and "no number of machines would" in replicate.shared_sentences(wide)[0]
+
+
+def test_a_sitting_after_alloclab_changed_is_named_by_its_machine_and_alloclab():
+    """A study resumed after alloclab changed runs on the same machine under another fingerprint
+    (host.machine.fingerprint holds the commit): the report names each sitting's machine and the
+    alloclab it ran, where it said only "2 machines that differ (27855c287650; 431848e8307c)"; the
+    first sitting of a study from before sittings recorded theirs is the study's machine.json."""
+    from alloclab.answers.analyse import Study
+    from alloclab.host.machine import fingerprint
+    first = {"cpu_model": "AMD EPYC", "cores": 2, "kernel": "6.18.44", "memory_bytes": 24 << 30, "os": "Debian 12",
+             "alloclab_commit": "5ffc0bf81c67b558"}
+    later = {**first, "alloclab_commit": "b3bc95d0aa11"}
+    fp1, fp2 = fingerprint(first), fingerprint(later)
+    assert fp1 != fp2
+    s = Study(Path("."), [], {}, first, {"sittings": [{"started_at": "a", "budget_s": 3600},
+                                                      {"started_at": "b", "budget_s": 4440,
+                                                       "machine_fingerprint": fp2, "machine": later}]})
+    assert s.machine_words(fp1) == f"AMD EPYC, 2 cores, kernel 6.18.44, alloclab 5ffc0bf ({fp1})"
+    assert s.machine_words(fp2) == f"AMD EPYC, 2 cores, kernel 6.18.44, alloclab b3bc95d ({fp2})"
+    assert s.machine_words("0123456789ab") == "0123456789ab"  # nothing known of it

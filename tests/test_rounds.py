@@ -108,6 +108,9 @@ def test_budget_stops_cleanly_and_resume_with_a_larger_budget_continues_the_roun
     sched2 = json.loads((out / "rounds.json").read_text())
     assert sched2["rounds"][:len(sched["rounds"]) - 1] == sched["rounds"][:-1]  # the same rounds, continued
     assert len(sched2["sittings"]) == 2 and sched2["sittings"][1]["budget_s"] == 40
+    # each sitting records the machine and alloclab its rows ran on (a report names them where they differ)
+    assert {s["machine_fingerprint"] for s in sched2["sittings"]} == {r.machine_fingerprint for r in rows}
+    assert all(s["machine"]["cpu_model"] and "alloclab_commit" in s["machine"] for s in sched2["sittings"])
     assert sched2["elapsed_s"] > sched["elapsed_s"]
     assert sched2["stop"]["reason"] in ("planned", "decided", "budget")
     assert alloclab("verify", str(out)).returncode == 0

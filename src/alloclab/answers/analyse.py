@@ -86,11 +86,17 @@ class Study:
         return sorted({r.machine_fingerprint for r in self.valid() if r.machine_fingerprint})
 
     def machine_words(self, fingerprint: str) -> str:
-        """A machine of this study in a few words (its fingerprint where nothing else is known)."""
+        """A machine of this study in a few words (its fingerprint where nothing else is known): a
+        cluster's node, or a sitting's machine on one machine, with the alloclab it ran (a sitting
+        resumed after alloclab changed has a fingerprint of its own)."""
         for n in self.machine.get("nodes") or []:
             if n.get("machine_fingerprint") == fingerprint and n.get("machine"):
                 return f"{machine.in_words(n['machine'])} ({fingerprint})"
-        return fingerprint
+        sat = [s["machine"] for s in (self.schedule or {}).get("sittings") or ()
+               if s.get("machine_fingerprint") == fingerprint and s.get("machine")]
+        if self.machine.get("cpu_model") and machine.fingerprint(self.machine) == fingerprint:
+            sat.append(self.machine)  # the first sitting's, from before sittings recorded theirs
+        return f"{machine.in_words_alloclab(sat[0])} ({fingerprint})" if sat else fingerprint
 
     def per_machine(self) -> dict[str, list[decide.Verdict]]:
         """Every comparison decided on each machine's runs alone (none where there is one machine)."""

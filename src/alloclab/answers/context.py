@@ -8,7 +8,7 @@ import math
 import re
 from collections import defaultdict
 
-from alloclab.answers import analyse, causes, decide, replicate, together
+from alloclab.answers import analyse, causes, decide, metrics, replicate, stats, together
 from alloclab.answers.wording import cell_label
 from alloclab.core.units import fmt_duration
 
@@ -152,3 +152,49 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
         text += (f" (≈ {fmt_duration(rounds * per_round)} more; alloclab run --resume {study.root} "
                  f"--budget {budget(rounds)})")
     return text + "."
+
+
+def _fewer_looks(pol, vs: list) -> str:
+    """The comparisons read at a level of fewer looks than the study's (Design.level): those whose
+    rounds all came before its first look."""
+    fewer = sorted({round(v.confidence, 4) for v in vs if v.confidence < pol.confidence - 1e-9})
+    if not fewer:
+        return ""
+    n = sum(1 for v in vs if v.confidence < pol.confidence - 1e-9)
+    return (f"; {n} comparison(s) whose rounds all came before the first look (the lives side by side, which "
+            f"ended first) at {' or '.join(f'{100 * c:.2f} %' for c in fewer)}: a later look reads their pairs "
+            "again and adds no chance of error")
+
+
+def method_note(study: analyse.Study, vs: list) -> str:
+    """How the intervals were made: the pairing, the looks and the level, the verdict's rule and
+    margins, what the rounds went on for, and the places decided allocators gave to open ones."""
+    pol = study.design
+    looks = pol.planned_looks
+    look = ("one look after a fixed number of runs" if not pol.adaptive
+            else f"one look, after round {looks[0]}: nothing was decided before it" if len(looks) == 1
+            else f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
+            f"rounds {', '.join(map(str, looks))}), so that over all of them the intervals hold together with about "
+            "95 % probability" + _fewer_looks(pol, vs))
+    turn, own = study.turns_taken()
+    side = study.side_by_side
+    paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn
+              else f"the runs of one round run {side} at a time, side by side, sharing the machine, a cell's together"
+              if side > 1 and study.whole_round
+              else f"the runs of a cell in one round run {side} at a time, side by side, sharing the machine"
+              if side > 1 else "runs of one round are interleaved") + (
+        f"; the steady loads alone, in turns of {own} s" if own else "") + (
+        f", which went on after the lives' {n} rounds" if (n := study.side_rounds()) else "")
+    return (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
+            f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
+            f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
+            + metrics.own_margins([v.metric for v in vs], pol.margin, pol.margins,
+                                  stats.signed_rank_min_pairs(pol.confidence))
+            + metrics.between_words(vs, pol.between_own)
+            + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
+               "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
+               else "")
+            + (f" Where a cell's comparisons were decided, the decided allocators' places in later rounds went to "
+               f"{more} more run(s) of its undecided ones, as many lives at once (a round's value of an allocator: "
+               "the mean of its runs)."
+               if (more := decide.more_runs(study.rows)) else ""))

@@ -190,8 +190,8 @@ def build(study: analyse.Study) -> Answers:
     own = study.own_slopes()
     marked = {(v.metric, tuple(v.base_unit), tuple(v.var_unit)): m for v in primary
               if (m := causes.marks(causes.for_verdict(found, v), own))}
-    return Answers(headline, sentences, _method_note(study, vs), table, to_decide, 100 * pol.margin, lines, groups,
-                   subline, where, first, units, marked,
+    return Answers(headline, sentences, context.method_note(study, vs), table, to_decide, 100 * pol.margin, lines,
+                   groups, subline, where, first, units, marked,
                    [frontier(lived, cells.price.get(q, [])) for q, lived in cells.lives.items()])
 
 
@@ -338,52 +338,6 @@ def _subline(study: analyse.Study, primary: list, decided: list, vs: list, undec
             + (f" Decided on latency or memory: {len(others)} (below)." if primary and not decided and others
                else "")
             + " An answer about this machine (versions under Environment).")
-
-
-def _fewer_looks(pol, vs: list) -> str:
-    """The comparisons read at a level of fewer looks than the study's (Design.level): those whose
-    rounds all came before its first look."""
-    fewer = sorted({round(v.confidence, 4) for v in vs if v.confidence < pol.confidence - 1e-9})
-    if not fewer:
-        return ""
-    n = sum(1 for v in vs if v.confidence < pol.confidence - 1e-9)
-    return (f"; {n} comparison(s) whose rounds all came before the first look (the lives side by side, which "
-            f"ended first) at {' or '.join(f'{100 * c:.2f} %' for c in fewer)}: a later look reads their pairs "
-            "again and adds no chance of error")
-
-
-def _method_note(study: analyse.Study, vs: list) -> str:
-    """How the intervals were made: the pairing, the looks and the level, the verdict's rule and
-    margins, what the rounds went on for, and the places decided allocators gave to open ones."""
-    pol = study.design
-    looks = pol.planned_looks
-    look = ("one look after a fixed number of runs" if not pol.adaptive
-            else f"one look, after round {looks[0]}: nothing was decided before it" if len(looks) == 1
-            else f"per-look level {100 * pol.confidence:.2f} %, for the {len(looks)} look(s) this study planned (after "
-            f"rounds {', '.join(map(str, looks))}), so that over all of them the intervals hold together with about "
-            "95 % probability" + _fewer_looks(pol, vs))
-    turn, own = study.turns_taken()
-    side = study.side_by_side
-    paired = (f"the runs of a cell in one round measured in turns of {turn:g} s" if turn
-              else f"the runs of one round run {side} at a time, side by side, sharing the machine, a cell's together"
-              if side > 1 and study.whole_round
-              else f"the runs of a cell in one round run {side} at a time, side by side, sharing the machine"
-              if side > 1 else "runs of one round are interleaved") + (
-        f"; the steady loads alone, in turns of {own} s" if own else "") + (
-        f", which went on after the lives' {n} rounds" if (n := study.side_rounds()) else "")
-    return (f"Ratios are variant ÷ baseline, paired by round ({paired}); 95 % CI: t interval "
-            f"of the mean log ratio ({look}). Verdict: faster/slower (higher/lower for latency and memory) when the "
-            f"CI excludes 1, equivalent when it lies within ±{100 * pol.margin:g} %, else undecided."
-            + metrics.own_margins([v.metric for v in vs], pol.margin, pol.margins,
-                                  stats.signed_rank_min_pairs(pol.confidence))
-            + metrics.between_words(vs, pol.between_own)
-            + (f" The rounds went on while comparisons of {', '.join(map(metrics.words, pol.decide_on))} were "
-               "undecided (plan key decide_on); the others are told as they stand." if pol.decide_on and pol.adaptive
-               else "")
-            + (f" Where a cell's comparisons were decided, the decided allocators' places in later rounds went to "
-               f"{more} more run(s) of its undecided ones, as many lives at once (a round's value of an allocator: "
-               "the mean of its runs)."
-               if (more := decide.more_runs(study.rows)) else ""))
 
 
 def _verdict_order(study: analyse.Study, vs: list) -> tuple[list, list]:

@@ -115,6 +115,12 @@ def fingerprint(described: dict) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def in_words_alloclab(m: dict) -> str:
+    """A machine in a few words and the alloclab it ran (its commit, where known)."""
+    commit = (m.get("alloclab_commit") or "")[:7]
+    return in_words(m) + (f", alloclab {commit}" if commit else "")
+
+
 def in_words(m: dict) -> str:
     """A machine in a few words, as an answer names where it holds: CPU model, cores, kernel."""
     words = f"{m.get('cpu_model') or 'an unknown CPU'}, {m.get('cores') or '?'} cores, kernel {m.get('kernel') or '?'}"

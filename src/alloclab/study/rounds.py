@@ -63,7 +63,7 @@ class Schedule:
 
     rounds: list[dict] = field(default_factory=list)  # {round, seed, runs: [spec json], started_at}
     elapsed_s: float = 0.0
-    sittings: list[dict] = field(default_factory=list)  # {started_at, budget_s}
+    sittings: list[dict] = field(default_factory=list)  # {started_at, budget_s[, machine_fingerprint, machine]}
     stop: dict | None = None  # {reason: decided|budget|planned|max_rounds|runs|side_by_side_rounds, text, at}
     design: dict | None = None  # {planned_rounds, looks, basis}: when an adaptive study looks
 
@@ -115,7 +115,7 @@ def run(plan: Plan, out: Path, progress: Progress | None = None, scratch_root: P
             progress.message(said)
         store.create(plan.to_json() | {"scratch_dir": str(executor.scratch or "")}, described)
         sched = Schedule()
-        sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
+        sched.sittings.append(_sitting(plan, executor))
         sched.save(store)
     except BaseException:
         executor.close()
@@ -173,7 +173,7 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
     if budget is not None and sched.design and plan.adaptive:
         sched.design = resumed_design(plan, sched, rows)
     sched.stop = None
-    sched.sittings.append({"started_at": _now(), "budget_s": plan.budget})
+    sched.sittings.append(_sitting(plan, executor))
     sched.save(store)
     store.write_manifest()
     left = sum(1 for s in specs if s.run_id not in done)
@@ -182,6 +182,17 @@ def resume(out: Path, progress: Progress | None = None, scratch_root: Path | Non
                      f"{left} run(s) left in round {len(sched.rounds)}, then "
                      + ("the rounds go on until decided" if plan.adaptive else f"up to {plan.runs} round(s)"))
     return _run_rounds(store, plan, sched, rows, executor, progress)
+
+
+def _sitting(plan: Plan, executor) -> dict:
+    """A sitting's record: when it began, its budget, and on one machine the machine and alloclab
+    it ran on (its rows' fingerprint), so that a report can say what differs between sittings (a
+    study resumed after alloclab changed reads as two machines: host.machine.fingerprint)."""
+    out = {"started_at": _now(), "budget_s": plan.budget}
+    node = getattr(executor, "node", None)
+    if node is not None:
+        out |= {"machine_fingerprint": node.fingerprint, "machine": node.described}
+    return out
 
 
 def _legacy_schedule(plan_json: dict) -> Schedule:
