@@ -11,6 +11,7 @@ from collections import defaultdict
 from alloclab.answers import analyse, causes, decide, metrics, replicate, stats, together
 from alloclab.answers.wording import cell_label
 from alloclab.core.units import fmt_duration
+from alloclab.plan.design import PACE_SLACK
 
 
 def host_state(study: analyse.Study) -> list[str]:
@@ -121,8 +122,8 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
 
     elapsed = study.schedule.get("elapsed_s") or 0
 
-    def budget(k: int) -> str:  # the budget whose rounds a resume plans at 1.1 x this pace (study.pace), whole minutes
-        return fmt_duration(60 * math.ceil((elapsed + 1.1 * cost(k)) / 60))
+    def budget(k: int) -> str:  # the budget whose rounds a resume plans at this pace (study.pace), whole minutes
+        return fmt_duration(60 * math.ceil((elapsed + PACE_SLACK * cost(k)) / 60))
 
     half = need[(len(need) - 1) // 2]
     lead = ""
@@ -143,7 +144,7 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     text = lead + f"{'all' if lead else 'About'} {rounds} more round(s) would decide the rest"
     if not study.design.adaptive:
         return (text + f" (this study ran a fixed number of runs: run it again without --runs, and with a budget of "
-                f"about {fmt_duration((rounds + 3) * per_round * 1.1)})." if per_round > 0 else text + ".")
+                f"about {fmt_duration((rounds + 3) * per_round * PACE_SLACK)})." if per_round > 0 else text + ".")
     ran = max((r.repeat for r in study.rows), default=0)
     if per_round > 0 and ran + rounds > study.design.max_rounds:  # a resume stops at max_rounds
         text += (f" (≈ {fmt_duration(rounds * per_round)} more, past the {study.design.max_rounds} rounds this "
@@ -157,12 +158,12 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
 def _fewer_looks(pol, vs: list) -> str:
     """The comparisons read at a level of fewer looks than the study's (Design.level): those whose
     rounds all came before its first look."""
-    fewer = sorted({round(v.confidence, 4) for v in vs if v.confidence < pol.confidence - 1e-9})
-    if not fewer:
+    lower = [v.confidence for v in vs if v.confidence < pol.confidence - 1e-9]
+    if not lower:
         return ""
-    n = sum(1 for v in vs if v.confidence < pol.confidence - 1e-9)
-    return (f"; {n} comparison(s) whose rounds all came before the first look (the lives side by side, which "
-            f"ended first) at {' or '.join(f'{100 * c:.2f} %' for c in fewer)}: a later look reads their pairs "
+    levels = " or ".join(f"{100 * c:.2f} %" for c in sorted({round(c, 4) for c in lower}))
+    return (f"; {len(lower)} comparison(s) whose rounds all came before the first look (the lives side by side, "
+            f"which ended first) at {levels}: a later look reads their pairs "
             "again and adds no chance of error")
 
 

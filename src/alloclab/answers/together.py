@@ -55,13 +55,13 @@ def unit_walls(rows: Iterable, turns: Iterable[str] = ()) -> dict[Unit, float]:
     in_cell: dict[tuple, list[float]] = {}
     for r in rows:
         in_cell.setdefault((r.cell, r.repeat), []).append(r.wall_s)
+    share = {k: max(took) / len(took) for k, took in in_cell.items()}  # one run's share of its cell's round
     shares: dict[Unit, dict[int, float]] = {}
     plain: dict[Unit, list[float]] = {}
     for r in rows:
         if r.cell in turns:
             per = shares.setdefault((r.cell, r.allocator), {})
-            took = in_cell[(r.cell, r.repeat)]
-            per[r.repeat] = per.get(r.repeat, 0.0) + max(took) / len(took)
+            per[r.repeat] = per.get(r.repeat, 0.0) + share[(r.cell, r.repeat)]
         else:
             plain.setdefault((r.cell, r.allocator), []).append(r.wall_s)
     return {**{u: statistics.median(w) for u, w in plain.items()},

@@ -45,6 +45,9 @@ def between_parts(key: str) -> tuple[str, str]:
 # the last round the study plans (its budget's worth of rounds, or max_rounds).
 FIRST_LOOK = 4
 LOOK_RATIO = 1.5
+# a round is planned at this times the pace its runs were measured at (study.pace), and a budget
+# the report names for more rounds (answers.context.to_decide) reckons with the same
+PACE_SLACK = 1.1
 OVERALL_ALPHA = 0.035  # Pocock's per-look level for this overall error keeps t intervals under 5 % (simulated)
 
 

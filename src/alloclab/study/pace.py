@@ -8,7 +8,7 @@ import statistics
 
 from alloclab.core.units import fmt_duration
 from alloclab.plan import Plan, side_by_side_groups
-from alloclab.plan.design import plan_looks
+from alloclab.plan.design import PACE_SLACK, plan_looks
 from alloclab.results.store import RunRow
 
 
@@ -36,14 +36,14 @@ def _afforded(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: int
         walls = [r.wall_s for r in rows if r.wall_s > 0 and r.repeat == rounds_done] or \
                 [r.wall_s for r in rows if r.wall_s > 0]
         # side by side, the round's groups took what their longest runs took
-        per_round = 1.1 * (pace or ((as_run or plan.beside()) and _round_wall(plan, rows, rounds_done)) or
+        per_round = PACE_SLACK * (pace or ((as_run or plan.beside()) and _round_wall(plan, rows, rounds_done)) or
                            (_slots(plan) * statistics.median(walls) if walls else 0.0))
         if per_round > 0:
             last = max(rounds_done + 1, _affordable(plan, elapsed_s, rounds_done, per_round))
             pace, lives = fmt_duration(per_round), plan.side_by_side_rounds
             side = {c.key for c in plan.beside()}
             others = [r for r in rows if r.cell not in side and r.wall_s > 0]
-            rest = 1.1 * _round_wall(plan, others, max((r.repeat for r in others), default=0))
+            rest = PACE_SLACK * _round_wall(plan, others, max((r.repeat for r in others), default=0))
             if lives and rounds_done <= lives <= last and rest > 0:  # after the lives' rounds, the rest at their pace
                 left = elapsed_s + (lives - rounds_done) * per_round
                 last = max(rounds_done + 1, min(plan.design.max_rounds, lives + _affordable(plan, left, 0, rest)))
