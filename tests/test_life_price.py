@@ -30,10 +30,10 @@ def _quick():
 
 def test_a_workloads_own_turns_run_after_the_rounds_lives_side_by_side():
     """memory-life quick: the round's lives all at once (one stretch side by side), then each
-    engine's steady load alone, its allocators in turns of 0.5 s, one cell after another; the
+    engine's steady load alone, its allocators in turns of 0.1 s, one cell after another; the
     lives' throughput is told where their engine's speed is measured in turns."""
     p = _quick()
-    assert p.turns() == {c.key: 0.5 for c in p.cells() if c.part == "speed"} and len(p.turns()) == 3
+    assert p.turns() == {c.key: 0.1 for c in p.cells() if c.part == "speed"} and len(p.turns()) == 3
     assert p.whole_round and {c.part for c in p.beside()} == {"life"}
     assert p.told() == frozenset(c.key for c in p.beside())
     specs = p.round_specs(1, None, 1)
@@ -44,7 +44,7 @@ def test_a_workloads_own_turns_run_after_the_rounds_lives_side_by_side():
     assert {s.cell.part for s in groups[0]} == {"life"} and all(s.whole_round and s.side_by_side == 30
                                                                  for s in groups[0])
     for g in groups[1:]:
-        assert len({s.cell.key for s in g}) == 1 and all(s.slice_s == 0.5 and s.side_by_side == 1 and
+        assert len({s.cell.key for s in g}) == 1 and all(s.slice_s == 0.1 and s.side_by_side == 1 and
                                                          not s.whole_round for s in g)
     # the speed cells run on the life's server settings, on the life's data
     speed = next(c for c in p.cells() if c.key == SPEED)

@@ -26,7 +26,7 @@ def memory_life(scale: str) -> dict:
 
     The price: each life's steady load alone (part `speed`: the same statements, threads, data and
     server settings on a fresh server; quick: two MariaDB servers of each allocator a round), its
-    allocators in turns of 0.5 s (the workload's own slice_s), after the round's lives; side by
+    allocators in turns of 0.1 s (the workload's own slice_s), after the round's lives; side by
     side, a life's throughput is a share of the machine, told and never decided on (Plan.told).
     The rounds go on until memory's verdicts and the speed ones are decided (`decide_on`); quick's
     lives end after 5 rounds (side_by_side_rounds), and the steady loads go on alone in the rounds
@@ -106,9 +106,13 @@ def memory_life(scale: str) -> dict:
     # fresh servers; windows of 12 s spread them 7.0-10.3 %, the mean of two servers' 4.3-5.9 %: a
     # second server halves what a longer window cannot reach. Read again over o3-o5's 28 rounds, most of
     # the spread is the turns' own (half the turns: about sqrt 2 more), so the second server buys
-    # measured time, as a longer window would (DESIGN.md)
+    # measured time, as a longer window would (DESIGN.md). Turns of 0.1 s: the host's speed moves
+    # within a second, and a cycle of six allocators' 0.5 s turns (3 s) let one allocator meet a slow
+    # second the others missed; in turns of 0.1 s (a cycle of 0.6 s) the ratios to glibc spread 1-3 %
+    # a round where turns of 0.5 s spread 4-8 %, with the same effects (RocksDB's tcmalloc +8 %,
+    # jemalloc +5 %) and no bias against runs alone told apart (the turns bench, 2026-12-06)
     window = {"smoke": 2.0, "quick": 6.0, "full": 20.0}[scale]
-    alone = {"part": "speed", "duration_s": window, "slice_s": 0.5}
+    alone = {"part": "speed", "duration_s": window, "slice_s": 0.1}
     oltp = {**alone, "workload": SYSBENCH, "test": ["oltp_read_write"], "client": [NATIVE], "profile": "life",
             "tables": {"smoke": 2, "quick": 4, "full": 4}[scale],
             "table_size": {"smoke": 2_000, "quick": 20_000, "full": 20_000}[scale]}
