@@ -16,7 +16,7 @@ from alloclab.answers.metrics import THROUGHPUT, Metric
 from alloclab.answers.replicate import DIFFERS, Replication, key, replicate
 from alloclab.host import machine
 from alloclab.plan.design import Design
-from alloclab.results.store import RunRow, Store, limit_checks
+from alloclab.results.store import RunRow, Store, limit_checks, rounds_ran
 
 NOISY_CV = 0.10  # a cell whose coefficient of variation is above this is flagged
 
@@ -46,7 +46,7 @@ class Study:
     def design(self) -> Design:
         """How the study decided (plan.json's design, with the looks rounds.json took). A round the
         budget stopped before any of its runs began is not one: the last look is the last round run."""
-        ran = max((r.repeat for r in self.rows), default=0)
+        ran = rounds_ran(self.rows)
         sched = self.schedule
         if sched and ran and len(sched.get("rounds") or ()) > ran:
             sched = {**sched, "rounds": sched["rounds"][:ran]}

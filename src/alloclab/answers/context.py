@@ -12,6 +12,7 @@ from alloclab.answers import analyse, causes, decide, metrics, replicate, stats,
 from alloclab.answers.wording import cell_label
 from alloclab.core.units import fmt_duration
 from alloclab.plan.design import PACE_SLACK
+from alloclab.results.store import rounds_ran
 
 
 def host_state(study: analyse.Study) -> list[str]:
@@ -91,7 +92,7 @@ def open_ahead(study: analyse.Study, undecided: list[decide.Verdict]) -> list[de
     as the resumed study itself reckons them), with the rounds each would need at the levels after."""
     if not undecided or not study.design.adaptive:
         return undecided
-    ahead = study.design.ahead(max((r.repeat for r in study.rows), default=0))
+    ahead = study.design.ahead(rounds_ran(study.rows))
     told = study.told()
     return [v for v in decide.verdicts(study.rows, ahead, decide.stopping(study.rows, ahead))
             if v.verdict == decide.UNDECIDED and not decide.told_apart(v, told)]
@@ -145,7 +146,7 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     if not study.design.adaptive:
         return (text + f" (this study ran a fixed number of runs: run it again without --runs, and with a budget of "
                 f"about {fmt_duration((rounds + 3) * per_round * PACE_SLACK)})." if per_round > 0 else text + ".")
-    ran = max((r.repeat for r in study.rows), default=0)
+    ran = rounds_ran(study.rows)
     if per_round > 0 and ran + rounds > study.design.max_rounds:  # a resume stops at max_rounds
         text += (f" (≈ {fmt_duration(rounds * per_round)} more, past the {study.design.max_rounds} rounds this "
                  f"study may run: run it again with --max-rounds {ran + rounds} and --budget {budget(rounds)})")

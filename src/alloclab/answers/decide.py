@@ -36,7 +36,7 @@ from alloclab.answers.metrics import (
 from alloclab.catalog.allocators import short_name
 from alloclab.plan import workload
 from alloclab.plan.design import FASTER, HIGHER, LOWER, SLOWER, UNDECIDED, Design
-from alloclab.results.store import CELL_FIELDS, RunRow
+from alloclab.results.store import CELL_FIELDS, RunRow, rounds_ran
 
 # a cell's tuple: the shared fields, then the values of its workload's own that tell its cells
 # apart (plan.workload's cell_keys, as one tuple), then threads (last: sweeps drop it)
@@ -283,7 +283,7 @@ def verdicts(rows: list[RunRow], policy: Design, metrics: Iterable[Metric] | Non
         if r.status == "ok" and r.allocator_verified and r.machine_fingerprint:
             machines[cell_of(r)].add(r.machine_fingerprint)
     out = []
-    ran = max((r.repeat for r in rows), default=0)
+    ran = rounds_ran(rows)
     for m in metrics:
         groups = _groups(rows, m)
         allocators_of = {c: list(g) for c, g in groups.items()}
@@ -374,7 +374,7 @@ def active_units(units: Iterable[Unit], rows: list[RunRow], policy: Design,
     units = list(units)
     states = unit_states(rows)
     empty = UnitState(0, 0, False, None)
-    done = max((r.repeat for r in rows), default=0)
+    done = rounds_ran(rows)
     look = policy.last_look(done) if policy.adaptive else done
     if look is None:  # before the first look: everyone runs (but a unit that keeps failing)
         why = {u: FAILING for u in units if states.get(u, empty).failing}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from alloclab.answers import analyse
 from alloclab.catalog.allocators import short_name
 from alloclab.plan import workload
+from alloclab.results.store import rounds_ran
 
 
 def _rounds(study: analyse.Study) -> str:
@@ -13,7 +14,7 @@ def _rounds(study: analyse.Study) -> str:
     p = study.plan
     if p.get("runs") is not None:
         return f"{p['runs']} repeat(s)"
-    ran = len(study.schedule.get("rounds") or ()) or max((r.repeat for r in study.rows), default=0)
+    ran = len(study.schedule.get("rounds") or ()) or rounds_ran(study.rows)
     return f"rounds until decided ({ran} run, at most {p.get('max_rounds')})"
 
 

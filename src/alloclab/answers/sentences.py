@@ -16,6 +16,7 @@ from alloclab.answers.wording import top as _top
 from alloclab.core.units import fmt_duration
 from alloclab.plan import published, workload
 from alloclab.plan.design import DECIDED_WORDS, DEFAULT_MARGIN, EQUIVALENT, FASTER, LOWER, UNDECIDED
+from alloclab.results.store import rounds_ran
 
 COMPARISON_NOUN = {"allocators": "allocator", "engines": "engine", "profiles": "profile"}
 
@@ -328,7 +329,7 @@ def _subline(study: analyse.Study, primary: list, decided: list, vs: list, undec
     """The line under the headline: rounds, time, why it stopped, and what would decide the rest."""
     pol = study.design
     stop = (study.schedule.get("stop") or {}).get("text", "")
-    rounds = max((r.repeat for r in study.rows), default=0)  # rounds in which a run finished
+    rounds = rounds_ran(study.rows)  # rounds in which a run finished
     spent = study.schedule.get("elapsed_s")
     others = [v for v in vs if v.metric != "throughput" and v.verdict != UNDECIDED]
     return (f"After {rounds} round(s)" + (f" in {fmt_duration(spent)}" if spent else "")

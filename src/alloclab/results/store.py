@@ -175,6 +175,12 @@ class RunRow:
 _SHARED = frozenset(RunRow.columns())
 
 
+def rounds_ran(rows) -> int:
+    """The last round in which one of `rows` finished (0 for none): how many rounds a study ran,
+    read from its rows (a round the budget stopped before any of its runs began is not one)."""
+    return max((r.repeat for r in rows), default=0)
+
+
 def atomic_write(path: Path, data: bytes | str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

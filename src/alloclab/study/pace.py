@@ -9,7 +9,7 @@ import statistics
 from alloclab.core.units import fmt_duration
 from alloclab.plan import Plan, side_by_side_groups
 from alloclab.plan.design import PACE_SLACK, plan_looks
-from alloclab.results.store import RunRow
+from alloclab.results.store import RunRow, rounds_ran
 
 
 def plan_design(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: int,
@@ -43,7 +43,7 @@ def _afforded(plan: Plan, rows: list[RunRow], elapsed_s: float, rounds_done: int
             pace, lives = fmt_duration(per_round), plan.side_by_side_rounds
             side = {c.key for c in plan.beside()}
             others = [r for r in rows if r.cell not in side and r.wall_s > 0]
-            rest = PACE_SLACK * _round_wall(plan, others, max((r.repeat for r in others), default=0))
+            rest = PACE_SLACK * _round_wall(plan, others, rounds_ran(others))
             if lives and rounds_done <= lives <= last and rest > 0:  # after the lives' rounds, the rest at their pace
                 left = elapsed_s + (lives - rounds_done) * per_round
                 last = max(rounds_done + 1, min(plan.design.max_rounds, lives + _affordable(plan, left, 0, rest)))

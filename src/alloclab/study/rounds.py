@@ -28,7 +28,7 @@ from alloclab.core.errors import AlloclabError
 from alloclab.core.units import fmt_duration
 from alloclab.plan import Plan, RunSpec
 from alloclab.plan.design import Design, taken_looks
-from alloclab.results.store import RunRow, Store, write_json
+from alloclab.results.store import RunRow, Store, rounds_ran, write_json
 from alloclab.study.fleet import Ray
 from alloclab.study.local import Local
 from alloclab.study.pace import extend_design, plan_design
@@ -220,7 +220,7 @@ def resumed_design(plan: Plan, sched: Schedule, rows: list[RunRow]) -> dict:
     runs that go on, as the report's forecast reckons it (answers.context.to_decide): those open at
     the level of the look to come (a resume looks once more, so a few decided may open again); the
     looks already taken stay."""
-    done_rounds = max((r.repeat for r in rows), default=0)
+    done_rounds = rounds_ran(rows)
     kept = tuple(x for x in taken_looks(sched.design, sched.stop, len(sched.rounds)) if x <= done_rounds)
     measured = [r for r in rows if r.purpose == "measure"]
     ahead = replace(plan.design, looks=kept).ahead(done_rounds)
@@ -374,7 +374,7 @@ def _run_rounds(store: Store, plan: Plan, sched: Schedule, rows: list[RunRow], e
     for r in rows:
         total[r.status] = total.get(r.status, 0) + 1
     return StudyResult(out=store.root, total=len(rows), ok=total["ok"], failed=total["failed"],
-                       invalid=total["invalid"], rounds=max((r.repeat for r in rows), default=0),
+                       invalid=total["invalid"], rounds=rounds_ran(rows),
                        stop=(sched.stop or {}).get("text", ""))
 
 
