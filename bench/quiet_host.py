@@ -44,7 +44,7 @@ from alloclab.answers import causes, decide, dependence, stats  # noqa: E402
 from alloclab.answers.metrics import THROUGHPUT  # noqa: E402
 from alloclab.answers.replicate import ratio_of_ratios  # noqa: E402
 from alloclab.plan.design import UNDECIDED, Design  # noqa: E402
-from alloclab.results.store import Store  # noqa: E402
+from alloclab.results.store import Store, rounds_ran  # noqa: E402
 
 DEFAULT_FOLDERS = (ROOT / "tests/fixtures/replication/machine-a", ROOT / "tests/fixtures/replication/machine-b",
                    ROOT / "tests/fixtures/study-v1")
@@ -129,7 +129,7 @@ def folder_table(name: str, rows: list, design: Design) -> dict:
     """Print the folder's table; return its findings by (cell, variant) for the replication."""
     fs = dependence.findings(rows, design.baseline, design.margin)
     own = causes.own_slopes(rows, design.baseline)
-    rounds = max((r.repeat for r in rows), default=0)
+    rounds = rounds_ran(rows)
     looks = f"looks {list(design.planned_looks)}" if design.adaptive else "one look at the end"
     print(f"\n== {name}: {rounds} rounds, {looks}, margin ±{design.margin_pct:g} %, "
           f"per-look confidence {100 * design.confidence:.2f} %")
