@@ -69,15 +69,22 @@ impl Dialect {
 
     /// The session settings of a bulk load into fresh tables (and back): MariaDB checks no
     /// foreign keys and leaves unique secondary indexes unchecked (a fresh load has no
-    /// duplicates: a second load is refused before it starts).
+    /// duplicates: a second load is refused before it starts), and loads in READ COMMITTED,
+    /// where loaders of disjoint keys need no write-write check: TidesDB (TideSQL) checks one
+    /// at commit in REPEATABLE READ by a table of hash slots, and a commit turned back by the
+    /// engine's back-pressure after it claimed its slots never frees them, so every later write
+    /// of a key in those slots conflicts until the server restarts, the retry of that very
+    /// commit too (the load's metadata, one row written right after the load, met it).
     pub fn bulk_session(self, on: bool) -> Option<&'static str> {
         match (self, on) {
-            (Dialect::MariaDb, true) => {
-                Some("SET SESSION unique_checks = 0, foreign_key_checks = 0")
-            }
-            (Dialect::MariaDb, false) => {
-                Some("SET SESSION unique_checks = 1, foreign_key_checks = 1")
-            }
+            (Dialect::MariaDb, true) => Some(
+                "SET SESSION unique_checks = 0, foreign_key_checks = 0, \
+                 tx_isolation = 'READ-COMMITTED'",
+            ),
+            (Dialect::MariaDb, false) => Some(
+                "SET SESSION unique_checks = 1, foreign_key_checks = 1, \
+                 tx_isolation = 'REPEATABLE-READ'",
+            ),
             _ => None,
         }
     }

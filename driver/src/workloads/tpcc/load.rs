@@ -56,9 +56,7 @@ pub fn load(
     )?;
     let done = std::sync::atomic::AtomicU32::new(0);
     on_threads(loaders, "a loader thread panicked", |l| {
-        let mut tx = db.session()?;
-        tx.set_bulk(true)
-            .map_err(|e| anyhow::anyhow!("cannot set the load's session up: {e}"))?;
+        let mut tx = bulk_session(db)?;
         let lo = ITEMS as u64 * l as u64 / loaders as u64 + 1;
         let hi = ITEMS as u64 * (l as u64 + 1) / loaders as u64;
         let mut rng = SmallRng::seed_from_u64(seed ^ 0x17E45 ^ l as u64);
@@ -80,10 +78,9 @@ pub fn load(
         seed,
         c_load,
     };
-    let mut tx = db.session()?;
+    let mut tx = bulk_session(db)?; // right after the load, where back-pressure is likeliest
     let text = serde_json::to_string(&meta)?;
-    let (_, r) = retry(&mut *tx, true, 100, &mut |tx| tx.put_meta(&text));
-    r.map_err(|e| anyhow::anyhow!("cannot store the load's metadata: {e}"))?;
+    written(&mut *tx, &mut |tx| tx.put_meta(&text)).context("cannot store the load's metadata")?;
     db.analyze()
         .context("cannot update the statistics after the load")?;
     let secs = t0.elapsed().as_secs_f64();
@@ -104,12 +101,26 @@ fn batched(
     let ids: Vec<u32> = ids.collect();
     let per = tx.load_batch();
     for chunk in ids.chunks(per) {
-        let (_, r) = retry(tx, true, 100, &mut |tx| {
-            chunk.iter().try_for_each(|&i| f(tx, i))
-        });
-        r.map_err(|e| anyhow::anyhow!("load failed: {e}"))?;
+        written(tx, &mut |tx| chunk.iter().try_for_each(|&i| f(tx, i)))?;
     }
     Ok(())
+}
+
+/// A session for the load's writes, in the dialect's bulk settings (`Dialect::bulk_session`).
+fn bulk_session(db: &dyn TpccDb) -> Result<Box<dyn TpccTx + '_>> {
+    let mut tx = db.session()?;
+    tx.set_bulk(true)
+        .map_err(|e| anyhow::anyhow!("cannot set the load's session up: {e}"))?;
+    Ok(tx)
+}
+
+/// Write one batch of the load as a transaction, retried on conflicts a hundred times.
+fn written(
+    tx: &mut dyn TpccTx,
+    body: &mut dyn FnMut(&mut dyn TpccTx) -> DbResult<()>,
+) -> Result<()> {
+    let (retries, r) = retry(tx, true, 100, body);
+    r.map_err(|e| anyhow::anyhow!("load failed after {retries} retries: {e}"))
 }
 
 fn load_warehouse(tx: &mut dyn TpccTx, w: u32, seed: u64, c: &Constants) -> Result<()> {
@@ -130,7 +141,7 @@ fn load_warehouse(tx: &mut dyn TpccTx, w: u32, seed: u64, c: &Constants) -> Resu
         let orders = orders(&mut rng, w, d, now);
         // an order is about 11 rows (itself, its lines, maybe a new-order)
         for chunk in orders.chunks((tx.load_batch() / 5).max(1)) {
-            let (_, r) = retry(tx, true, 100, &mut |tx| {
+            written(tx, &mut |tx| {
                 for (o, lines) in chunk {
                     tx.put_order(o, true)?;
                     if o.o_id >= FIRST_NEW_ORDER {
@@ -139,8 +150,7 @@ fn load_warehouse(tx: &mut dyn TpccTx, w: u32, seed: u64, c: &Constants) -> Resu
                     lines.iter().try_for_each(|l| tx.put_order_line(l, true))?;
                 }
                 Ok(())
-            });
-            r.map_err(|e| anyhow::anyhow!("load failed: {e}"))?;
+            })?;
         }
     }
     Ok(())
