@@ -1,6 +1,8 @@
 """Building small real runs for tests (and benches): plans expanded whole, one run executed
-with a given driver outside any study."""
+with a given driver outside any study; a bench script loaded as a module."""
 
+import importlib.util
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -8,6 +10,16 @@ from alloclab import plan
 from alloclab.alloc.allocators import Allocator
 from alloclab.results.store import RunRow
 from alloclab.run import execute as _execute
+
+
+def bench(name: str):
+    """A bench script (bench/NAME.py) as a module, to call its functions."""
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", Path(__file__).resolve().parents[1] / "bench" /
+                                                  f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # a dataclass of the script looks its module up
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def expand(p: plan.Plan) -> list[plan.RunSpec]:

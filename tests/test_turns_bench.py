@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("turns_bias_bench", ROOT / "bench" / "turns_bias.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # the dataclass looks its module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tb = _load()
+tb = bench("turns_bias")
 
 
 def run(allocator, tp, share=0.99, busy=0.0, threads=2, dur=6.0):
