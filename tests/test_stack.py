@@ -322,7 +322,7 @@ def test_tpcc_loads_into_one_tidesql_server_again_and_again_never_stop_at_a_conf
     # engine's back-pressure turns back never frees its claims: every later write of a key in
     # those slots conflicts until a restart, the retry of that very commit too. Loaded in
     # REPEATABLE READ, half of twenty loads of two warehouses by two loaders into one server
-    # stopped there (a hundred retries in under a second, or 22,000 in two minutes), and with
+    # stopped there (a hundred retries within 0.7 to 6 s, or 22,000 in two minutes), and with
     # only the rows in READ COMMITTED, three of fifteen runs of this test at the load's metadata;
     # every write of the load runs in READ COMMITTED, which claims none
     from alloclab.workloads.tpcc import DATABASE
