@@ -20,7 +20,6 @@ itself rough (six rounds: about ±30 %).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -31,20 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import alloclab.workloads  # noqa: E402,F401  (registers the workloads' own columns)
 from alloclab.catalog.allocators import short_name  # noqa: E402
+from alloclab.results import turns as stored_turns  # noqa: E402
 from alloclab.results.store import Store  # noqa: E402
 
 
 def turns(run_dir: Path) -> dict[int, tuple[float, float]] | None:
     """A run's measured turns by place in its round's order: (ops, seconds); None where the run did
     not take turns."""
-    places = json.loads((run_dir / "run.json").read_text()).get("turn_places") or []
-    out, prev = [], 0.0
-    for line in (run_dir / "events.jsonl").read_text().splitlines():
-        e = json.loads(line)
-        if e.get("type") == "interval" and e.get("phase") == "measure":
-            out.append((sum(o["ops"] for o in e["ops"].values()), e["elapsed_s"] - prev))
-            prev = e["elapsed_s"]
-    return dict(zip(places, out)) if places and len(places) == len(out) else None
+    got = stored_turns.measured(run_dir)
+    return dict(zip(*got)) if got else None
 
 
 def _rate(t: dict[int, tuple[float, float]], cycles) -> float:

@@ -186,6 +186,45 @@ def test_the_study_reads_how_its_cells_ran_from_rounds_json():
                  schedule=sched).side_rounds() == 0
 
 
+def test_a_lives_open_verdict_counts_rounds_of_lives_and_a_resume_is_not_said_to_decide_it(tmp_path):
+    """The lives ran in rounds 1-4 (side_by_side_rounds), the steady load alone in turns in rounds
+    1-8. A life's open verdict says the rounds of lives that would decide it, and the subline's
+    resume (for the steady load's open verdict) says the lives' are not among what it decides."""
+    import numpy as np
+
+    from alloclab.answers import analyse, sentences
+    rng = np.random.default_rng(3)
+    rows = []
+    for r in range(1, 5):  # the life's overhead scatters: undecided after 4 rounds
+        rows += [_row("glibc", r, creep=14.0, given=0.02, overhead=60 << 20),
+                 _row("jemalloc", r, creep=0.3, given=0.5,
+                      overhead=int((59 << 20) * (1 + 0.1 * rng.standard_normal())))]
+    for r in range(1, 9):  # the steady load's throughput scatters: undecided after 8
+        rows += [replace(_row(a, r, ops=1000.0 * (1 + 0.15 * rng.standard_normal())), run_id=f"s-{a}-{r}", cell=SPEED,
+                         part="speed", workload="sysbench") for a in ("glibc", "jemalloc")]
+    spec = lambda key, t, side: {"cell_key": key, "cell": {"engine": "mariadb-innodb"}, "slice_s": t,  # noqa: E731
+                                 "side_by_side": side, "purpose": "measure"}
+    design = Design(questions=("allocators",), baseline="glibc",
+                    decide_on=("creep", "given_back", "overhead", "throughput"))
+    st = analyse.Study(root=tmp_path, rows=rows, machine={"cpu_model": "Test CPU", "cores": 2, "kernel": "6.1"},
+                       plan={"allocators": [{"name": "glibc"}, {"name": "jemalloc"}], "engines": ["mariadb-innodb"],
+                             "design": design.to_json(), "side_by_side": 2},
+                       schedule={"design": {"looks": [8], "planned_rounds": 8},
+                                 "rounds": [{"round": r, "runs": [spec("c", 0.0, 2), spec(SPEED, 0.1, 1)]}
+                                            for r in range(1, 9)]})
+    assert st.side_rounds() == 4
+    vs = {(v.base_unit[0], v.metric): v for v in st.verdicts()}
+    assert vs[("c", "overhead")].verdict == "undecided" and vs[(SPEED, "throughput")].verdict == "undecided"
+    ans = sentences.build(st)
+    assert "The lives' 1 undecided are not among them: the lives ran their 4 rounds (plan key " \
+           "side_by_side_rounds); more rounds of them take a new study with a larger side_by_side_rounds." \
+           in ans.subline, ans.subline
+    assert "would decide the rest" in ans.subline.split("The lives'")[0], ans.subline
+    life = next(s for s in ans.sentences if "over its life" in s)
+    n = vs[("c", "overhead")].rounds_to_decide
+    assert f"about {n} more rounds of lives would decide" in life, life
+
+
 def test_the_cliffs_preset_puts_each_public_cliff_on_the_frontier():
     """memory-cliffs: memory-life's MariaDB and RocksDB lives with the settings public reports found
     a cliff at, one life of each a round all side by side, each steady load alone in turns after."""

@@ -102,13 +102,23 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
     """How many more rounds, and how much wall time at this study's pace, would decide the rest
     (`undecided`: open_ahead's), each round of every open unit."""
     todo = [v for v in undecided if v.rounds_to_decide is not None]
+    ended = []
     if (lives := study.side_rounds()) and todo:  # the lives ran their rounds (side_by_side_rounds): no more on resume
         side = study.side_cells()
         ended = [v for v in todo if v.var_unit[0] in side]
         todo = [v for v in todo if v.var_unit[0] not in side]
-        if ended and not todo:
-            return (f"The lives ran their {lives} rounds (plan key side_by_side_rounds); more rounds of them take a "
-                    "new study with a larger side_by_side_rounds.")
+    if not ended:
+        return _more_rounds(study, todo)
+    said = (f"The lives ran their {lives} rounds (plan key side_by_side_rounds); more rounds of them take a "
+            "new study with a larger side_by_side_rounds.")
+    if not todo:
+        return said
+    return (_more_rounds(study, todo) + f" The lives' {len(ended)} undecided are not among them: {said[0].lower()}"
+            + said[1:])
+
+
+def _more_rounds(study: analyse.Study, todo: list[decide.Verdict]) -> str:
+    """to_decide's sentence for verdicts whose runs a resumed study runs again."""
     if not todo:
         return ""
     need = sorted(min(v.rounds_to_decide, 1000) for v in todo)

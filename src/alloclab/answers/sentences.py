@@ -58,8 +58,9 @@ def _rounds(v: decide.Verdict) -> str:
     return f"{n} round{'s' if n != 1 else ''}"
 
 
-def phrase(v: decide.Verdict) -> str:
-    """"jemalloc is faster than glibc by 6.1 % (95 % CI 3.2–9.0 %, 7 rounds)" and the like."""
+def phrase(v: decide.Verdict, lives: bool = False) -> str:
+    """"jemalloc is faster than glibc by 6.1 % (95 % CI 3.2–9.0 %, 7 rounds)" and the like; a life's
+    (`lives`) open verdict counts the rounds of lives that would decide it."""
     if v.ratio is None:
         return f"{v.variant} against {v.baseline}: no valid runs to compare"
     big = (v.ratio >= 1.5 or v.ratio <= 1 / 1.5) and v.unit == "%"
@@ -79,7 +80,8 @@ def phrase(v: decide.Verdict) -> str:
     more = ""
     if v.rounds_to_decide is not None:
         more = (", more than 1,000 further rounds would be needed" if v.rounds_to_decide >= 1000 else
-                f", about {v.rounds_to_decide} more round{'s' if v.rounds_to_decide != 1 else ''} would decide")
+                f", about {v.rounds_to_decide} more round{'s' if v.rounds_to_decide != 1 else ''}"
+                f"{' of lives' if lives else ''} would decide")
     return (f"{v.variant} against {v.baseline}: undecided ({'+' if v.delta_pct >= 0 else ''}{_pct(v.delta_pct)} "
             f"{v.unit}, 95 % CI {_ci_pct(v)}, {_rounds(v)}{more})")
 
@@ -256,7 +258,7 @@ def _cells(vs: list, primary: list, by_unit: dict, found: list, margin_pct: floa
             first = next(iter(lived.values()))[0]
             own += _life_lines(lived, out.price[q], by_unit, margin_pct, checks)
             out.sentences.append(f"{_where(first)}, over its life: " + "; ".join(
-                f"{metrics.words(name)}: " + "; ".join(phrase(v) for v in got)
+                f"{metrics.words(name)}: " + "; ".join(phrase(v, lives=True) for v in got)
                 for name, got in lived.items() if got) + ".")
             out.groups.append((cell_label(first), own))
             out.lines += [f"{cell_label(first)}, {x}" for x in own]

@@ -12,10 +12,10 @@ from alloclab.core import events
 from alloclab.core.errors import AlloclabError
 
 
-def of_run(run_dir: Path) -> tuple[list[int], list[float]] | None:
-    """(places, log throughput of each turn) of a run in turns; None for a run not in turns, one
+def measured(run_dir: Path) -> tuple[list[int], list[tuple[int, float]]] | None:
+    """(places, (ops, seconds) of each turn) of a run in turns; None for a run not in turns, one
     whose folder lacks either file or holds an event the driver's schema refuses, or whose
-    intervals are not one a place."""
+    intervals are not one a place or measured nothing."""
     try:
         places = json.loads((run_dir / "run.json").read_text()).get("turn_places")
         stored = list(events.parse_lines((run_dir / "events.jsonl").read_text().splitlines()))
@@ -23,7 +23,7 @@ def of_run(run_dir: Path) -> tuple[list[int], list[float]] | None:
         return None
     if not places:
         return None
-    logs, before = [], 0.0
+    out, before = [], 0.0
     for e in stored:
         if e.type != "interval" or e.data.get("phase") != "measure":
             continue
@@ -32,5 +32,11 @@ def of_run(run_dir: Path) -> tuple[list[int], list[float]] | None:
         took, before = elapsed - before, elapsed
         if ops <= 0 or took <= 0:
             return None
-        logs.append(math.log(ops / took))
-    return (list(places), logs) if len(logs) == len(places) else None
+        out.append((ops, took))
+    return (list(places), out) if len(out) == len(places) else None
+
+
+def of_run(run_dir: Path) -> tuple[list[int], list[float]] | None:
+    """(places, log throughput of each turn) of a run in turns (`measured`'s turns as log ops/s)."""
+    got = measured(run_dir)
+    return (got[0], [math.log(ops / took) for ops, took in got[1]]) if got else None
