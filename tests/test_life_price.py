@@ -225,6 +225,51 @@ def test_a_lives_open_verdict_counts_rounds_of_lives_and_a_resume_is_not_said_to
     assert f"about {n} more rounds of lives would decide" in life, life
 
 
+def test_a_resume_counts_the_lives_at_their_own_level_and_says_which_it_reads_again(tmp_path):
+    """The lives ran in rounds 1-4, the steady load in rounds 1-8 with one look. A life's creep
+    decided at 95 % (t = 3.9 on 4 rounds) is open at the 97.9 % of a resume's two looks, but no
+    later look sees more of it (Design.level): the subline counts it neither among the lives'
+    undecided nor among what a resume goes on with, so the counts add up to the headline's. A
+    verdict decided now that the resume's next look reads again is named as such, apart from the
+    undecided ones."""
+    import numpy as np
+
+    from alloclab.answers import analyse, context, sentences
+    rng = np.random.default_rng(3)
+    rows = []
+    for r, d in zip(range(1, 5), (-1.0, -2.8, -2.0, -1.0)):  # creep jemalloc - glibc: mean -1.7, se 0.44
+        rows += [_row("glibc", r, creep=14.0, given=0.02, overhead=60 << 20),
+                 _row("jemalloc", r, creep=14.0 + d, given=0.5,
+                      overhead=int((59 << 20) * (1 + 0.1 * rng.standard_normal())))]
+    for r in range(1, 9):
+        rows += [replace(_row(a, r, ops=1000.0 * (1 + 0.15 * rng.standard_normal())), run_id=f"s-{a}-{r}", cell=SPEED,
+                         part="speed", workload="sysbench") for a in ("glibc", "jemalloc")]
+    spec = lambda key, t, side: {"cell_key": key, "cell": {"engine": "mariadb-innodb"}, "slice_s": t,  # noqa: E731
+                                 "side_by_side": side, "purpose": "measure"}
+    design = Design(questions=("allocators",), baseline="glibc",
+                    decide_on=("creep", "given_back", "overhead", "throughput"))
+    st = analyse.Study(root=tmp_path, rows=rows, machine={"cpu_model": "Test CPU", "cores": 2, "kernel": "6.1"},
+                       plan={"allocators": [{"name": "glibc"}, {"name": "jemalloc"}], "engines": ["mariadb-innodb"],
+                             "design": design.to_json(), "side_by_side": 2},
+                       schedule={"design": {"looks": [8], "planned_rounds": 8},
+                                 "rounds": [{"round": r, "runs": [spec("c", 0.0, 2), spec(SPEED, 0.1, 1)]}
+                                            for r in range(1, 9)]})
+    vs = {(v.base_unit[0], v.metric): v for v in st.verdicts()}
+    assert vs[("c", "creep")].verdict == "lower" and vs[("c", "overhead")].verdict == "undecided"
+    ahead = st.design.ahead(8)
+    read_again = {(v.base_unit[0], v.metric): v for v in decide.verdicts(st.rows, ahead)}[("c", "creep")]
+    assert read_again.verdict == "undecided"  # ...had the lives' rounds been read at the resume's 97.9 %
+    ans = sentences.build(st)
+    assert "The lives' 1 undecided are not among them" in ans.subline, ans.subline
+    # the steady load's: one undecided now, and two decided now that the resume's next look reads again
+    v = lambda k: SimpleNamespace(metric="throughput", base_unit=("s", "glibc"), var_unit=("s", k),  # noqa: E731
+                                  confidence=0.97942)
+    todo, now = [v("jemalloc"), v("tcmalloc"), v("mimalloc")], [v("jemalloc")]
+    assert context._of_these(todo, now) == ("a resume goes on with (1 undecided, and 2 decided at this look that the "
+                                            "next reads at 97.9 %)")
+    assert context._of_these(todo, todo) == context._of_these(todo, None) == "undecided"
+
+
 def test_the_cliffs_preset_puts_each_public_cliff_on_the_frontier():
     """memory-cliffs: memory-life's MariaDB and RocksDB lives with the settings public reports found
     a cliff at, one life of each a round all side by side, each steady load alone in turns after."""

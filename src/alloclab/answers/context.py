@@ -89,35 +89,63 @@ def unanswered(study: analyse.Study) -> list[str]:
 def open_ahead(study: analyse.Study, undecided: list[decide.Verdict]) -> list[decide.Verdict]:
     """The comparisons a resumed study would go on with, where it has `undecided` ones: those open at
     the level of its next look (Design.ahead: one look more, so a few it decided may be open again,
-    as the resumed study itself reckons them), with the rounds each would need at the levels after."""
+    as the resumed study itself reckons them), with the rounds each would need at the levels after.
+    The lives that ended (side_by_side_rounds) are read at that look at the level they were read at
+    before (Design.level: no look after it sees more of them): theirs are `undecided`'s own."""
     if not undecided or not study.design.adaptive:
         return undecided
-    ahead = study.design.ahead(rounds_ran(study.rows))
-    told = study.told()
-    return [v for v in decide.verdicts(study.rows, ahead, decide.stopping(study.rows, ahead))
-            if v.verdict == decide.UNDECIDED and not decide.told_apart(v, told)]
+    ran = rounds_ran(study.rows)
+    ahead = study.design.ahead(ran)
+    told, ended = study.told(), _ended(study)
+    return ([v for v in decide.verdicts(study.rows, ahead, decide.stopping(study.rows, ahead))
+             if v.verdict == decide.UNDECIDED and not decide.told_apart(v, told) and v.var_unit[0] not in ended]
+            + [v for v in undecided if v.var_unit[0] in ended])
 
 
-def to_decide(study: analyse.Study, undecided: list[decide.Verdict]) -> str:
+def _ended(study: analyse.Study) -> set[str]:
+    """The cells of the lives that ran their rounds (side_by_side_rounds) while the others went on."""
+    return study.side_cells() if study.side_rounds() else set()
+
+
+def to_decide(study: analyse.Study, undecided: list[decide.Verdict], now: list[decide.Verdict] | None = None) -> str:
     """How many more rounds, and how much wall time at this study's pace, would decide the rest
-    (`undecided`: open_ahead's), each round of every open unit."""
+    (`undecided`: open_ahead's), each round of every open unit. `now`: the study's own undecided, so
+    that those its next look opens again (decided at this look's level, open at the next one's) are
+    counted apart from them."""
     todo = [v for v in undecided if v.rounds_to_decide is not None]
     ended = []
     if (lives := study.side_rounds()) and todo:  # the lives ran their rounds (side_by_side_rounds): no more on resume
-        side = study.side_cells()
+        side = _ended(study)
         ended = [v for v in todo if v.var_unit[0] in side]
         todo = [v for v in todo if v.var_unit[0] not in side]
     if not ended:
-        return _more_rounds(study, todo)
+        return _more_rounds(study, todo, now)
     said = (f"The lives ran their {lives} rounds (plan key side_by_side_rounds); more rounds of them take a "
             "new study with a larger side_by_side_rounds.")
     if not todo:
         return said
-    return (_more_rounds(study, todo) + f" The lives' {len(ended)} undecided are not among them: {said[0].lower()}"
-            + said[1:])
+    return (_more_rounds(study, todo, now) + f" The lives' {len(ended)} undecided are not among them: "
+            f"{said[0].lower()}" + said[1:])
 
 
-def _more_rounds(study: analyse.Study, todo: list[decide.Verdict]) -> str:
+def _key(v: decide.Verdict) -> tuple:
+    return v.metric, tuple(v.base_unit), tuple(v.var_unit)
+
+
+def _of_these(todo: list[decide.Verdict], now: list[decide.Verdict] | None) -> str:
+    """What `todo` is, in words: "undecided", or, where a resume's next look reads some the study
+    decided at its stricter level, "a resume goes on with (6 undecided, and 1 decided at this look
+    that the next reads at 97.9 %)", so that they add up to the headline's count."""
+    open_now = {_key(v) for v in now or ()}
+    again = [v for v in todo if _key(v) not in open_now] if now is not None else []
+    if not again:
+        return "undecided"
+    level = "/".join(sorted({f"{100 * v.confidence:.1f} %" for v in again}))
+    return (f"a resume goes on with ({len(todo) - len(again)} undecided, and {len(again)} decided at this look "
+            f"that the next reads at {level})")
+
+
+def _more_rounds(study: analyse.Study, todo: list[decide.Verdict], now: list[decide.Verdict] | None = None) -> str:
     """to_decide's sentence for verdicts whose runs a resumed study runs again."""
     if not todo:
         return ""
@@ -141,7 +169,7 @@ def _more_rounds(study: analyse.Study, todo: list[decide.Verdict]) -> str:
     if len(need) > 2 and half < need[-1]:
         lead = (f"About {half} more round(s) (≈ {fmt_duration(cost(half))}"
                 + (f"; --budget {budget(half)}" if study.design.adaptive and cost(half) > 0 else "")
-                + f") would decide {sum(1 for k in need if k <= half)} of the {len(need)} undecided; ")
+                + f") would decide {sum(1 for k in need if k <= half)} of the {len(need)} {_of_these(todo, now)}; ")
     rounds = need[-1]
     per_round = cost(rounds) / rounds if rounds else 0.0
     if rounds >= 1000:

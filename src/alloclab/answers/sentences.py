@@ -183,7 +183,7 @@ def build(study: analyse.Study) -> Answers:
     decided = [v for v in primary if v.verdict != UNDECIDED]
     goals = {m.name for m in decide.stopping(study.rows, pol)}  # what the rounds go on for
     undecided = [v for v in vs if v.metric in goals and v.verdict == UNDECIDED and not decide.told_apart(v, told)]
-    to_decide = context.to_decide(study, context.open_ahead(study, undecided))
+    to_decide = context.to_decide(study, context.open_ahead(study, undecided), undecided)
     where = study.where()
     headline = _headline(study, primary, decided, cells, where)
     subline = _subline(study, primary, decided, vs, undecided, to_decide)
