@@ -186,18 +186,18 @@ def test_the_study_reads_how_its_cells_ran_from_rounds_json():
                  schedule=sched).side_rounds() == 0
 
 
-def test_a_lives_open_verdict_counts_rounds_of_lives_and_a_resume_is_not_said_to_decide_it(tmp_path):
-    """The lives ran in rounds 1-4 (side_by_side_rounds), the steady load alone in turns in rounds
-    1-8. A life's open verdict says the rounds of lives that would decide it, and the subline's
-    resume (for the steady load's open verdict) says the lives' are not among what it decides."""
+def _lives_then_steady(tmp_path, jemalloc_creep: list[float]):
+    """A study of MariaDB's lives in rounds 1-4 (side by side; glibc creeps 14 MiB a cycle, jemalloc
+    `jemalloc_creep`, its overhead scattered: undecided after 4 rounds) and its steady load alone in
+    turns of 0.1 s in rounds 1-8 (its throughput scattered: undecided after 8), one look at round 8."""
     import numpy as np
 
-    from alloclab.answers import analyse, sentences
+    from alloclab.answers import analyse
     rng = np.random.default_rng(3)
     rows = []
-    for r in range(1, 5):  # the life's overhead scatters: undecided after 4 rounds
+    for r, creep in zip(range(1, 5), jemalloc_creep):
         rows += [_row("glibc", r, creep=14.0, given=0.02, overhead=60 << 20),
-                 _row("jemalloc", r, creep=0.3, given=0.5,
+                 _row("jemalloc", r, creep=creep, given=0.5,
                       overhead=int((59 << 20) * (1 + 0.1 * rng.standard_normal())))]
     for r in range(1, 9):  # the steady load's throughput scatters: undecided after 8
         rows += [replace(_row(a, r, ops=1000.0 * (1 + 0.15 * rng.standard_normal())), run_id=f"s-{a}-{r}", cell=SPEED,
@@ -212,6 +212,15 @@ def test_a_lives_open_verdict_counts_rounds_of_lives_and_a_resume_is_not_said_to
                        schedule={"design": {"looks": [8], "planned_rounds": 8},
                                  "rounds": [{"round": r, "runs": [spec("c", 0.0, 2), spec(SPEED, 0.1, 1)]}
                                             for r in range(1, 9)]})
+    return st
+
+
+def test_a_lives_open_verdict_counts_rounds_of_lives_and_a_resume_is_not_said_to_decide_it(tmp_path):
+    """The lives ran in rounds 1-4 (side_by_side_rounds), the steady load alone in turns in rounds
+    1-8. A life's open verdict says the rounds of lives that would decide it, and the subline's
+    resume (for the steady load's open verdict) says the lives' are not among what it decides."""
+    from alloclab.answers import sentences
+    st = _lives_then_steady(tmp_path, [0.3] * 4)
     assert st.side_rounds() == 4
     vs = {(v.base_unit[0], v.metric): v for v in st.verdicts()}
     assert vs[("c", "overhead")].verdict == "undecided" and vs[(SPEED, "throughput")].verdict == "undecided"
@@ -232,28 +241,9 @@ def test_a_resume_counts_the_lives_at_their_own_level_and_says_which_it_reads_ag
     undecided nor among what a resume goes on with, so the counts add up to the headline's. A
     verdict decided now that the resume's next look reads again is named as such, apart from the
     undecided ones."""
-    import numpy as np
-
-    from alloclab.answers import analyse, context, sentences
-    rng = np.random.default_rng(3)
-    rows = []
-    for r, d in zip(range(1, 5), (-1.0, -2.8, -2.0, -1.0)):  # creep jemalloc - glibc: mean -1.7, se 0.44
-        rows += [_row("glibc", r, creep=14.0, given=0.02, overhead=60 << 20),
-                 _row("jemalloc", r, creep=14.0 + d, given=0.5,
-                      overhead=int((59 << 20) * (1 + 0.1 * rng.standard_normal())))]
-    for r in range(1, 9):
-        rows += [replace(_row(a, r, ops=1000.0 * (1 + 0.15 * rng.standard_normal())), run_id=f"s-{a}-{r}", cell=SPEED,
-                         part="speed", workload="sysbench") for a in ("glibc", "jemalloc")]
-    spec = lambda key, t, side: {"cell_key": key, "cell": {"engine": "mariadb-innodb"}, "slice_s": t,  # noqa: E731
-                                 "side_by_side": side, "purpose": "measure"}
-    design = Design(questions=("allocators",), baseline="glibc",
-                    decide_on=("creep", "given_back", "overhead", "throughput"))
-    st = analyse.Study(root=tmp_path, rows=rows, machine={"cpu_model": "Test CPU", "cores": 2, "kernel": "6.1"},
-                       plan={"allocators": [{"name": "glibc"}, {"name": "jemalloc"}], "engines": ["mariadb-innodb"],
-                             "design": design.to_json(), "side_by_side": 2},
-                       schedule={"design": {"looks": [8], "planned_rounds": 8},
-                                 "rounds": [{"round": r, "runs": [spec("c", 0.0, 2), spec(SPEED, 0.1, 1)]}
-                                            for r in range(1, 9)]})
+    from alloclab.answers import context, sentences
+    # creep jemalloc - glibc: mean -1.7, se 0.44
+    st = _lives_then_steady(tmp_path, [14.0 + d for d in (-1.0, -2.8, -2.0, -1.0)])
     vs = {(v.base_unit[0], v.metric): v for v in st.verdicts()}
     assert vs[("c", "creep")].verdict == "lower" and vs[("c", "overhead")].verdict == "undecided"
     ahead = st.design.ahead(8)
