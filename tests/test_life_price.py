@@ -5,6 +5,7 @@ the leanest setting that costs no speed and the leanest overall with its price; 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 import pytest
@@ -225,12 +226,12 @@ def test_a_lives_open_verdict_counts_rounds_of_lives_and_a_resume_is_not_said_to
     vs = {(v.base_unit[0], v.metric): v for v in st.verdicts()}
     assert vs[("c", "overhead")].verdict == "undecided" and vs[(SPEED, "throughput")].verdict == "undecided"
     ans = sentences.build(st)
+    n = vs[("c", "overhead")].rounds_to_decide
     assert "The lives' 1 undecided are not among them: the lives ran their 4 rounds (plan key " \
-           "side_by_side_rounds); more rounds of them take a new study with a larger side_by_side_rounds." \
-           in ans.subline, ans.subline
+           f"side_by_side_rounds); more rounds of them take a new study: {n} more (a new study with " \
+           f"side_by_side_rounds = {4 + n}) would decide them." in ans.subline, ans.subline
     assert "would decide the rest" in ans.subline.split("The lives'")[0], ans.subline
     life = next(s for s in ans.sentences if "over its life" in s)
-    n = vs[("c", "overhead")].rounds_to_decide
     assert f"about {n} more rounds of lives would decide" in life, life
 
 
@@ -354,8 +355,60 @@ def test_after_the_lives_rounds_more_rounds_cost_the_steady_loads_alone_and_the_
     assert together.round_wall({speed, (SPEED, "jemalloc")}, walls, 24, True, [SPEED]) == 50.0
     assert together.round_wall({life, speed}, walls, 24, True, [SPEED]) == 210.0  # the lives together, then turns
     v = SimpleNamespace(rounds_to_decide=4, var_unit=("life", "jemalloc"), base_unit=life)
-    st = SimpleNamespace(side_rounds=lambda: 7, side_cells=lambda: {"life"})
+    st = SimpleNamespace(side_rounds=lambda: 7, side_cells=lambda: {"life"}, plan={}, schedule={})
     assert "ran their 7 rounds (plan key side_by_side_rounds)" in context.to_decide(st, [v])
+
+
+def test_a_larger_budget_buys_a_preset_more_rounds_of_lives_and_the_report_says_which_budget(tmp_path):
+    """memory-life quick's lives run 5 rounds at its 60 minutes: another budget scales them (never
+    below min_runs), a plan file's budget too, but not a plan file's own side_by_side_rounds; and a
+    study whose lives ended open names the budget of a new study that runs the rounds of lives
+    deciding them."""
+    from alloclab.answers import context
+
+    def lives(*args, toml=None):
+        if toml is not None:
+            (tmp_path / "p.toml").write_text(toml)
+            args = ("--plan", str(tmp_path / "p.toml"), *args)
+        return flags.plan_dict(cli.parser().parse_args(["run", *args])).get("side_by_side_rounds")
+
+    assert lives("--preset", "memory-life") == 5
+    assert lives("--preset", "memory-life", "--budget", "60m") == 5
+    assert lives("--preset", "memory-life", "--budget", "1h48m") == 9
+    assert lives("--preset", "memory-life", "--budget", "1h47m") == 8
+    assert lives("--preset", "memory-life", "--budget", "36m") == 3
+    assert lives("--preset", "memory-life", "--budget", "20m") == 3  # min_runs
+    assert lives(toml='preset = "memory-life"\nbudget = "2h"\n') == 10
+    assert lives("--budget", "2h", toml='preset = "memory-life"\nside_by_side_rounds = 4\n') == 4
+    assert lives("--preset", "memory-life", "--slice", "0.5", "--budget", "2h") is None
+    assert plan.load({**preset("memory-life", "quick"), "budget": "1h48m", "side_by_side_rounds": 9}, default_seed=1,
+                     found_allocators=_every_allocator()).side_by_side_rounds == 9
+    stored = {"preset": "memory-life", "scale": "quick", "budget": 3600.0, "side_by_side_rounds": 5}
+    assert flags.lives_follow_budget(stored) and flags.lives_follow_budget({**stored, "budget": 6480.0,
+                                                                            "side_by_side_rounds": 9})
+    assert not flags.lives_follow_budget({**stored, "side_by_side_rounds": 7})  # a plan file's own
+    assert not flags.lives_follow_budget({**stored, "preset": "no-such-preset"})
+    v = lambda k: SimpleNamespace(rounds_to_decide=k)  # noqa: E731
+    st = SimpleNamespace(plan=stored, schedule={})
+    assert context._more_lives(st, [v(43), v(2), v(4), v(4)], 5) == (
+        "more rounds of them take a new study: 4 more (a new study with --budget 1h48m) would decide 3 of the 4; "
+        "all 43 more (--budget 9h36m) would decide the rest.")
+    assert lives("--preset", "memory-life", "--budget", "1h48m") == 5 + 4  # what it names runs them
+    assert context._more_lives(st, [v(4)], 5) == ("more rounds of them take a new study: 4 more (a new study with "
+                                                  "--budget 1h48m) would decide them.")
+    # a study whose lives' rounds took 12m30s: a new study's budget affords 9 of them at that pace (1.1 x)
+    t0 = datetime(2026, 12, 7, 6, tzinfo=timezone.utc)
+    starts = {"rounds": [{"round": r, "started_at": (t0 + timedelta(seconds=750 * (r - 1))).isoformat()}
+                         for r in range(1, 8)]}
+    assert context._lives_pace(starts, 5) == 750.0
+    assert context._more_lives(SimpleNamespace(plan=stored, schedule=starts), [v(4)], 5) == (
+        "more rounds of them take a new study: 4 more (a new study with --budget 2h04m) would decide them.")
+    st = SimpleNamespace(plan={**stored, "side_by_side_rounds": 7}, schedule={})
+    assert context._more_lives(st, [v(2), v(5000)], 7) == (
+        "more rounds of them take a new study: 2 more (a new study with side_by_side_rounds = 9) would decide 1 of "
+        "the 2; the others' differences are too small for this noise however many rounds ran.")
+    assert context._more_lives(st, [v(5000)], 7) == ("more rounds of them would not decide them: their differences "
+                                                     "are too small for this noise.")
 
 
 def test_after_the_lives_rounds_the_last_look_moves_at_the_steady_loads_pace():

@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from datetime import datetime
 
 from alloclab.answers import analyse, causes, decide, metrics, replicate, stats, together
 from alloclab.answers.wording import cell_label
 from alloclab.core.units import fmt_duration
+from alloclab.plan import flags
 from alloclab.plan.design import PACE_SLACK
 from alloclab.results.store import rounds_ran
 
@@ -120,12 +122,50 @@ def to_decide(study: analyse.Study, undecided: list[decide.Verdict], now: list[d
         todo = [v for v in todo if v.var_unit[0] not in side]
     if not ended:
         return _more_rounds(study, todo, now)
-    said = (f"The lives ran their {lives} rounds (plan key side_by_side_rounds); more rounds of them take a "
-            "new study with a larger side_by_side_rounds.")
+    said = f"The lives ran their {lives} rounds (plan key side_by_side_rounds); " + _more_lives(study, ended, lives)
     if not todo:
         return said
     return (_more_rounds(study, todo, now) + f" The lives' {len(ended)} undecided are not among them: "
             f"{said[0].lower()}" + said[1:])
+
+
+def _more_lives(study: analyse.Study, ended: list[decide.Verdict], lives: int) -> str:
+    """What more rounds of the lives would decide of their `ended` undecided, at the level a new
+    study's one look reads them (their own): a new study of a preset with a larger --budget runs
+    them (plan.flags scales the preset's lives with its budget), one of a plan file with a larger
+    side_by_side_rounds."""
+    need = sorted(min(v.rounds_to_decide, 1000) for v in ended)
+    budget, pace = study.plan.get("budget"), _lives_pace(study.schedule, lives)
+
+    def new_study(k: int) -> str:  # a new study whose lives run k more rounds: its budget scales them, and affords them
+        if flags.lives_follow_budget(study.plan):
+            total = lives + k
+            need = max(float(budget) * total / lives, PACE_SLACK * pace * total)
+            return f"--budget {fmt_duration(60 * math.ceil(need / 60))}"
+        return f"side_by_side_rounds = {lives + k}"
+
+    half = need[(len(need) - 1) // 2]
+    lead = ""
+    if len(need) > 1 and half < need[-1]:
+        lead = (f"{half} more (a new study with {new_study(half)}) would decide "
+                f"{sum(1 for k in need if k <= half)} of the {len(need)}; ")
+    if need[-1] >= 1000:
+        return ("more rounds of them take a new study: " + lead + "the others' differences are too small for "
+                "this noise however many rounds ran.") if lead else \
+            "more rounds of them would not decide them: their differences are too small for this noise."
+    return ("more rounds of them take a new study: " + lead
+            + (f"all {need[-1]} more ({new_study(need[-1])}) would decide the rest." if lead else
+               f"{need[-1]} more (a new study with {new_study(need[-1])}) would decide them."))
+
+
+def _lives_pace(schedule: dict, lives: int) -> float:
+    """Seconds a round of the lives took, with what ran beside them in their rounds (rounds.json's
+    starts, from round 1 to the first round after them); 0 where they are not known."""
+    starts = {r.get("round"): r.get("started_at") for r in schedule.get("rounds") or ()}
+    try:
+        return (datetime.fromisoformat(starts[lives + 1]) - datetime.fromisoformat(starts[1])).total_seconds() / lives
+    except (KeyError, TypeError, ValueError):
+        return 0.0
 
 
 def _key(v: decide.Verdict) -> tuple:

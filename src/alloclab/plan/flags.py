@@ -3,21 +3,28 @@ flags laid over it (validated later, as a whole, by plan.load). Each workload ap
 
 from __future__ import annotations
 
+import math
+
 from alloclab.core.errors import AlloclabError
+from alloclab.core.units import parse_duration
 from alloclab.plan import presets, workload
+from alloclab.plan.design import DEFAULT_MIN_RUNS
 from alloclab.plan.schema import read_toml
 
 
 def plan_dict(a) -> dict:
     """Preset, plan file or flags -> one plan dictionary (validated later, as a whole)."""
+    planned = None  # the budget of a preset whose side_by_side_rounds the plan keeps: another budget scales them
     if a.plan:
         raw = read_toml(a.plan)
         if "preset" in raw:
             base = presets.preset(raw["preset"], raw.get("scale", a.scale or "quick"))
+            planned = None if "side_by_side_rounds" in raw else base.get("budget")
             raw = {**base, **raw}
     elif a.preset or not a.workloads or not all(_table_of(w) for w in a.workloads):
         # no preset named: the default one (parts of it may be picked with --workloads)
         raw = presets.preset(a.preset or "kv-allocators", a.scale or "quick")
+        planned = raw.get("budget")
     else:
         # workloads by name (write, tpcc, ...), and what a workload knows by other names
         # (sysbench's tests: oltp_read_only, ...)
@@ -57,6 +64,8 @@ def plan_dict(a) -> dict:
     if a.runs is not None:  # exactly N runs: the preset's adaptive settings do not apply
         for k in ("budget", "min_runs", "max_rounds", "target_ci_pct", "looks"):
             raw.pop(k, None)
+    if a.runs is None:
+        _scale_lives(raw, planned, raw.get("budget") if a.budget is None else a.budget)
     for flag, key in (("target_ci", "target_ci_pct"), ("margin", "margin_pct"), ("budget", "budget"),
                       ("max_rounds", "max_rounds")):
         if getattr(a, flag) is not None:
@@ -101,6 +110,35 @@ def plan_dict(a) -> dict:
             new.append(w)
         raw["workloads"] = new
     return raw
+
+
+def _scale_lives(raw: dict, planned, budget) -> None:
+    """A preset whose lives run side by side in its first rounds (side_by_side_rounds) sets them for
+    its own budget (`planned`): another budget (--budget, or a plan file's) scales them with it, so
+    that more time buys more rounds of lives, not only of what goes on after them (memory-life
+    quick: 5 rounds at 60 minutes, 9 at 1h48m, 3 at 36m); never fewer than min_runs, the rounds a
+    comparison needs."""
+    if not raw.get("side_by_side_rounds") or planned is None or budget is None:
+        return
+    raw["side_by_side_rounds"] = lives_rounds(raw["side_by_side_rounds"], parse_duration(planned, "budget"),
+                                              parse_duration(budget, "--budget"), raw.get("min_runs", DEFAULT_MIN_RUNS))
+
+
+def lives_rounds(rounds: int, planned_s: float, budget_s: float, min_runs: int = DEFAULT_MIN_RUNS) -> int:
+    """The rounds of lives a budget of `budget_s` affords where `planned_s` affords `rounds`."""
+    return max(min_runs, math.floor(rounds * budget_s / planned_s + 1e-9))
+
+
+def lives_follow_budget(plan: dict) -> bool:
+    """Whether a stored plan's lives ran the rounds its preset gives them at its budget (_scale_lives),
+    so that a new study of that preset with a larger --budget runs more of them."""
+    try:
+        base = presets.preset(plan["preset"], plan.get("scale") or "quick")
+        planned, budget = parse_duration(base["budget"]), parse_duration(plan["budget"])
+    except (AlloclabError, KeyError, TypeError):
+        return False
+    side, least = base.get("side_by_side_rounds"), plan.get("design", {}).get("min_runs", DEFAULT_MIN_RUNS)
+    return bool(side) and lives_rounds(side, planned, budget, least) == plan.get("side_by_side_rounds")
 
 
 def _table_of(word: str) -> dict | None:

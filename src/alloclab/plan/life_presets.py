@@ -29,8 +29,8 @@ def memory_life(scale: str) -> dict:
     allocators in turns of 0.1 s (the workload's own slice_s), after the round's lives; side by
     side, a life's throughput is a share of the machine, told and never decided on (Plan.told).
     The rounds go on until memory's verdicts and the speed ones are decided (`decide_on`); quick's
-    lives end after 5 rounds (side_by_side_rounds), and the steady loads go on alone in the rounds
-    its budget leaves.
+    lives end after 5 rounds (side_by_side_rounds; another --budget scales them: 9 at 1h48m), and
+    the steady loads go on alone in the rounds its budget leaves.
 
     `smoke` (CI): 3 short cycles, glibc and jemalloc, one life after another. `quick` (60 minutes):
     the seeds' four allocators and the two most deployed tunings, lives of 8 cycles (RocksDB's 6),
