@@ -140,8 +140,8 @@ def _more_lives(study: analyse.Study, ended: list[decide.Verdict], lives: int) -
     def new_study(k: int) -> str:  # a new study whose lives run k more rounds: its budget scales them, and affords them
         if flags.lives_follow_budget(study.plan):
             total = lives + k
-            need = max(float(budget) * total / lives, PACE_SLACK * pace * total)
-            return f"--budget {fmt_duration(60 * math.ceil(need / 60))}"
+            seconds = max(float(budget) * total / lives, PACE_SLACK * pace * total)
+            return f"--budget {fmt_duration(60 * math.ceil(seconds / 60))}"
         return f"side_by_side_rounds = {lives + k}"
 
     half = need[(len(need) - 1) // 2]

@@ -64,7 +64,7 @@ def plan_dict(a) -> dict:
     if a.runs is not None:  # exactly N runs: the preset's adaptive settings do not apply
         for k in ("budget", "min_runs", "max_rounds", "target_ci_pct", "looks"):
             raw.pop(k, None)
-    if a.runs is None:
+    else:
         _scale_lives(raw, planned, raw.get("budget") if a.budget is None else a.budget)
     for flag, key in (("target_ci", "target_ci_pct"), ("margin", "margin_pct"), ("budget", "budget"),
                       ("max_rounds", "max_rounds")):
