@@ -136,9 +136,10 @@ def _more_lives(study: analyse.Study, ended: list[decide.Verdict], lives: int) -
     side_by_side_rounds."""
     need = sorted(min(v.rounds_to_decide, 1000) for v in ended)
     budget, pace = study.plan.get("budget"), _lives_pace(study.schedule, lives)
+    follow = flags.lives_follow_budget(study.plan)
 
     def new_study(k: int) -> str:  # a new study whose lives run k more rounds: its budget scales them, and affords them
-        if flags.lives_follow_budget(study.plan):
+        if follow:
             total = lives + k
             seconds = max(float(budget) * total / lives, PACE_SLACK * pace * total)
             return f"--budget {fmt_duration(60 * math.ceil(seconds / 60))}"
