@@ -134,7 +134,7 @@ def _more_lives(study: analyse.Study, ended: list[decide.Verdict], lives: int) -
     study's one look reads them (their own): a new study of a preset with a larger --budget runs
     them (plan.flags scales the preset's lives with its budget), one of a plan file with a larger
     side_by_side_rounds."""
-    need = sorted(min(v.rounds_to_decide, 1000) for v in ended)
+    need, half, by_half = _needs(ended)
     budget, pace = study.plan.get("budget"), _lives_pace(study.schedule, lives)
     follow = flags.lives_follow_budget(study.plan)
 
@@ -145,11 +145,9 @@ def _more_lives(study: analyse.Study, ended: list[decide.Verdict], lives: int) -
             return f"--budget {fmt_duration(60 * math.ceil(seconds / 60))}"
         return f"side_by_side_rounds = {lives + k}"
 
-    half = need[(len(need) - 1) // 2]
     lead = ""
     if len(need) > 1 and half < need[-1]:
-        lead = (f"{half} more (a new study with {new_study(half)}) would decide "
-                f"{sum(1 for k in need if k <= half)} of the {len(need)}; ")
+        lead = f"{half} more (a new study with {new_study(half)}) would decide {by_half} of the {len(need)}; "
     if need[-1] >= 1000:
         return ("more rounds of them take a new study: " + lead + "the others' differences are too small for "
                 "this noise however many rounds ran.") if lead else \
@@ -157,6 +155,14 @@ def _more_lives(study: analyse.Study, ended: list[decide.Verdict], lives: int) -
     return ("more rounds of them take a new study: " + lead
             + (f"all {need[-1]} more ({new_study(need[-1])}) would decide the rest." if lead else
                f"{need[-1]} more (a new study with {new_study(need[-1])}) would decide them."))
+
+
+def _needs(verdicts: list[decide.Verdict]) -> tuple[list[int], int, int]:
+    """The rounds each of `verdicts` needs to be decided (at most 1000), sorted; their median; how
+    many of them the median's rounds decide."""
+    need = sorted(min(v.rounds_to_decide, 1000) for v in verdicts)
+    half = need[(len(need) - 1) // 2]
+    return need, half, sum(1 for k in need if k <= half)
 
 
 def _lives_pace(schedule: dict, lives: int) -> float:
@@ -190,7 +196,7 @@ def _more_rounds(study: analyse.Study, todo: list[decide.Verdict], now: list[dec
     """to_decide's sentence for verdicts whose runs a resumed study runs again."""
     if not todo:
         return ""
-    need = sorted(min(v.rounds_to_decide, 1000) for v in todo)
+    need, half, by_half = _needs(todo)
     walls, side = study.unit_walls(), int(study.plan.get("side_by_side") or 1)
 
     # every open unit runs in each of the rounds: a resumed study decides nothing before its next look
@@ -205,12 +211,11 @@ def _more_rounds(study: analyse.Study, todo: list[decide.Verdict], now: list[dec
     def budget(k: int) -> str:  # the budget whose rounds a resume plans at this pace (study.pace), whole minutes
         return fmt_duration(60 * math.ceil((elapsed + PACE_SLACK * cost(k)) / 60))
 
-    half = need[(len(need) - 1) // 2]
     lead = ""
     if len(need) > 2 and half < need[-1]:
         lead = (f"About {half} more round(s) (≈ {fmt_duration(cost(half))}"
                 + (f"; --budget {budget(half)}" if study.design.adaptive and cost(half) > 0 else "")
-                + f") would decide {sum(1 for k in need if k <= half)} of the {len(need)} {_of_these(todo, now)}; ")
+                + f") would decide {by_half} of the {len(need)} {_of_these(todo, now)}; ")
     rounds = need[-1]
     per_round = cost(rounds) / rounds if rounds else 0.0
     if rounds >= 1000:

@@ -90,7 +90,9 @@ def memory_life(scale: str) -> dict:
     # and a slope's spread shrinks with the cycles' spread about their mean: 7 warm cycles give it
     # about a quarter of the spread of 3 (sums of squares 28 and 2: 1 / sqrt 14). With 4 cycles, two
     # of MariaDB's five creeps and one of PostgreSQL's stayed open after 7 rounds; with 8, after 4
-    # rounds, MariaDB's were all decided
+    # rounds, MariaDB's were all decided. PostgreSQL's pools at 12 (q1, 2026-12-07, docs/results.md):
+    # a round of lives 2 minutes longer, and the pools' creeps level off, so their differences to
+    # glibc's shrank toward 0 and stayed as open as over 8 cycles
     cycles = {"smoke": 3, "quick": 8, "full": 5}[scale]
     rocks_cycles = {"smoke": 3, "quick": 6, "full": 5}[scale]  # quick: RocksDB's creeps are decided at 6
     # quick: two RocksDB lives and two PostgreSQL pools of each allocator a round. One pool's RSS over
