@@ -11,11 +11,11 @@ cycles' sum of squares about their mean, 28 for 7 of them, 110 for 11), while wh
 life to life for other reasons does not shrink. Per round (the lives of a round averaged, the
 difference to glibc's), the spread read from the rounds is split into the two parts, the first
 scaled to C cycles (the table gives each SD a round), and the rounds to decide counted as the study
-counts them: the smallest n whose t interval of the mean difference excludes 0 or lies within
-±margin. A life of C cycles takes up to C ÷ now as long. A forecast, not a measurement: it takes a
-creep to go on at its rate, and PostgreSQL's pools level off (docs/results.md, "Longer pool lives,
-measured": at 12 cycles their differences to glibc shrank toward 0 and spread more than forecast),
-so a study of lives that long is what answers it.
+counts them (answers.stats.rounds_to_decide: the fewest rounds, at least 3, whose t interval of the
+mean difference excludes 0 or lies within ±margin). A life of C cycles takes up to C ÷ now as
+long. A forecast, not a measurement: it takes a creep to go on at its rate, and PostgreSQL's pools
+level off (docs/results.md, "Longer pool lives, measured": at 12 cycles their differences to glibc
+shrank toward 0 and spread more than forecast), so a study of lives that long is what answers it.
 
     .venv/bin/python bench/life_cycles.py RESULTS [RESULTS ...] [--engine postgres] [--cycles 12,16]
 """
@@ -26,25 +26,20 @@ import argparse
 import csv
 import math
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 from scipy import stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from alloclab.answers import stats as answers_stats  # noqa: E402
+
 
 def sxx(n: int) -> float:
     """The sum of squares of n consecutive cycle numbers about their mean."""
     return n * (n * n - 1) / 12
-
-
-def rounds_to_decide(mean: float, sd: float, margin: float, most: int = 200) -> int | None:
-    """The fewest rounds whose 95 % t interval of a mean difference `mean` (spread `sd` a round)
-    excludes 0 or lies within ±margin; None past `most`."""
-    for n in range(2, most + 1):
-        half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-        if half < abs(mean) or abs(mean) + half < margin:
-            return n
-    return None
 
 
 def lives(folder: Path, engine: str) -> dict[str, dict[int, list[tuple[float, float, int]]]]:
@@ -105,8 +100,10 @@ def main() -> None:
             cells = []
             for c in targets:
                 sd_c = math.sqrt(rest + within(var, base, paired, c))
-                n = rounds_to_decide(mean, sd_c, a.margin)
-                cells.append(f"{n} (SD {sd_c:.2f})" if n else f"over 200 (SD {sd_c:.2f})")
+                # the study's own count (answers.decide: a difference's margin passed as expm1)
+                n = answers_stats.rounds_to_decide(mean, sd_c, 0, confidence=0.95, margin=math.expm1(a.margin),
+                                                   limit=200)
+                cells.append(f"{n} (SD {sd_c:.2f})" if n < 200 else f"over 200 (SD {sd_c:.2f})")
             name = alloc if len(alloc) <= 24 else alloc[:21] + "…"
             print(f"| {name} | {len(paired)} | {mean:+.2f} | {sd:.2f} | {min(own / (sd * sd), 9.99):.0%} | "
                   + " | ".join(cells) + " |")
