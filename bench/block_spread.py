@@ -30,9 +30,7 @@ Three readings, each per guard level beside the pairs' own rule (what decide doe
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
-import json
 import math
 import sys
 from collections import defaultdict
@@ -44,7 +42,10 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.answers import stats  # noqa: E402
+import turns_bias  # noqa: E402
+
+import alloclab.workloads  # noqa: E402,F401  (registers the workloads' own columns)
+from alloclab.answers import analyse, decide, stats  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 BASE = "glibc"
@@ -111,31 +112,29 @@ def decided(x: np.ndarray, level: float | None) -> list[str]:
 
 def steady_loads(root: Path) -> dict[tuple[str, str], tuple[list[str], np.ndarray]]:
     """(study, engine) -> (allocators, baseline first; rounds × allocators of log throughput: a
-    round's servers of one allocator averaged, as decide.per_round does)."""
+    round's valid runs of one allocator averaged, as decide pairs them: decide.per_round)."""
     out = {}
-    for runs in sorted(root.glob("*/runs.csv")):
-        by: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-        with runs.open() as f:
-            for r in csv.DictReader(f):
-                if r["part"] == "speed" and r["status"] == "ok" and r["purpose"] == "measure":
-                    by[r["engine"]][int(r["repeat"])][r["allocator"]].append(float(r["ops_per_s"]))
-        for engine, rounds in by.items():
-            names = sorted(set.intersection(*(set(x) for x in rounds.values())), key=lambda a: (a != BASE, a))
-            x = np.log([[np.mean(rounds[k][a]) for a in names] for k in sorted(rounds)])
-            out[(runs.parent.name, engine)] = (names, x)
+    for study in sorted(p.parent for p in root.glob("*/runs.csv")):
+        rows = [r for r in analyse.load(study).rows if r.part == "speed" and r.purpose == "measure"]
+        groups = decide.per_round(rows, lambda r: r.ops_per_s if r.status == "ok" and r.allocator_verified else None)
+        for cell, by in groups.items():
+            names = sorted(by, key=lambda a: (a != BASE, a))
+            keys = sorted(set.intersection(*(set(by[a]) for a in names)))
+            out[(study.name, decide.cell_dict(cell)["engine"])] = (names, np.log([[by[a][k] for a in names]
+                                                                                 for k in keys]))
     return out
 
 
 def turns_bench(store: Path) -> dict[tuple[str, str, str], np.ndarray]:
-    """(machine, cell, design) -> rounds × allocators (glibc first) of log throughput."""
+    """(machine, cell, design) -> rounds × allocators (glibc first) of log throughput, every whole
+    round of the store (turns_bias.read_store) whose runs of that design were all ok."""
     got: dict = defaultdict(list)
-    for line in (store / "rounds.jsonl").read_text().splitlines():
-        j = json.loads(line)
-        for name, results in j["results"].items():
+    for rec in turns_bias.read_store(store)[0]:
+        for name, results in rec["results"].items():
             for res in results:
                 runs = res.get("runs") or []
                 if runs and all(r["status"] == "ok" and r.get("throughput") for r in runs):
-                    got[(j["machine"]["key"][:6], j["cell"], name)].append(
+                    got[(turns_bias.machine_key(rec)[:6], rec["cell"], name)].append(
                         {r["allocator"]: float(r["throughput"]) for r in runs})
     out = {}
     for key, rounds in got.items():
