@@ -113,7 +113,8 @@ def memory_life(scale: str) -> dict:
     # second the others missed; in turns of 0.1 s (a cycle of 0.6 s) the ratios to glibc spread
     # 0.5-4.2 % a round where turns of 0.5 s spread 1.9-12.3 % in the same rounds (the turns bench,
     # 2026-12-06; 1.2-4.4 % in a study, o7), with the same effects (RocksDB's tcmalloc +8 %, jemalloc
-    # +5 %) and no bias against runs alone told apart over 24-80 rounds a cell (MariaDB's lean 2-3 % low)
+    # +5 %) and against runs alone within 3 % (MariaDB's jemalloc and mimalloc 2.0 and 2.6 % low over 138
+    # rounds, told apart; the rest not; DESIGN.md)
     window = {"smoke": 2.0, "quick": 6.0, "full": 20.0}[scale]
     alone = {"part": "speed", "duration_s": window, "slice_s": 0.1}
     oltp = {**alone, "workload": SYSBENCH, "test": ["oltp_read_write"], "client": [NATIVE], "profile": "life",
